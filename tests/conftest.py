@@ -1,0 +1,40 @@
+"""Fixtures for the mbfs and mbexec suites: one local service per module,
+a fresh container per test module, a mount per test that always unmounts."""
+import os
+import pytest
+
+import mbtest
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: long-running test (still part of make check)")
+
+
+@pytest.fixture(scope="module")
+def service():
+    svc = mbtest.Service()
+    yield svc
+    svc.stop()
+
+
+@pytest.fixture(scope="module")
+def container(service):
+    ident = service.create_container()
+    yield ident
+    service.delete_container(ident)
+
+
+@pytest.fixture
+def need_fuse():
+    if not mbtest.fuse_available():
+        pytest.skip("needs /dev/fuse and fusermount3 (apt-get install fuse3)")
+
+
+@pytest.fixture
+def mount(service, container, need_fuse):
+    m = mbtest.Mount(service, container)
+    yield m
+    rc = m.unmount()
+    log = m.log()
+    assert not mbtest.sanitizer_report(log), log
+    assert rc == 0, "mbfs exited %s: %s" % (rc, log[-3000:])

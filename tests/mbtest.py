@@ -1,0 +1,242 @@
+"""Helpers shared by the mbfs and mbexec test suites.
+
+Starts the local Mainbrella service, talks to its API with urllib, mounts
+mbfs and always unmounts. Tests drive the real binaries (fuse/mbfs,
+shim/mbexec) found in $MB_BIN_DIR (default: the repository root).
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN_DIR = os.environ.get("MB_BIN_DIR", ROOT)
+MBFS = os.path.join(BIN_DIR, "fuse", "mbfs")
+MBEXEC = os.path.join(BIN_DIR, "shim", "mbexec")
+SERVICE = os.path.join(ROOT, "tests", "localservice.py")
+PYTHON = "/usr/bin/python3"
+ASAN = os.environ.get("MB_ASAN") == "1"
+
+SANITIZER_RE = re.compile(r"(ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:|SUMMARY: UndefinedBehaviorSanitizer)")
+
+
+def fuse_available():
+    return os.path.exists("/dev/fuse") and shutil.which("fusermount3") is not None
+
+
+class Service:
+    """A running local service on a free port, with its own state dir."""
+
+    def __init__(self, latency_ms=0, extra_args=()):
+        self.tmp = tempfile.mkdtemp(prefix="mbsvc-", dir=os.environ.get("MB_TEST_TMP", "/var/tmp"))
+        self.key = "mb_" + uuid.uuid4().hex + uuid.uuid4().hex
+        self.log_path = os.path.join(self.tmp, "service.log")
+        self._log = open(self.log_path, "wb")
+        env = dict(os.environ, MAINBRELLA_API_KEY=self.key)
+        args = [PYTHON, SERVICE, "--listen", "127.0.0.1:0", "--state",
+                os.path.join(self.tmp, "state")]
+        if latency_ms:
+            args += ["--latency-ms", str(latency_ms)]
+        args += list(extra_args)
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._log, env=env)
+        line = self.proc.stdout.readline().decode()
+        m = re.match(r"listening (http://\S+)", line)
+        if not m:
+            self.stop()
+            raise RuntimeError("local service did not start: %r; log: %s" % (line, self.log()))
+        self.url = m.group(1)
+
+    def log(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode(errors="replace")[-4000:]
+        except OSError:
+            return ""
+
+    def env(self, **extra):
+        """Environment for mbfs/mbexec: key via the environment, never argv."""
+        e = dict(os.environ)
+        e.update(MAINBRELLA_API_URL=self.url, MAINBRELLA_API_KEY=self.key)
+        e.pop("MAINBRELLA_API_KEY_FILE", None)
+        if ASAN:
+            e.setdefault("ASAN_OPTIONS", "detect_leaks=1:exitcode=86")
+        e.update(extra)
+        return e
+
+    def request(self, method, route, query=None, body=None, headers=None, raw=False, timeout=130):
+        url = self.url + route
+        if query:
+            url += "?" + urllib.parse.urlencode(query, quote_via=urllib.parse.quote)
+        data = None
+        hdrs = {"Authorization": "Bearer " + self.key}
+        if body is not None:
+            if isinstance(body, (bytes, bytearray)):
+                data = bytes(body)
+                hdrs["Content-Type"] = "application/octet-stream"
+            else:
+                data = json.dumps(body).encode()
+                hdrs["Content-Type"] = "application/json"
+        hdrs.update(headers or {})
+        req = urllib.request.Request(url, data=data, method=method, headers=hdrs)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                payload = r.read()
+                status = r.status
+        except urllib.error.HTTPError as e:
+            payload = e.read()
+            status = e.code
+        if raw:
+            return status, payload
+        try:
+            return status, json.loads(payload.decode() or "null")
+        except ValueError:
+            return status, payload
+
+    def create_container(self):
+        status, doc = self.request("POST", "/containers", body={},
+                                   headers={"Idempotency-Key": uuid.uuid4().hex})
+        assert status == 200, (status, doc)
+        c = doc["creation"]
+        return {"id": c["containerId"], "createdAt": c["createdAt"]}
+
+    def delete_container(self, ident):
+        self.request("DELETE", "/containers", query=ident)
+
+    def ident_query(self, ident, **kw):
+        q = {"id": ident["id"], "createdAt": ident["createdAt"]}
+        q.update(kw)
+        return q
+
+    def exec(self, ident, command, timeout_ms=30000):
+        status, doc = self.request("POST", "/containers/exec", query=self.ident_query(ident),
+                                   body={"command": command, "timeoutMs": timeout_ms})
+        assert status == 200, (status, doc)
+        return doc
+
+    def put_file(self, ident, path, data):
+        status, doc = self.request("PUT", "/containers/files", query=self.ident_query(ident, path=path), body=data)
+        assert status == 200, (status, doc)
+
+    def get_file(self, ident, path):
+        status, data = self.request("GET", "/containers/files", query=self.ident_query(ident, path=path), raw=True)
+        return status, data
+
+    def stats(self):
+        status, doc = self.request("GET", "/_local/stats")
+        assert status == 200, (status, doc)
+        return doc
+
+    def reset_stats(self):
+        self.request("DELETE", "/_local/stats")
+
+    def fault(self, **rule):
+        status, doc = self.request("POST", "/_local/faults", body=rule)
+        assert status == 200, (status, doc)
+
+    def clear_faults(self):
+        self.request("DELETE", "/_local/faults")
+
+    def expire(self, ident):
+        status, doc = self.request("POST", "/_local/expire", query=ident)
+        assert status == 200, (status, doc)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def requests_for(stats, route):
+    return stats.get("requests", {}).get(route, 0)
+
+
+def sanitizer_report(text):
+    m = SANITIZER_RE.search(text or "")
+    return m is not None
+
+
+class Mount:
+    """mbfs running in the foreground (-f) on a fresh mountpoint."""
+
+    def __init__(self, service, ident, remote="/workspace", options=(), mountpoint=None):
+        self.service = service
+        self.ident = ident
+        self.owns_dir = mountpoint is None
+        self.mountpoint = mountpoint or tempfile.mkdtemp(prefix="mbfs-mnt-", dir="/var/tmp")
+        self.log_path = os.path.join(service.tmp, "mbfs-%d.log" % time.monotonic_ns())
+        self._log = open(self.log_path, "wb")
+        spec = "%s@%s:%s" % (ident["id"], ident["createdAt"], remote)
+        args = [MBFS, "-f", spec, self.mountpoint]
+        for o in options:
+            args += ["-o", o]
+        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, env=service.env())
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            if os.path.ismount(self.mountpoint) and os.path.exists(os.path.join(self.mountpoint, ".mainbrella")):
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        log = self.log()
+        self.unmount()
+        raise RuntimeError("mbfs did not mount: %s" % log)
+
+    def path(self, *parts):
+        return os.path.join(self.mountpoint, *parts)
+
+    def log(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def unmount(self):
+        if os.path.ismount(self.mountpoint):
+            subprocess.run(["fusermount3", "-u", self.mountpoint], capture_output=True)
+            deadline = time.time() + 30
+            while os.path.ismount(self.mountpoint) and time.time() < deadline:
+                time.sleep(0.1)
+                subprocess.run(["fusermount3", "-u", self.mountpoint], capture_output=True)
+            if os.path.ismount(self.mountpoint):
+                subprocess.run(["fusermount3", "-uz", self.mountpoint], capture_output=True)
+        if self.proc.poll() is None:
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        if self.owns_dir:
+            try:
+                os.rmdir(self.mountpoint)
+            except OSError:
+                pass
+        return self.proc.returncode
+
+    def check_clean_log(self):
+        log = self.log()
+        assert not sanitizer_report(log), log
+
+
+def run_mbexec(service, args, cwd=None, input=None, timeout=120, env=None, **kw):
+    e = service.env()
+    if env:
+        e.update(env)
+    return subprocess.run([MBEXEC] + list(args), cwd=cwd, input=input, capture_output=True,
+                          timeout=timeout, env=e, **kw)
