@@ -1,0 +1,204 @@
+/* api_containers.c: GET, POST and DELETE /containers. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/api_core.h"
+#include "common/util.h"
+
+static int parse_container(const cJSON *o, struct mb_container *out,
+			   const char *what, struct mb_err *err)
+{
+	struct mb_container ct;
+	int r;
+
+	memset(&ct, 0, sizeof(ct));
+	if (!cJSON_IsObject(o))
+		return mb_err_set(err, EPROTO, "%s: container entry is not an object", what);
+	if ((r = mb_json_get_strbuf(o, "id", true, ct.id, sizeof(ct.id), what, err)) ||
+	    (r = mb_json_get_strbuf(o, "createdAt", true, ct.created_at,
+				    sizeof(ct.created_at), what, err)) ||
+	    (r = mb_json_get_strbuf(o, "status", true, ct.status, sizeof(ct.status), what, err)) ||
+	    (r = mb_json_get_strbuf(o, "expiresAt", false, ct.expires_at,
+				    sizeof(ct.expires_at), what, err)) ||
+	    (r = mb_json_get_strbuf(o, "size", false, ct.size, sizeof(ct.size), what, err)))
+		return r;
+	*out = ct;
+	return 0;
+}
+
+int mb_containers_list(struct mb_client *c, struct mb_container **out,
+		       size_t *n, struct mb_err *err)
+{
+	struct mb_call k = {
+		.op = MB_OP_CONTAINERS, .what = "cannot list containers",
+		.method = "GET", .route = "/containers", .retry = MB_RETRY_READ,
+	};
+	struct mb_container *v = NULL;
+	struct mb_http_resp resp;
+	const cJSON *arr = NULL, *it;
+	cJSON *doc = NULL;
+	size_t cnt, i = 0;
+	int r;
+
+	mb_http_resp_init(&resp);
+	r = mb_call_run(c, &k, &resp, err);
+	if (r)
+		goto out;
+	if ((r = mb_call_json(&k, &resp, &doc, err)) ||
+	    (r = mb_json_get_arr(doc, "containers", true, &arr, k.what, err)))
+		goto out;
+	cnt = (size_t)cJSON_GetArraySize(arr);
+	v = calloc(cnt ? cnt : 1, sizeof(*v));
+	if (!v) {
+		r = mb_err_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	cJSON_ArrayForEach(it, arr) {
+		r = parse_container(it, &v[i++], k.what, err);
+		if (r)
+			goto out;
+	}
+	*out = v;
+	*n = cnt;
+	v = NULL;
+out:
+	free(v);
+	cJSON_Delete(doc);
+	mb_http_resp_release(&resp);
+	return r;
+}
+
+int mb_container_find(struct mb_client *c, const char *id,
+		      struct mb_container *out, struct mb_err *err)
+{
+	struct mb_container *v = NULL;
+	size_t n = 0, i;
+	int r;
+
+	r = mb_containers_list(c, &v, &n, err);
+	if (r)
+		return r;
+	r = mb_err_set(err, ENOENT, "container '%s' is not running", id);
+	for (i = 0; i < n; i++) {
+		if (strcmp(v[i].id, id) == 0) {
+			*out = v[i];
+			mb_err_clear(err);
+			r = 0;
+			break;
+		}
+	}
+	free(v);
+	return r;
+}
+
+static int parse_creation(const cJSON *doc, struct mb_creation *out,
+			  const char *what, struct mb_err *err)
+{
+	const cJSON *cr = NULL;
+	struct mb_creation cn;
+	int r;
+
+	memset(&cn, 0, sizeof(cn));
+	if ((r = mb_json_get_obj(doc, "creation", true, &cr, what, err)) ||
+	    (r = mb_json_get_strbuf(cr, "id", false, cn.creation_id,
+				    sizeof(cn.creation_id), what, err)) ||
+	    (r = mb_json_get_strbuf(cr, "containerId", false, cn.container_id,
+				    sizeof(cn.container_id), what, err)) ||
+	    (r = mb_json_get_strbuf(cr, "createdAt", false, cn.created_at,
+				    sizeof(cn.created_at), what, err)) ||
+	    (r = mb_json_get_strbuf(cr, "status", true, cn.status,
+				    sizeof(cn.status), what, err)))
+		return r;
+	*out = cn;
+	return 0;
+}
+
+/* Transport errors, 503 and a "starting" creation give -EAGAIN; for the
+ * latter *out is filled too, so the caller can show progress. */
+int mb_container_create(struct mb_client *c, const struct mb_create_req *req,
+			struct mb_creation *out, struct mb_err *err)
+{
+	struct mb_call k = {
+		.op = MB_OP_CONTAINERS, .what = "cannot create a container",
+		.method = "POST", .route = "/containers",
+		.retry = MB_RETRY_MUTATION, .content_type = "application/json",
+		.has_body = true, .budget_ms = 130000,
+	};
+	struct mb_http_resp resp;
+	struct mb_creation cn;
+	char key[33], *body = NULL;
+	cJSON *o = NULL, *doc = NULL;
+	int r;
+
+	mb_http_resp_init(&resp);
+	o = cJSON_CreateObject();
+	if (!o || (req->catalog_id && !cJSON_AddStringToObject(o, "catalogId", req->catalog_id)) ||
+	    (req->size && !cJSON_AddStringToObject(o, "size", req->size)) ||
+	    !(body = cJSON_PrintUnformatted(o))) {
+		r = mb_err_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	k.body = body;
+	k.body_len = strlen(body);
+	k.idempotency_key = req->idempotency_key;
+	if (!k.idempotency_key) {
+		if ((r = mb_random_hex(key, 16)) != 0) {
+			r = mb_err_set(err, -r, "cannot make an idempotency key");
+			goto out;
+		}
+		k.idempotency_key = key;
+	}
+	r = mb_call_run(c, &k, &resp, err);
+	if (r) {
+		if (resp.status == 409 && err && strcmp(err->code, "creation_no_longer_running") == 0) {
+			struct mb_err e2;
+
+			mb_err_clear(&e2);
+			if (mb_json_parse(resp.body.data, resp.body.len, &doc, k.what, &e2) == 0 &&
+			    parse_creation(doc, &cn, k.what, &e2) == 0)
+				*out = cn;
+			r = -ESTALE;
+			err->errnum = ESTALE;
+		} else if (err && (resp.status == 503 || (resp.status == 0 && r != -ENOMEM))) {
+			err->errnum = EAGAIN;
+			r = -EAGAIN;
+		}
+		goto out;
+	}
+	if ((r = mb_call_json(&k, &resp, &doc, err)) ||
+	    (r = parse_creation(doc, &cn, k.what, err)))
+		goto out;
+	if (strcmp(cn.status, "running") != 0) {
+		*out = cn;
+		r = mb_err_set(err, EAGAIN, "container %s is still %s", cn.container_id, cn.status);
+		goto out;
+	}
+	*out = cn;
+out:
+	cJSON_Delete(doc);
+	cJSON_Delete(o);
+	free(body);
+	mb_http_resp_release(&resp);
+	return r;
+}
+
+int mb_container_delete(struct mb_client *c, const struct mb_ident *who,
+			struct mb_err *err)
+{
+	char what[MB_WHAT_MAX];
+	struct mb_call k = {
+		.op = MB_OP_CONTAINERS, .what = what, .method = "DELETE",
+		.route = "/containers", .who = who, .retry = MB_RETRY_MUTATION,
+	};
+	struct mb_http_resp resp;
+	int r;
+
+	snprintf(what, sizeof(what), "cannot stop container %s@%s", who->id,
+		 who->created_at);
+	mb_http_resp_init(&resp);
+	r = mb_call_run(c, &k, &resp, err);
+	mb_http_resp_release(&resp);
+	return r;
+}

@@ -1,0 +1,108 @@
+/* api_exec.c: foreground exec (POST /containers/exec). Not idempotent:
+ * only a 429 execution_limit or a request that never left is resent. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/api_core.h"
+
+void mb_exec_result_release(struct mb_exec_result *r)
+{
+	if (!r)
+		return;
+	free(r->out);
+	free(r->errout);
+	memset(r, 0, sizeof(*r));
+}
+
+static int blank(const char *s)
+{
+	for (; *s; s++)
+		if (!isspace((unsigned char)*s))
+			return 0;
+	return 1;
+}
+
+static int dup_text(const char *s, char **out, size_t *len)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	*out = malloc(n + 1);
+	if (!*out)
+		return -ENOMEM;
+	if (n)
+		memcpy(*out, s, n);
+	(*out)[n] = '\0';
+	*len = n;
+	return 0;
+}
+
+int mb_exec(struct mb_client *c, const struct mb_ident *who,
+	    const char *command, long timeout_ms, struct mb_exec_result *out,
+	    struct mb_err *err)
+{
+	struct mb_call k = {
+		.op = MB_OP_EXEC, .what = "cannot run the command",
+		.method = "POST", .route = "/containers/exec", .who = who,
+		.pool = true, .retry = MB_RETRY_MUTATION,
+		.content_type = "application/json", .has_body = true,
+		.max_body = 16u << 20,
+	};
+	const char *so = NULL, *se = NULL;
+	struct mb_exec_result res;
+	struct mb_http_resp resp;
+	cJSON *o = NULL, *doc = NULL;
+	long long code = 0;
+	bool has_code = false;
+	char *body = NULL;
+	int r;
+
+	memset(&res, 0, sizeof(res));
+	mb_http_resp_init(&resp);
+	if (!command || blank(command))
+		return mb_err_set(err, EINVAL, "cannot run the command: it is empty");
+	if (strlen(command) > MB_MAX_COMMAND_BYTES)
+		return mb_err_set(err, E2BIG,
+				  "cannot run the command: longer than %u bytes",
+				  MB_MAX_COMMAND_BYTES);
+	if (timeout_ms < 0 || timeout_ms > MB_MAX_EXEC_TIMEOUT_MS)
+		return mb_err_set(err, EINVAL,
+				  "cannot run the command: timeout %ld ms out of 1..%ld",
+				  timeout_ms, MB_MAX_EXEC_TIMEOUT_MS);
+	o = cJSON_CreateObject();
+	if (!o || !cJSON_AddStringToObject(o, "command", command) ||
+	    (timeout_ms > 0 && !cJSON_AddNumberToObject(o, "timeoutMs", (double)timeout_ms)) ||
+	    !(body = cJSON_PrintUnformatted(o))) {
+		r = mb_err_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	k.body = body;
+	k.body_len = strlen(body);
+	/* the server may take the whole command timeout before answering */
+	k.min_timeout_ms = (timeout_ms > 0 ? timeout_ms : 30000) + 15000;
+	if ((r = mb_call_run(c, &k, &resp, err)) ||
+	    (r = mb_call_json(&k, &resp, &doc, err)) ||
+	    (r = mb_json_get_str(doc, "stdout", false, &so, k.what, err)) ||
+	    (r = mb_json_get_str(doc, "stderr", false, &se, k.what, err)) ||
+	    (r = mb_json_get_int(doc, "exitCode", false, &code, &has_code, k.what, err)) ||
+	    (r = mb_json_get_bool(doc, "timedOut", false, &res.timed_out, k.what, err)) ||
+	    (r = mb_json_get_bool(doc, "outputTruncated", false,
+				  &res.output_truncated, k.what, err)))
+		goto out;
+	res.has_exit_code = has_code;
+	res.exit_code = (int)code;
+	if (dup_text(so, &res.out, &res.out_len) ||
+	    dup_text(se, &res.errout, &res.err_len)) {
+		mb_exec_result_release(&res);
+		r = mb_err_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	*out = res;
+out:
+	free(body);
+	cJSON_Delete(o);
+	cJSON_Delete(doc);
+	mb_http_resp_release(&resp);
+	return r;
+}

@@ -1,0 +1,142 @@
+/* json.c: checked field access on cJSON trees (see json.h). */
+#include <errno.h>
+#include <string.h>
+
+#include "common/json.h"
+
+int mb_json_parse(const char *text, size_t len, cJSON **out, const char *what,
+		  struct mb_err *err)
+{
+	cJSON *o;
+
+	if (!text || len == 0)
+		return mb_err_set(err, EPROTO, "%s: empty answer", what);
+	o = cJSON_ParseWithLength(text, len);
+	if (!o)
+		return mb_err_set(err, EPROTO, "%s: answer is not valid JSON", what);
+	if (!cJSON_IsObject(o)) {
+		cJSON_Delete(o);
+		return mb_err_set(err, EPROTO, "%s: answer is not a JSON object", what);
+	}
+	*out = o;
+	return 0;
+}
+
+/* The field, or NULL when absent or null (then -EPROTO if required). */
+static int field(const cJSON *o, const char *key, bool required,
+		 const cJSON **out, const char *what, struct mb_err *err)
+{
+	const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	if (!f || cJSON_IsNull(f)) {
+		*out = NULL;
+		if (required)
+			return mb_err_set(err, EPROTO, "%s: field '%s' missing",
+					  what, key);
+		return 0;
+	}
+	*out = f;
+	return 0;
+}
+
+static int wrong(const char *key, const char *type, const char *what,
+		 struct mb_err *err)
+{
+	return mb_err_set(err, EPROTO, "%s: field '%s' is not %s", what, key, type);
+}
+
+int mb_json_get_str(const cJSON *o, const char *key, bool required,
+		    const char **out, const char *what, struct mb_err *err)
+{
+	const cJSON *f;
+	int r = field(o, key, required, &f, what, err);
+
+	if (r || !f)
+		return r;
+	if (!cJSON_IsString(f) || !f->valuestring)
+		return wrong(key, "a string", what, err);
+	*out = f->valuestring;
+	return 0;
+}
+
+int mb_json_get_strbuf(const cJSON *o, const char *key, bool required,
+		       char *dst, size_t size, const char *what,
+		       struct mb_err *err)
+{
+	const char *s = NULL;
+	int r = mb_json_get_str(o, key, required, &s, what, err);
+
+	if (r || !s)
+		return r;
+	if (strlen(s) >= size)
+		return mb_err_set(err, EPROTO, "%s: field '%s' too long", what, key);
+	memcpy(dst, s, strlen(s) + 1);
+	return 0;
+}
+
+int mb_json_get_int(const cJSON *o, const char *key, bool required,
+		    long long *out, bool *present, const char *what,
+		    struct mb_err *err)
+{
+	const cJSON *f;
+	double v;
+	int r = field(o, key, required, &f, what, err);
+
+	if (present)
+		*present = false;
+	if (r || !f)
+		return r;
+	if (!cJSON_IsNumber(f))
+		return wrong(key, "a number", what, err);
+	v = f->valuedouble;
+	/* no libm: the range check first, then the cast round trip */
+	if (!(v >= -9007199254740992.0 && v <= 9007199254740992.0) ||
+	    (double)(long long)v != v)
+		return wrong(key, "an integer", what, err);
+	*out = (long long)v;
+	if (present)
+		*present = true;
+	return 0;
+}
+
+int mb_json_get_bool(const cJSON *o, const char *key, bool required,
+		     bool *out, const char *what, struct mb_err *err)
+{
+	const cJSON *f;
+	int r = field(o, key, required, &f, what, err);
+
+	if (r || !f)
+		return r;
+	if (!cJSON_IsBool(f))
+		return wrong(key, "a boolean", what, err);
+	*out = cJSON_IsTrue(f);
+	return 0;
+}
+
+int mb_json_get_obj(const cJSON *o, const char *key, bool required,
+		    const cJSON **out, const char *what, struct mb_err *err)
+{
+	const cJSON *f;
+	int r = field(o, key, required, &f, what, err);
+
+	if (r || !f)
+		return r;
+	if (!cJSON_IsObject(f))
+		return wrong(key, "an object", what, err);
+	*out = f;
+	return 0;
+}
+
+int mb_json_get_arr(const cJSON *o, const char *key, bool required,
+		    const cJSON **out, const char *what, struct mb_err *err)
+{
+	const cJSON *f;
+	int r = field(o, key, required, &f, what, err);
+
+	if (r || !f)
+		return r;
+	if (!cJSON_IsArray(f))
+		return wrong(key, "an array", what, err);
+	*out = f;
+	return 0;
+}
