@@ -1,0 +1,1083 @@
+#!/usr/bin/python3
+"""Benchmarks: mbfs on the local service against sshfs over loopback.
+
+Runs the same workloads through mbfs (local service, tests/localservice.py)
+and, when sshfs and sshd are available, through sshfs on a private sshd
+(its own host key, config and port; the system sshd is never touched), at
+0 ms and at 20 ms of added round-trip latency: the service's --latency-ms
+for mbfs, tests/bench/delayproxy.py in front of sshd for sshfs. Prints a
+table of medians, ratios mbfs/sshfs, the API requests each mbfs run made,
+and mbfs throughput against the raw limit of the API (parallel 1 MiB GETs and
+PUTs by a plain keep-alive HTTP client). Writes the same as markdown to
+build/bench-results.md.
+
+Figures are printed, never asserted. Every mount, sshd, proxy and service it
+starts is stopped on every exit path. Traffic goes only to 127.0.0.1.
+
+Standard library only. Run as root (sshd for root login, apt-get).
+"""
+import argparse
+import contextlib
+import hashlib
+import http.client
+import json
+import os
+import pwd
+import queue
+import random
+import re
+import shlex
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.dirname(HERE)
+ROOT = os.path.dirname(TESTS)
+sys.path.insert(0, TESTS)
+import mbtest  # noqa: E402
+
+PYTHON = "/usr/bin/python3"
+MIB = 1024 * 1024
+SSH_PACKAGES = ["sshfs", "openssh-server", "openssh-client"]
+NEEDLE = "needle-7f3a"
+
+
+def log(msg):
+    print("[bench %s] %s" % (time.strftime("%H:%M:%S"), msg), file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- cleanup
+
+class Cleanup:
+    """A stack of undo actions run in reverse order, each at most once."""
+
+    def __init__(self):
+        self.actions = []
+        self.lock = threading.Lock()
+
+    def push(self, fn, *args):
+        with self.lock:
+            self.actions.append((fn, args))
+        return (fn, args)
+
+    def run(self, item):
+        """Run one action now (if still pending) and forget it."""
+        with self.lock:
+            if item not in self.actions:
+                return
+            self.actions.remove(item)
+        fn, args = item
+        try:
+            fn(*args)
+        except Exception as e:  # cleanup must go on
+            log("cleanup %s: %s" % (getattr(fn, "__name__", fn), e))
+
+    def run_all(self):
+        while True:
+            with self.lock:
+                if not self.actions:
+                    return
+                item = self.actions[-1]
+            self.run(item)
+
+
+CLEANUP = Cleanup()
+
+
+def fuse_mounts_under(prefix):
+    out = []
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                parts = line.split()
+                mnt = parts[4].encode().decode("unicode_escape")
+                fstype = line.split(" - ", 1)[1].split()[0]
+                if fstype.startswith("fuse") and mnt.startswith(prefix):
+                    out.append(mnt)
+    except OSError:
+        pass
+    return out
+
+
+def force_unmount_under(prefix):
+    for mnt in fuse_mounts_under(prefix):
+        log("forcing unmount of leftover %s" % mnt)
+        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+        if os.path.ismount(mnt):
+            subprocess.run(["fusermount3", "-uz", mnt], capture_output=True)
+
+
+def remove_tmp(tmp, keep):
+    left = fuse_mounts_under(tmp + "/")
+    if left:
+        log("not removing %s: still mounted: %s" % (tmp, ", ".join(left)))
+    elif keep:
+        log("scratch directory kept: %s" % tmp)
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def stop_process(proc, timeout=10):
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def on_signal(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+# ---------------------------------------------------------------- setup helpers
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def have_ssh_tools():
+    return all(shutil.which(t) for t in ("sshfs", "ssh", "ssh-keygen")) and os.path.exists("/usr/sbin/sshd")
+
+
+def ensure_ssh_packages():
+    """Install sshfs and OpenSSH with apt-get when missing. Returns True when usable."""
+    if have_ssh_tools():
+        return True
+    if os.geteuid() != 0:
+        log("sshfs/sshd missing and not root: the sshfs side is skipped")
+        return False
+    log("installing %s" % " ".join(SSH_PACKAGES))
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    # Keep the package's postinst from starting the system sshd.
+    policy = "/usr/sbin/policy-rc.d"
+    made_policy = False
+    if not os.path.exists(policy):
+        with open(policy, "w") as f:
+            f.write("#!/bin/sh\nexit 101\n")
+        os.chmod(policy, 0o755)
+        made_policy = True
+    try:
+        cmd = ["apt-get", "install", "-y", "-qq", "--no-install-recommends"] + SSH_PACKAGES
+        if subprocess.run(cmd, env=env).returncode != 0:
+            subprocess.run(["apt-get", "update", "-qq"], env=env)
+            subprocess.run(cmd, env=env)
+    finally:
+        if made_policy:
+            os.unlink(policy)
+    ok = have_ssh_tools()
+    if not ok:
+        log("sshfs/sshd still missing after apt-get: the sshfs side is skipped")
+    return ok
+
+
+class Sshd:
+    """A private sshd on a free loopback port: root login by a generated key only."""
+
+    def __init__(self, tmp):
+        self.dir = os.path.join(tmp, "sshd")
+        os.makedirs(self.dir, mode=0o700)
+        self.hostkey = os.path.join(self.dir, "host_ed25519")
+        self.key = os.path.join(self.dir, "client_ed25519")
+        for path in (self.hostkey, self.key):
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "mbfs-bench", "-f", path],
+                           check=True, capture_output=True)
+        self.authorized = os.path.join(self.dir, "authorized_keys")
+        shutil.copy(self.key + ".pub", self.authorized)
+        os.chmod(self.authorized, 0o600)
+        # sshd needs its privilege separation directory; a fresh machine may lack it.
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+        self.proc = None
+        self.log_path = os.path.join(self.dir, "sshd.log")
+        for _ in range(5):
+            self.port = free_port()
+            if self._start():
+                return
+        raise RuntimeError("private sshd did not start: %s" % self.log())
+
+    def _start(self):
+        cfg = os.path.join(self.dir, "sshd_config")
+        with open(cfg, "w") as f:
+            f.write("\n".join([
+                "Port %d" % self.port,
+                "ListenAddress 127.0.0.1",
+                "HostKey %s" % self.hostkey,
+                "PidFile none",
+                "AuthorizedKeysFile %s" % self.authorized,
+                "PermitRootLogin prohibit-password",
+                "PubkeyAuthentication yes",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "UsePAM no",
+                "StrictModes no",
+                "UseDNS no",
+                "PrintMotd no",
+                "Subsystem sftp internal-sftp",
+                "MaxStartups 64:30:128",
+                "MaxSessions 64",
+                "LogLevel ERROR",
+                ""]))
+        logf = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", cfg],
+                                     stdin=subprocess.DEVNULL, stdout=logf, stderr=logf)
+        logf.close()
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
+                    if s.recv(64).startswith(b"SSH-"):
+                        return True
+            except OSError:
+                time.sleep(0.05)
+        stop_process(self.proc)
+        return False
+
+    def log(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode(errors="replace")[-2000:]
+        except OSError:
+            return ""
+
+    def ssh_options(self):
+        return ["IdentityFile=" + self.key, "IdentitiesOnly=yes", "StrictHostKeyChecking=no",
+                "UserKnownHostsFile=/dev/null", "BatchMode=yes", "LogLevel=ERROR"]
+
+    def ssh_argv(self, port, *command):
+        argv = ["ssh", "-F", "/dev/null"]
+        for o in self.ssh_options():
+            argv += ["-o", o]
+        return argv + ["-p", str(port), "root@127.0.0.1"] + list(command)
+
+    def stop(self):
+        stop_process(self.proc)
+
+
+class DelayProxy:
+    """tests/bench/delayproxy.py in a child process."""
+
+    def __init__(self, target_port, delay_ms, max_seconds):
+        self.proc = subprocess.Popen(
+            [PYTHON, os.path.join(HERE, "delayproxy.py"), "--target", "127.0.0.1:%d" % target_port,
+             "--delay-ms", str(delay_ms), "--max-seconds", str(int(max_seconds))],
+            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        line = self.proc.stdout.readline().decode()
+        m = re.match(r"listening 127\.0\.0\.1:(\d+)", line)
+        if not m:
+            stop_process(self.proc)
+            raise RuntimeError("delay proxy did not start: %r" % line)
+        self.port = int(m.group(1))
+
+    def stop(self):
+        stop_process(self.proc)
+
+
+# ---------------------------------------------------------------- local data
+
+class Data:
+    """Inputs prepared once on the local disk: a random file, a tar of a tree
+    of small text files, a tar of a git repository."""
+
+    def __init__(self, tmp, big_mib, files, repo_files):
+        self.dir = os.path.join(tmp, "data")
+        os.makedirs(self.dir)
+        self.big_mib = big_mib
+        self.files = files
+        self.repo_files = repo_files
+        rnd = random.Random(42)
+        words = ["alpha", "beta", "gamma", "delta", "static", "int", "return", "struct", "void",
+                 "include", "buffer", "length", "mount", "inode", "cache", "request", "reply"]
+
+        def text(n, needle=False):
+            lines = []
+            size = 0
+            while size < n:
+                line = " ".join(rnd.choice(words) for _ in range(rnd.randint(3, 12)))
+                lines.append(line)
+                size += len(line) + 1
+            if needle:
+                lines.insert(rnd.randrange(len(lines)), "here is the %s in the haystack" % NEEDLE)
+            return "\n".join(lines) + "\n"
+
+        log("preparing local data: %d MiB random file, %d small files, %d-file git repository"
+            % (big_mib, files, repo_files))
+        self.big = os.path.join(self.dir, "big.bin")
+        with open("/dev/urandom", "rb") as src, open(self.big, "wb") as dst:
+            for _ in range(big_mib):
+                dst.write(src.read(MIB))
+        with open(self.big, "rb") as f:
+            self.big_sha = hashlib.sha256(f.read()).hexdigest()
+
+        tree = os.path.join(self.dir, "tree")
+        self.tree_dirs = set()
+        tops = max(1, files // 200)
+        for i in range(files):
+            d = os.path.join(tree, "top%02d" % (i % tops), "sub%d" % (i // tops % 5))
+            self.tree_dirs.add(d)
+            os.makedirs(d, exist_ok=True)
+            with open(os.path.join(d, "file%04d.txt" % i), "w") as f:
+                f.write(text(rnd.randint(100, 4000), needle=(i % 20 == 0)))
+        self.tree_tar = os.path.join(self.dir, "tree.tar")
+        subprocess.run(["tar", "cf", self.tree_tar, "--sort=name", "--owner=0", "--group=0",
+                        "--numeric-owner", "-C", tree, "."], check=True)
+
+        repo = os.path.join(self.dir, "repo")
+        for i in range(repo_files):
+            d = os.path.join(repo, "src", "mod%02d" % (i % 20))
+            os.makedirs(d, exist_ok=True)
+            with open(os.path.join(d, "unit%04d.c" % i), "w") as f:
+                f.write("/* unit %d */\n" % i + text(rnd.randint(200, 3000)))
+        with open(os.path.join(repo, "README"), "w") as f:
+            f.write("benchmark repository\n")
+        genv = dict(os.environ, GIT_AUTHOR_NAME="bench", GIT_AUTHOR_EMAIL="bench@localhost",
+                    GIT_COMMITTER_NAME="bench", GIT_COMMITTER_EMAIL="bench@localhost",
+                    GIT_CONFIG_NOSYSTEM="1", HOME=self.dir)
+        for cmd in (["git", "init", "-q", "-b", "main"], ["git", "add", "-A"],
+                    ["git", "commit", "-q", "-m", "initial"], ["git", "repack", "-adq"],
+                    ["git", "prune-packed"], ["git", "gc", "-q", "--prune=now"]):
+            subprocess.run(cmd, cwd=repo, env=genv, check=True, capture_output=True)
+        self.repo_tar = os.path.join(self.dir, "repo.tar")
+        subprocess.run(["tar", "cf", self.repo_tar, "--sort=name", "--owner=0", "--group=0",
+                        "--numeric-owner", "-C", repo, "."], check=True)
+        git_files = sum(len(fs) for _, _, fs in os.walk(os.path.join(repo, ".git")))
+        log("repository: %d files in the work tree, %d under .git" % (repo_files + 1, git_files))
+
+
+# ---------------------------------------------------------------- backends
+
+class Backend:
+    """A mounted filesystem under test."""
+    name = "?"
+    counts_requests = False
+
+    def path(self, *parts):
+        return os.path.join(self.mnt, *parts)
+
+    def reset_stats(self):
+        pass
+
+    def requests(self):
+        return None
+
+    def remount(self):
+        raise NotImplementedError
+
+    def exec_true(self):
+        """argv, cwd and env of one remote `true`."""
+        raise NotImplementedError
+
+
+class MbfsBackend(Backend):
+    name = "mbfs"
+    counts_requests = True
+
+    def __init__(self, ctx, latency):
+        self.ctx = ctx
+        self.latency = latency
+        self.mount = None
+        self.service = mbtest.Service(latency_ms=latency)
+        self._svc_undo = CLEANUP.push(self.service.stop)
+        self.ident = self.service.create_container()
+        self.mnt = os.path.join(ctx.tmp, "mnt-mbfs-%dms" % latency)
+        os.makedirs(self.mnt)
+        self._mount()
+
+    def _mount(self):
+        self.mount = mbtest.Mount(self.service, self.ident, options=self.ctx.mbfs_opts, mountpoint=self.mnt)
+        self._mnt_undo = CLEANUP.push(self._unmount)
+
+    def _unmount(self):
+        if self.mount is not None:
+            rc = self.mount.unmount()
+            tail = self.mount.log()[-1500:]
+            if rc not in (0, None):
+                log("mbfs exited %s; log tail:\n%s" % (rc, tail))
+            if mbtest.sanitizer_report(tail):
+                log("mbfs log shows a sanitizer report:\n%s" % tail)
+            self.mount = None
+
+    def remount(self):
+        CLEANUP.run(self._mnt_undo)
+        self._mount()
+
+    def reset_stats(self):
+        self.service.reset_stats()
+
+    def requests(self):
+        doc = self.service.stats()
+        return {k: v for k, v in doc.get("requests", {}).items() if "/_local" not in k}
+
+    def exec_true(self):
+        return [mbtest.MBEXEC, "true"], self.mnt, self.service.env()
+
+    def stop(self):
+        CLEANUP.run(self._mnt_undo)
+        with contextlib.suppress(Exception):
+            self.service.delete_container(self.ident)
+        CLEANUP.run(self._svc_undo)
+
+
+class SshfsBackend(Backend):
+    name = "sshfs"
+
+    def __init__(self, ctx, latency):
+        self.ctx = ctx
+        self.sshd = ctx.sshd
+        self.proxy = None
+        self.proc = None
+        self.port = self.sshd.port
+        if latency > 0:
+            self.proxy = DelayProxy(self.sshd.port, latency, ctx.max_seconds)
+            self._proxy_undo = CLEANUP.push(self.proxy.stop)
+            self.port = self.proxy.port
+        self.export = os.path.join(ctx.tmp, "sshfs-export-%dms" % latency)
+        os.makedirs(self.export)
+        self.mnt = os.path.join(ctx.tmp, "mnt-sshfs-%dms" % latency)
+        os.makedirs(self.mnt)
+        self.log_path = os.path.join(ctx.tmp, "sshfs-%dms.log" % latency)
+        self._mount()
+
+    def _mount(self):
+        opts = ",".join(self.sshd.ssh_options() + self.ctx.sshfs_opts)
+        argv = ["sshfs", "-f", "-F", "/dev/null", "-o", opts, "-p", str(self.port),
+                "root@127.0.0.1:" + self.export, self.mnt]
+        logf = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf)
+        logf.close()
+        self._mnt_undo = CLEANUP.push(self._unmount)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if os.path.ismount(self.mnt):
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        CLEANUP.run(self._mnt_undo)
+        with open(self.log_path, "rb") as f:
+            raise RuntimeError("sshfs did not mount: %s" % f.read().decode(errors="replace")[-2000:])
+
+    def _unmount(self):
+        if os.path.ismount(self.mnt):
+            subprocess.run(["fusermount3", "-u", self.mnt], capture_output=True)
+            deadline = time.time() + 20
+            while os.path.ismount(self.mnt) and time.time() < deadline:
+                time.sleep(0.1)
+                subprocess.run(["fusermount3", "-u", self.mnt], capture_output=True)
+            if os.path.ismount(self.mnt):
+                subprocess.run(["fusermount3", "-uz", self.mnt], capture_output=True)
+        if self.proc is not None:
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                stop_process(self.proc)
+            self.proc = None
+
+    def remount(self):
+        CLEANUP.run(self._mnt_undo)
+        self._mount()
+
+    def exec_true(self):
+        return self.sshd.ssh_argv(self.port, "true"), None, None
+
+    def stop(self):
+        CLEANUP.run(self._mnt_undo)
+        if self.proxy is not None:
+            CLEANUP.run(self._proxy_undo)
+
+
+# ---------------------------------------------------------------- workloads
+
+class Failed(Exception):
+    pass
+
+
+def run(argv, cwd=None, env=None, timeout=900, ok=(0,), shell=False):
+    """Run a command; return seconds of wall time. Raises Failed on a bad exit."""
+    t0 = time.perf_counter()
+    try:
+        p = subprocess.run(argv, cwd=cwd, env=env, timeout=timeout, shell=shell,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    except subprocess.TimeoutExpired:
+        raise Failed("timed out after %ds" % timeout)
+    dt = time.perf_counter() - t0
+    if p.returncode not in ok:
+        first = (p.stderr.decode(errors="replace").strip().splitlines() or [""])[0]
+        raise Failed("exit %d: %s" % (p.returncode, first[:160]))
+    return dt
+
+
+class Sample:
+    def __init__(self, seconds, requests=None, note=None):
+        self.seconds = seconds
+        self.requests = requests
+        self.note = note
+
+
+def measure(b, fn):
+    """Time fn() on backend b, with the API requests it made (mbfs)."""
+    b.reset_stats()
+    seconds = fn()
+    return Sample(seconds, b.requests())
+
+
+def git_argv(path, *args):
+    # Files on the mount may belong to another uid than the one running git.
+    return ["git", "-c", "safe.directory=*", "-c", "core.fsmonitor=false", "-C", path] + list(args)
+
+
+def wl_seq_write(ctx, b):
+    os.makedirs(b.path("seq"), exist_ok=True)
+    out = []
+    for r in range(ctx.runs("seqwrite")):
+        dst = b.path("seq", "big-%d" % r)
+        out.append(measure(b, lambda: run(["dd", "if=" + ctx.data.big, "of=" + dst, "bs=1M", "status=none"])))
+    return out
+
+
+def wl_seq_read(ctx, b):
+    b.remount()  # nothing cached, in the kernel or in the filesystem
+    out = []
+    for r in range(ctx.runs("seqread")):
+        src = b.path("seq", "big-%d" % r)
+        out.append(measure(b, lambda: run(["dd", "if=" + src, "of=/dev/null", "bs=1M", "status=none"])))
+    # Check the bytes once, untimed.
+    try:
+        run(["cmp", "-s", ctx.data.big, b.path("seq", "big-0")], timeout=600)
+    except Failed as e:
+        out[0].note = "content MISMATCH (%s)" % e
+    return out
+
+
+def wl_untar(ctx, b):
+    out = []
+    for r in range(ctx.runs("untar")):
+        d = b.path("tree-%d" % r)
+        os.mkdir(d)
+        out.append(measure(b, lambda: run(["tar", "-x", "--no-same-owner", "-f", ctx.data.tree_tar, "-C", d])))
+    return out
+
+
+def wl_ls(ctx, b):
+    out = []
+    for _ in range(ctx.runs("ls")):
+        b.remount()
+        out.append(measure(b, lambda: run(["ls", "-lR", b.path("tree-0")])))
+    return out
+
+
+def wl_find(ctx, b):
+    out = []
+    for _ in range(ctx.runs("find")):
+        b.remount()
+        out.append(measure(b, lambda: run(["find", b.path("tree-0")])))
+    return out
+
+
+def wl_grep(ctx, b):
+    cold, warm = [], []
+    argv = ["grep", "-r", "-c", NEEDLE, b.path("tree-0")]
+    for _ in range(ctx.runs("grep")):
+        b.remount()
+        cold.append(measure(b, lambda: run(argv, ok=(0, 1))))
+        warm.append(measure(b, lambda: run(argv, ok=(0, 1))))
+    return cold, warm
+
+
+def wl_git(ctx, b):
+    repo = b.path("repo")
+    if not os.path.isdir(repo):
+        os.mkdir(repo)
+        t = run(["tar", "-x", "--no-same-owner", "-f", ctx.data.repo_tar, "-C", repo], timeout=1800)
+        log("  %s: copied the repository in %.1fs" % (b.name, t))
+        # Once, untimed: let git write the index stat data for this filesystem.
+        run(git_argv(repo, "status", "--porcelain"), timeout=1800)
+    cold, warm = [], []
+    argv = git_argv(repo, "status", "--porcelain")
+    for _ in range(ctx.runs("git")):
+        b.remount()
+        cold.append(measure(b, lambda: run(argv)))
+        warm.append(measure(b, lambda: run(argv)))
+    # A clean tree must stay clean.
+    p = subprocess.run(argv, capture_output=True, timeout=600)
+    if p.stdout.strip():
+        cold[0].note = "git status not clean: %s" % p.stdout.decode(errors="replace").splitlines()[0][:80]
+    return cold, warm
+
+
+def wl_exec(ctx, b):
+    argv, cwd, env = b.exec_true()
+    out = []
+    for _ in range(ctx.runs("exec")):
+        def loop():
+            total = 0.0
+            for _ in range(ctx.exec_count):
+                total += run(argv, cwd=cwd, env=env, timeout=120)
+            return total
+        out.append(measure(b, loop))
+    if isinstance(b, SshfsBackend) and out:
+        out[0].note = "ssh: %.0f ms of each call is the remote login shell starting (root's rc files)" % shell_start_ms()
+    return out
+
+
+def shell_start_ms(n=5):
+    """What sshd's `SHELL -c true` costs on this machine: bash reads ~/.bashrc
+    when SSH_CLIENT is set and stdin is a socket, as under sshd."""
+    shell = pwd.getpwuid(0).pw_shell or "/bin/sh"
+    env = {"HOME": pwd.getpwuid(0).pw_dir, "USER": "root", "LOGNAME": "root", "SHELL": shell,
+           "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+           "SSH_CLIENT": "127.0.0.1 50000 22", "SSH_CONNECTION": "127.0.0.1 50000 127.0.0.1 22"}
+    times = []
+    for _ in range(n):
+        a, c = socket.socketpair()
+        try:
+            t0 = time.perf_counter()
+            subprocess.run([shell, "-c", "true"], stdin=a, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, env=env, cwd=env["HOME"], timeout=60)
+            times.append(time.perf_counter() - t0)
+        finally:
+            a.close()
+            c.close()
+    return 1000 * statistics.median(times)
+
+
+class Raw:
+    """A plain keep-alive HTTP client on the files route: the API's own limit."""
+
+    def __init__(self, service, ident):
+        self.service = service
+        self.ident = ident
+        u = urllib.parse.urlsplit(service.url)
+        self.host, self.port = u.hostname, u.port
+        assert self.host == "127.0.0.1"
+
+    def _query(self, path):
+        return "/containers/files?" + urllib.parse.urlencode(
+            {"id": self.ident["id"], "createdAt": self.ident["createdAt"], "path": path},
+            quote_via=urllib.parse.quote)
+
+    def parallel(self, jobs, workers=4):
+        """jobs: (method, remote path, body or None). Returns seconds, bytes moved."""
+        q = queue.Queue()
+        for j in jobs:
+            q.put(j)
+        moved = [0] * workers
+        errors = []
+
+        def worker(i):
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=120)
+            hdrs = {"Authorization": "Bearer " + self.service.key}
+            try:
+                while True:
+                    try:
+                        method, path, body = q.get_nowait()
+                    except queue.Empty:
+                        return
+                    h = dict(hdrs)
+                    if body is not None:
+                        h["Content-Type"] = "application/octet-stream"
+                    conn.request(method, self._query(path), body=body, headers=h)
+                    resp = conn.getresponse()
+                    data = resp.read()
+                    if resp.status != 200:
+                        errors.append("%s %s: %d %s" % (method, path, resp.status, data[:100]))
+                        return
+                    moved[i] += len(data) if body is None else len(body)
+            except (OSError, http.client.HTTPException) as e:
+                errors.append(str(e))
+            finally:
+                conn.close()
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(workers)]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        dt = time.perf_counter() - t0
+        if errors:
+            raise Failed(errors[0])
+        return dt, sum(moved)
+
+
+def wl_raw(ctx, b):
+    """Parallel (4) 1 MiB GETs of the 64 MiB file pre-split on the guest, and
+    parallel 1 MiB PUTs of the same bytes."""
+    remote = "/workspace/raw"
+    doc = b.service.exec(b.ident, "rm -rf %s && mkdir -p %s && split -b 1048576 -a 4 /workspace/seq/big-0 %s/part."
+                         % (remote, remote, remote), timeout_ms=60000)
+    if doc.get("exitCode") != 0:
+        raise Failed("split on the guest failed: %s" % (doc.get("stderr") or doc)[:160])
+    names = ["part." + "".join(chr(97 + (i // 26 ** k) % 26) for k in (3, 2, 1, 0)) for i in range(ctx.data.big_mib)]
+    gets, puts = [], []
+    with open(ctx.data.big, "rb") as f:
+        chunks = [f.read(MIB) for _ in range(ctx.data.big_mib)]
+    raw = Raw(b.service, b.ident)
+    for r in range(ctx.runs("raw")):
+        b.reset_stats()
+        dt, n = raw.parallel([("GET", "%s/%s" % (remote, nm), None) for nm in names])
+        gets.append(Sample(dt, b.requests(), None if n == ctx.data.big_mib * MIB else "got %d bytes" % n))
+        b.reset_stats()
+        dt, n = raw.parallel([("PUT", "%s/up-%d.%04d" % (remote, r, i), c) for i, c in enumerate(chunks)])
+        puts.append(Sample(dt, b.requests()))
+    return gets, puts
+
+
+# ---------------------------------------------------------------- driver
+
+class Result:
+    def __init__(self):
+        # (latency, workload key) -> {backend name: [Sample] or Failed}
+        self.rows = {}
+        self.order = []
+
+    def add(self, latency, key, backend, value):
+        k = (latency, key)
+        if k not in self.rows:
+            self.rows[k] = {}
+            self.order.append(k)
+        self.rows[k][backend] = value
+
+
+WORKLOADS = ["seqwrite", "seqread", "untar", "ls", "find", "grep", "git", "exec", "raw"]
+
+
+def label(ctx, key):
+    d = ctx.data
+    return {
+        "seqwrite": "seq write %d MiB (dd bs=1M)" % d.big_mib,
+        "seqread": "seq read %d MiB, cold (dd bs=1M)" % d.big_mib,
+        "untar": "tar x, %d small files" % d.files,
+        "ls": "ls -lR, %d files, cold" % d.files,
+        "find": "find, %d files, cold" % d.files,
+        "grep-cold": "grep -r, %d files, cold" % d.files,
+        "grep-warm": "grep -r, %d files, warm" % d.files,
+        "git-cold": "git status, %d files, cold" % d.repo_files,
+        "git-warm": "git status, %d files, warm" % d.repo_files,
+        "exec": "%d x remote `true` (mbexec / ssh)" % ctx.exec_count,
+        "raw-get": "raw: %d x 1 MiB GET, 4 parallel" % d.big_mib,
+        "raw-put": "raw: %d x 1 MiB PUT, 4 parallel" % d.big_mib,
+    }[key]
+
+
+def result_keys(workload):
+    return {"grep": ["grep-cold", "grep-warm"], "git": ["git-cold", "git-warm"],
+            "raw": ["raw-get", "raw-put"]}.get(workload, [workload])
+
+
+def run_suite(ctx, b, latency, result):
+    def record(key, fn):
+        if time.monotonic() > ctx.deadline:
+            for k in result_keys(key):
+                result.add(latency, k, b.name, Failed("skipped: over --max-minutes"))
+            return None
+        log("%s @ %d ms: %s" % (b.name, latency, key))
+        try:
+            return fn()
+        except Failed as e:
+            log("  %s failed: %s" % (key, e))
+            return e
+        except (OSError, RuntimeError, AssertionError) as e:
+            log("  %s failed: %r" % (key, e))
+            return Failed(repr(e)[:200])
+
+    def single(key, fn):
+        v = record(key, fn)
+        if v is not None:
+            result.add(latency, key, b.name, v)
+            show(v)
+
+    def double(key, fn):
+        v = record(key, fn)
+        if v is None:
+            return
+        if isinstance(v, Failed):
+            result.add(latency, key + "-cold", b.name, v)
+            result.add(latency, key + "-warm", b.name, v)
+            return
+        result.add(latency, key + "-cold", b.name, v[0])
+        result.add(latency, key + "-warm", b.name, v[1])
+        show(v[0])
+        show(v[1])
+
+    def show(v):
+        if isinstance(v, list):
+            log("  " + " ".join("%.3fs" % s.seconds for s in v)
+                + ("  requests: %s" % [sum(s.requests.values()) for s in v] if v and v[0].requests is not None else ""))
+
+    sel = ctx.workloads
+    if "seqwrite" in sel or "seqread" in sel or "raw" in sel:
+        single("seqwrite", lambda: wl_seq_write(ctx, b))
+    if "seqread" in sel:
+        single("seqread", lambda: wl_seq_read(ctx, b))
+    if "raw" in sel and isinstance(b, MbfsBackend):
+        double_raw = record("raw", lambda: wl_raw(ctx, b))
+        if isinstance(double_raw, Failed):
+            result.add(latency, "raw-get", b.name, double_raw)
+            result.add(latency, "raw-put", b.name, double_raw)
+        elif double_raw is not None:
+            result.add(latency, "raw-get", b.name, double_raw[0])
+            result.add(latency, "raw-put", b.name, double_raw[1])
+            show(double_raw[0])
+            show(double_raw[1])
+    trees = {"untar", "ls", "find", "grep"} & set(sel)
+    if trees:
+        single("untar", lambda: wl_untar(ctx, b))
+    if "ls" in sel:
+        single("ls", lambda: wl_ls(ctx, b))
+    if "find" in sel:
+        single("find", lambda: wl_find(ctx, b))
+    if "grep" in sel:
+        double("grep", lambda: wl_grep(ctx, b))
+    if "git" in sel:
+        double("git", lambda: wl_git(ctx, b))
+    if "exec" in sel:
+        single("exec", lambda: wl_exec(ctx, b))
+
+
+def fmt_seconds(v):
+    if isinstance(v, Failed):
+        return "FAIL"
+    if v is None:
+        return "—"
+    return "%.3f" % statistics.median(s.seconds for s in v)
+
+
+def median_requests(v):
+    if not isinstance(v, list) or not v or v[0].requests is None:
+        return None
+    return statistics.median(sum(s.requests.values()) for s in v)
+
+
+def build_report(ctx, result, started):
+    lines = []
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    sshfs_ver = "—"
+    if ctx.sshd:
+        p = subprocess.run(["sshfs", "--version"], capture_output=True, text=True)
+        m = re.search(r"SSHFS version (\S+)", p.stdout + p.stderr)
+        sshfs_ver = "sshfs " + (m.group(1) if m else "?")
+    lines.append("## Benchmark results%s" % (" (quick run)" if ctx.quick else ""))
+    lines.append("")
+    lines.append("`make bench` (`tests/bench/bench.py%s`) on %s, commit %s, %d CPUs, %s. "
+                 "Median of %d runs (%s at latencies > 0: %d), seconds; lower is better. "
+                 "mbfs runs on the local service (`tests/localservice.py --latency-ms L`); "
+                 "sshfs (%s, default options) on a private sshd over loopback, "
+                 "through `tests/bench/delayproxy.py` adding L ms per round trip when L > 0. "
+                 "Requests: API requests per mbfs run, from `/_local/stats`."
+                 % (" " + " ".join(ctx.argv) if ctx.argv else "", time.strftime("%Y-%m-%d"), commit or "?",
+                    os.cpu_count(), platform_name(), ctx.repeat,
+                    "tar x, grep, git status, exec", min(ctx.repeat, ctx.repeat_slow),
+                    sshfs_ver))
+    lines.append("")
+    lines.append("| latency | workload | mbfs s | sshfs s | mbfs/sshfs | mbfs requests | notes |")
+    lines.append("|---:|---|---:|---:|---:|---:|---|")
+    details = []
+    for (lat, key) in result.order:
+        row = result.rows[(lat, key)]
+        m, s = row.get("mbfs"), row.get("sshfs")
+        ratio = "—"
+        if isinstance(m, list) and isinstance(s, list) and m and s:
+            sm = statistics.median(x.seconds for x in s)
+            if sm > 0:
+                ratio = "%.2f" % (statistics.median(x.seconds for x in m) / sm)
+        req = median_requests(m)
+        notes = []
+        for v, who in ((m, "mbfs"), (s, "sshfs")):
+            if isinstance(v, Failed):
+                notes.append("%s: %s" % (who, str(v).replace("|", "/")))
+            elif isinstance(v, list):
+                notes += ["%s: %s" % (who, x.note) for x in v if x.note]
+        if key in ("seqwrite", "seqread", "raw-get", "raw-put"):
+            for v, who in ((m, "mbfs"), (s, "sshfs")):
+                if isinstance(v, list) and v:
+                    notes.append("%s %.0f MiB/s" % (who, ctx.data.big_mib / statistics.median(x.seconds for x in v)))
+        if key == "exec":
+            for v, who in ((m, "mbexec"), (s, "ssh")):
+                if isinstance(v, list) and v:
+                    notes.append("%s %.0f ms/call" % (who, 1000 * statistics.median(x.seconds for x in v) / ctx.exec_count))
+        lines.append("| %d ms | %s | %s | %s | %s | %s | %s |" % (
+            lat, label(ctx, key), fmt_seconds(m), fmt_seconds(s), ratio,
+            "—" if req is None else "%g" % req, "; ".join(notes)))
+        if isinstance(m, list) and m and m[0].requests:
+            routes = {}
+            for x in m:
+                for k2, n in x.requests.items():
+                    routes[k2] = routes.get(k2, 0) + n
+            top = sorted(routes.items(), key=lambda kv: -kv[1])
+            details.append("| %d ms | %s | %s |" % (lat, label(ctx, key), ", ".join(
+                "%s %g" % (k2, n / len(m)) for k2, n in top[:6])))
+
+    lines.append("")
+    lines.append("### Throughput against the raw limit of the API")
+    lines.append("")
+    lines.append("Raw: the same bytes as %d separate 1 MiB files (pre-split on the guest with "
+                 "`split -b 1048576` through the exec route), moved by 4 threads with keep-alive "
+                 "`http.client` connections." % ctx.data.big_mib)
+    lines.append("")
+    lines.append("| latency | mbfs read MiB/s | raw GET MiB/s | mbfs/raw | mbfs write MiB/s | raw PUT MiB/s | mbfs/raw |")
+    lines.append("|---:|---:|---:|---:|---:|---:|---:|")
+    for lat in ctx.latencies:
+        def rate(key):
+            v = result.rows.get((lat, key), {}).get("mbfs")
+            if isinstance(v, list) and v:
+                return ctx.data.big_mib / statistics.median(x.seconds for x in v)
+            return None
+        rr, rg, rw, rp = rate("seqread"), rate("raw-get"), rate("seqwrite"), rate("raw-put")
+        f = lambda x: "—" if x is None else "%.0f" % x
+        q = lambda a, b: "—" if a is None or b is None else "%.2f" % (a / b)
+        lines.append("| %d ms | %s | %s | %s | %s | %s | %s |" % (lat, f(rr), f(rg), q(rr, rg), f(rw), f(rp), q(rw, rp)))
+    if details:
+        lines.append("")
+        lines.append("### mbfs requests per run, by route")
+        lines.append("")
+        lines.append("| latency | workload | requests per run |")
+        lines.append("|---:|---|---|")
+        lines += details
+    lines.append("")
+    lines.append("Total bench time: %.0f s." % (time.monotonic() - started))
+    return "\n".join(lines) + "\n"
+
+
+def platform_name():
+    try:
+        with open("/etc/os-release") as f:
+            for line in f:
+                if line.startswith("PRETTY_NAME="):
+                    return line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    return sys.platform
+
+
+# Cheap at any latency: these get --repeat runs everywhere; the others get
+# --repeat-slow runs when latency > 0 (one grep -r of 2,000 files over sshfs at
+# 20 ms takes a minute and a half).
+CHEAP = {"seqwrite", "seqread", "ls", "find", "raw"}
+
+
+class Ctx:
+    latency = 0
+
+    def runs(self, key):
+        if self.latency == 0 or key in CHEAP:
+            return self.repeat
+        return min(self.repeat, self.repeat_slow)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    ap = argparse.ArgumentParser(description="mbfs vs sshfs benchmarks (figures only, nothing asserted)")
+    ap.add_argument("--quick", action="store_true", help="smoke run: small sizes, one run each")
+    ap.add_argument("--repeat", type=int, help="runs of each timed workload (default 3, quick 1)")
+    ap.add_argument("--repeat-slow", type=int, default=1,
+                    help="runs of tar x, grep, git status and exec when latency > 0 (default 1)")
+    ap.add_argument("--latencies", default="0,20", help="added round-trip latencies in ms (default 0,20)")
+    ap.add_argument("--backends", default="mbfs,sshfs", help="mbfs,sshfs (default both)")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS), help="subset of " + ",".join(WORKLOADS))
+    ap.add_argument("--size-mib", type=int, help="size of the sequential file (default 64, quick 8)")
+    ap.add_argument("--files", type=int, help="small files in the tar (default 2000, quick 200)")
+    ap.add_argument("--repo-files", type=int, help="files in the git repository (default 1000, quick 100)")
+    ap.add_argument("--exec-count", type=int, help="remote `true` calls per run (default 50, quick 10)")
+    ap.add_argument("--mbfs-opt", action="append", default=[], help="extra -o option for mbfs")
+    ap.add_argument("--sshfs-opt", action="append", default=[], help="extra -o option for sshfs")
+    ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench-results.md"))
+    ap.add_argument("--max-minutes", type=float, default=45, help="skip what remains after this long")
+    ap.add_argument("--keep-tmp", action="store_true", help="keep the scratch directory")
+    args = ap.parse_args(argv)
+
+    ctx = Ctx()
+    ctx.argv = argv
+    ctx.quick = args.quick
+    ctx.repeat = args.repeat or (1 if args.quick else 3)
+    ctx.latencies = [int(x) for x in args.latencies.split(",") if x != ""]
+    ctx.repeat_slow = max(1, args.repeat_slow)
+    ctx.workloads = [w for w in args.workloads.split(",") if w]
+    bad = set(ctx.workloads) - set(WORKLOADS)
+    if bad:
+        ap.error("unknown workloads: %s" % ", ".join(sorted(bad)))
+    backends = [x for x in args.backends.split(",") if x]
+    ctx.exec_count = args.exec_count or (10 if args.quick else 50)
+    ctx.mbfs_opts = args.mbfs_opt
+    ctx.sshfs_opts = args.sshfs_opt
+    ctx.max_seconds = args.max_minutes * 60 + 600
+    started = time.monotonic()
+    ctx.deadline = started + args.max_minutes * 60
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+
+    if not mbtest.fuse_available():
+        sys.exit("bench: needs /dev/fuse and fusermount3 (make deps)")
+    if "mbfs" in backends:
+        missing = [p for p in (mbtest.MBFS, mbtest.MBEXEC, mbtest.SERVICE) if not os.path.exists(p)]
+        if missing:
+            log("missing %s: the mbfs side is skipped (run make)" % ", ".join(missing))
+            backends.remove("mbfs")
+    ctx.sshd = None
+    if "sshfs" in backends and not ensure_ssh_packages():
+        backends.remove("sshfs")
+
+    base = os.environ.get("MB_TEST_TMP", "/var/tmp")
+    ctx.tmp = tempfile.mkdtemp(prefix="mbbench-", dir=base)
+    os.environ["MB_TEST_TMP"] = ctx.tmp  # services and their logs go under it too
+    CLEANUP.push(remove_tmp, ctx.tmp, args.keep_tmp)
+    CLEANUP.push(force_unmount_under, ctx.tmp + "/")
+    result = Result()
+    report = None
+    try:
+        ctx.data = Data(ctx.tmp, args.size_mib or (8 if args.quick else 64),
+                        args.files or (200 if args.quick else 2000),
+                        args.repo_files or (100 if args.quick else 1000))
+        if "sshfs" in backends:
+            try:
+                ctx.sshd = Sshd(ctx.tmp)
+                CLEANUP.push(ctx.sshd.stop)
+                log("private sshd on 127.0.0.1:%d" % ctx.sshd.port)
+            except (RuntimeError, subprocess.CalledProcessError, OSError) as e:
+                log("sshfs side skipped: %s" % e)
+                backends.remove("sshfs")
+        for latency in ctx.latencies:
+            ctx.latency = latency
+            for name in backends:
+                cls = MbfsBackend if name == "mbfs" else SshfsBackend
+                try:
+                    b = cls(ctx, latency)
+                except (RuntimeError, OSError, AssertionError, subprocess.CalledProcessError) as e:
+                    log("%s @ %d ms: could not start: %s" % (name, latency, e))
+                    for w in ctx.workloads:
+                        for key in result_keys(w):
+                            result.add(latency, key, name, Failed("did not start"))
+                    continue
+                try:
+                    run_suite(ctx, b, latency, result)
+                finally:
+                    b.stop()
+        report = build_report(ctx, result, started)
+    finally:
+        CLEANUP.run_all()
+    print()
+    print(report)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        f.write(report)
+    log("wrote %s" % args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
