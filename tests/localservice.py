@@ -1,0 +1,95 @@
+#!/usr/bin/python3
+# The local Mainbrella service: a faithful emulator of the hosted container
+# API (shared/mainbrella-api.md) for tests, the demo and benchmarks.
+#
+#   python3 tests/localservice.py --listen 127.0.0.1:PORT --state DIR
+#       [--api-key KEY] [--latency-ms N] [--plan builder|pro|scale]
+#       [--idle-timeout-ms N] [--retention-ms N] [--stream-ms N] [--log-level LEVEL]
+#
+# Prints "listening http://HOST:PORT" (and "api-key mb_..." when it made one
+# up) on stdout once it accepts connections; logs go to stderr.  SIGTERM or
+# SIGINT stops every container and exits 0.  Code lives in tests/mbsvc/.
+
+import argparse
+import logging
+import os
+import secrets
+import signal
+import sys
+import threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from mbsvc import config  # noqa: E402
+from mbsvc.guest import isolation_available  # noqa: E402
+from mbsvc.server import Server  # noqa: E402
+from mbsvc.service import Service  # noqa: E402
+
+log = logging.getLogger("mbsvc")
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description="local Mainbrella service")
+    p.add_argument("--listen", required=True, metavar="HOST:PORT", help="port 0 picks a free port")
+    p.add_argument("--state", required=True, metavar="DIR", help="directory for container filesystems")
+    p.add_argument("--api-key", help="bearer key (default: $MAINBRELLA_API_KEY, else generated)")
+    p.add_argument("--latency-ms", type=int, default=0, help="delay before every response")
+    p.add_argument("--plan", choices=sorted(config.PLANS), default="scale")
+    p.add_argument("--idle-timeout-ms", type=int, default=0, help="override the plan's idle timeout")
+    p.add_argument("--retention-ms", type=int, default=0, help="override the 1 h execution retention")
+    p.add_argument("--stream-ms", type=int, default=0, help="override the 30 s SSE rotation")
+    p.add_argument("--log-level", default=os.environ.get("MBSVC_LOG", "INFO"))
+    args = p.parse_args(argv)
+    host, _, port = args.listen.rpartition(":")
+    if not host or not port.isdigit():
+        p.error("--listen must be HOST:PORT")
+    args.host, args.port = host.strip("[]"), int(port)
+    for name in ("latency_ms", "idle_timeout_ms", "retention_ms", "stream_ms"):
+        if getattr(args, name) < 0:
+            p.error("--%s must not be negative" % name.replace("_", "-"))
+    return args
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(stream=sys.stderr, level=getattr(logging, args.log_level.upper(), logging.INFO),
+                        format="localservice: %(levelname)s %(name)s: %(message)s")
+    generated = False
+    if not args.api_key:
+        args.api_key = os.environ.get("MAINBRELLA_API_KEY") or ""
+    if not args.api_key:
+        args.api_key = "mb_" + secrets.token_hex(32)
+        generated = True
+    args.state = os.path.abspath(args.state)
+    os.makedirs(args.state, exist_ok=True)
+    os.chmod(args.state, 0o700)
+    args.isolated = isolation_available()
+    if not args.isolated:
+        log.warning("not root or no unshare: running DEGRADED (no namespaces; guest paths are "
+                    "translated, /tmp is the host's, processes run as %s)", os.getuid())
+    service = Service(args)
+    server = Server((args.host, args.port), service)
+    stop = threading.Event()
+
+    def on_signal(signum, _frame):
+        stop.set()
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
+    thread.start()
+    host, port = server.server_address[:2]
+    print("listening http://%s:%d" % (host if ":" not in host else "[%s]" % host, port), flush=True)
+    if generated:
+        print("api-key " + args.api_key, flush=True)
+    log.info("plan %s, state %s, isolation %s", args.plan, args.state, "on" if args.isolated else "OFF")
+    while not stop.wait(1.0):
+        pass
+    log.info("shutting down")
+    server.shutdown()
+    service.shutdown()
+    server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+# One-shot fault rules for /_local/faults, consumed in order by matching
+# requests: fail (before or after performing), reset mid-body, or delay.
+
+import threading
+
+from .errors import ApiError
+
+
+class Fault:
+    def __init__(self, doc):
+        self.route = doc["route"]
+        self.count = doc["count"]
+        self.match = doc.get("match")
+        self.status = doc.get("status")
+        self.error = doc.get("error")
+        self.when = doc.get("when", "before")
+        self.reset = bool(doc.get("reset"))
+        self.after_bytes = doc.get("afterBytes", 0)
+        self.delay_ms = doc.get("delayMs", 0)
+
+
+def parse(doc):
+    """Validate a rule document; raise ApiError(400, invalid_request) when malformed."""
+    def is_int(v):
+        return isinstance(v, int) and not isinstance(v, bool)
+    known = {"route", "count", "match", "status", "error", "when", "reset", "afterBytes", "delayMs"}
+    ok = (isinstance(doc, dict) and set(doc) <= known and isinstance(doc.get("route"), str)
+          and is_int(doc.get("count")) and doc["count"] >= 1
+          and isinstance(doc.get("match", ""), str))
+    if ok and doc.get("reset"):
+        ok = doc["reset"] is True and is_int(doc.get("afterBytes", 0)) and doc.get("afterBytes", 0) >= 0
+    elif ok and "delayMs" in doc:
+        ok = is_int(doc["delayMs"]) and doc["delayMs"] >= 0
+    elif ok:
+        ok = (is_int(doc.get("status")) and 400 <= doc["status"] <= 599 and isinstance(doc.get("error"), str)
+              and doc.get("when", "before") in ("before", "after"))
+    if not ok:
+        raise ApiError(400, "invalid_request")
+    return Fault(doc)
+
+
+class Faults:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.rules = []
+
+    def add(self, fault):
+        with self.lock:
+            self.rules.append(fault)
+
+    def clear(self):
+        with self.lock:
+            self.rules = []
+
+    def take(self, route, target):
+        """Consume and return the first rule matching route and target (path+query), or None."""
+        with self.lock:
+            for rule in self.rules:
+                if rule.route == route and (not rule.match or rule.match in target):
+                    rule.count -= 1
+                    if rule.count <= 0:
+                        self.rules.remove(rule)
+                    return rule
+        return None
