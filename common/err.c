@@ -43,7 +43,7 @@ static const struct code_map codes[] = {
 	{ "request_too_large", E2BIG, "request too large" },
 	{ "method_not_allowed", EOPNOTSUPP, "method not allowed" },
 	{ "container_not_running", ENOTCONN, "container is not running (stopped, expired or replaced)" },
-	{ "not_authenticated", EACCES, "API key rejected" },
+	{ "not_authenticated", EACCES, "the API key was rejected" },
 	{ "subscription_required", EACCES, "no paid subscription" },
 	{ "origin_not_allowed", EACCES, "origin not allowed" },
 	{ "origin_required", EACCES, "origin or authorization required" },
