@@ -1,0 +1,457 @@
+/* cache.c: the attribute / listing / negative cache (see cache.h).
+ *
+ * A chained hash table keyed by mount-relative path. An entry holds any of:
+ * attributes (until attr_until), a negative mark (until neg_until), a
+ * listing with each child's attributes (until dir_until). Expired parts are
+ * ignored and swept now and then. Time is the monotonic clock in ms.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/api.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "fuse/cache.h"
+#include "fuse/mbfs.h"
+
+struct child {
+	char *name;
+	struct stat st;
+};
+
+struct centry {
+	struct centry *next;
+	char *path;
+	uint64_t hash;
+	uint64_t attr_until;        /* 0: no attributes */
+	uint64_t neg_until;         /* 0: not negative */
+	uint64_t dir_until;         /* 0: no listing */
+	struct stat st;
+	struct child *kids;
+	size_t nkids;
+};
+
+struct mbfs_cache {
+	pthread_mutex_t lock;
+	struct centry **tab;        /* protected by lock */
+	size_t nbuckets, count;
+	uint64_t counter;           /* write counter, bumped on invalidation */
+	unsigned puts;
+	uint64_t attr_ms, dir_ms, neg_ms;
+};
+
+static uint64_t hash_path(const char *s)
+{
+	uint64_t h = 1469598103934665603ULL;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return h;
+}
+
+static void free_kids(struct centry *e)
+{
+	for (size_t i = 0; i < e->nkids; i++)
+		free(e->kids[i].name);
+	free(e->kids);
+	e->kids = NULL;
+	e->nkids = 0;
+	e->dir_until = 0;
+}
+
+static void free_entry(struct centry *e)
+{
+	free_kids(e);
+	free(e->path);
+	free(e);
+}
+
+struct mbfs_cache *mbfs_cache_new(uint64_t attr_ms, uint64_t dir_ms,
+				  uint64_t neg_ms)
+{
+	struct mbfs_cache *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->nbuckets = 1024;
+	c->tab = calloc(c->nbuckets, sizeof(*c->tab));
+	if (!c->tab) {
+		free(c);
+		return NULL;
+	}
+	pthread_mutex_init(&c->lock, NULL);
+	c->attr_ms = attr_ms;
+	c->dir_ms = dir_ms;
+	c->neg_ms = neg_ms;
+	return c;
+}
+
+static void clear_all(struct mbfs_cache *c)
+{
+	for (size_t i = 0; i < c->nbuckets; i++) {
+		struct centry *e = c->tab[i], *n;
+		for (; e; e = n) {
+			n = e->next;
+			free_entry(e);
+		}
+		c->tab[i] = NULL;
+	}
+	c->count = 0;
+}
+
+void mbfs_cache_free(struct mbfs_cache *c)
+{
+	if (!c)
+		return;
+	clear_all(c);
+	free(c->tab);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+static bool entry_live(const struct centry *e, uint64_t now)
+{
+	return e->attr_until > now || e->neg_until > now || e->dir_until > now;
+}
+
+/* Drop entries with nothing fresh left. Called with the lock held. */
+static void sweep(struct mbfs_cache *c)
+{
+	uint64_t now = mb_now_ms();
+	for (size_t i = 0; i < c->nbuckets; i++) {
+		struct centry **pp = &c->tab[i];
+		while (*pp) {
+			struct centry *e = *pp;
+			if (!entry_live(e, now)) {
+				*pp = e->next;
+				free_entry(e);
+				c->count--;
+			} else {
+				pp = &e->next;
+			}
+		}
+	}
+}
+
+static void grow(struct mbfs_cache *c)
+{
+	size_t nb = c->nbuckets * 2;
+	struct centry **t = calloc(nb, sizeof(*t));
+	if (!t)
+		return;
+	for (size_t i = 0; i < c->nbuckets; i++) {
+		struct centry *e = c->tab[i], *n;
+		for (; e; e = n) {
+			n = e->next;
+			e->next = t[e->hash % nb];
+			t[e->hash % nb] = e;
+		}
+	}
+	free(c->tab);
+	c->tab = t;
+	c->nbuckets = nb;
+}
+
+static struct centry *find(struct mbfs_cache *c, const char *path)
+{
+	uint64_t h = hash_path(path);
+	for (struct centry *e = c->tab[h % c->nbuckets]; e; e = e->next)
+		if (e->hash == h && strcmp(e->path, path) == 0)
+			return e;
+	return NULL;
+}
+
+static struct centry *get_or_add(struct mbfs_cache *c, const char *path)
+{
+	struct centry *e = find(c, path);
+	if (e)
+		return e;
+	if (++c->puts % 4096 == 0)
+		sweep(c);
+	if (c->count >= c->nbuckets * 2)
+		grow(c);
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->path = strdup(path);
+	if (!e->path) {
+		free(e);
+		return NULL;
+	}
+	e->hash = hash_path(path);
+	e->next = c->tab[e->hash % c->nbuckets];
+	c->tab[e->hash % c->nbuckets] = e;
+	c->count++;
+	return e;
+}
+
+void mbfs_parent_path(const char *path, char *out)
+{
+	const char *slash = strrchr(path, '/');
+	size_t n = slash ? (size_t)(slash - path) : 0;
+	if (n == 0) {
+		strcpy(out, "/");
+		return;
+	}
+	memcpy(out, path, n);
+	out[n] = '\0';
+}
+
+static void join_path(const char *dir, const char *name, char *out, size_t n)
+{
+	if (strcmp(dir, "/") == 0)
+		snprintf(out, n, "/%s", name);
+	else
+		snprintf(out, n, "%s/%s", dir, name);
+}
+
+/* Look path up. 1 with *st (fresh attributes), -ENOENT (fresh negative, or
+ * absent from a fresh parent listing), 0 when unknown. Lock held. */
+static int lookup_locked(struct mbfs_cache *c, const char *path,
+			 struct stat *st)
+{
+	uint64_t now = mb_now_ms();
+	struct centry *e = find(c, path);
+	if (e && e->attr_until > now) {
+		*st = e->st;
+		return 1;
+	}
+	if (e && e->neg_until > now)
+		return -ENOENT;
+	if (strcmp(path, "/") == 0)
+		return 0;
+	char parent[MB_PATH_MAX];
+	if (strlen(path) >= sizeof(parent))
+		return 0;
+	mbfs_parent_path(path, parent);
+	struct centry *p = find(c, parent);
+	if (!p || p->dir_until <= now)
+		return 0;
+	const char *name = strrchr(path, '/') + 1;
+	for (size_t i = 0; i < p->nkids; i++) {
+		if (strcmp(p->kids[i].name, name) == 0) {
+			*st = p->kids[i].st;
+			return 1;
+		}
+	}
+	return -ENOENT;
+}
+
+static void put_attr_locked(struct mbfs_cache *c, const char *path,
+			    const struct stat *st)
+{
+	if (!c->attr_ms)
+		return;
+	struct centry *e = get_or_add(c, path);
+	if (!e)
+		return;
+	e->st = *st;
+	e->attr_until = mb_now_ms() + c->attr_ms;
+	e->neg_until = 0;
+}
+
+static int fetch_attr(struct mbfs *fs, const char *path, struct stat *st)
+{
+	struct mbfs_cache *c = fs->cache;
+	char rpath[MB_PATH_MAX];
+	int rc = mbfs_remote_path(fs, path, rpath);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&c->lock);
+	uint64_t ctr = c->counter;
+	pthread_mutex_unlock(&c->lock);
+
+	struct mb_entry ent;
+	struct mb_err err;
+	memset(&ent, 0, sizeof(ent));
+	mb_err_clear(&err);
+	rc = mb_fs_stat(fs->client, &fs->ident, rpath, false, &ent, &err);
+	if (rc == 0)
+		mbfs_entry_stat(fs, &ent, st);
+
+	pthread_mutex_lock(&c->lock);
+	if (c->counter == ctr) {
+		if (rc == 0) {
+			put_attr_locked(c, path, st);
+		} else if (rc == -ENOENT && c->neg_ms) {
+			struct centry *e = get_or_add(c, path);
+			if (e) {
+				e->attr_until = 0;
+				e->neg_until = mb_now_ms() + c->neg_ms;
+			}
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (rc == 0)
+		mb_entry_release(&ent);
+	else if (rc != -ENOENT)
+		return mbfs_fail(fs, rc, &err);
+	return rc;
+}
+
+int mbfs_cache_getattr(struct mbfs *fs, const char *path, struct stat *st)
+{
+	struct mbfs_cache *c = fs->cache;
+	pthread_mutex_lock(&c->lock);
+	int hit = lookup_locked(c, path, st);
+	pthread_mutex_unlock(&c->lock);
+	if (hit == 1)
+		return 0;
+	if (hit < 0)
+		return hit;
+	return fetch_attr(fs, path, st);
+}
+
+int mbfs_cache_refresh(struct mbfs *fs, const char *path, struct stat *st)
+{
+	return fetch_attr(fs, path, st);
+}
+
+static int emit(struct centry *e, mbfs_dir_fn fn, void *ud)
+{
+	for (size_t i = 0; i < e->nkids; i++)
+		if (fn(ud, e->kids[i].name, &e->kids[i].st))
+			break;
+	return 0;
+}
+
+/* Store a listing and its children's attributes. Lock held. */
+static void put_listing_locked(struct mbfs_cache *c, const char *path,
+			       struct child *kids, size_t n)
+{
+	uint64_t now = mb_now_ms();
+	char cpath[MB_PATH_MAX];
+	for (size_t i = 0; i < n; i++) {
+		join_path(path, kids[i].name, cpath, sizeof(cpath));
+		put_attr_locked(c, cpath, &kids[i].st);
+	}
+	struct centry *e = get_or_add(c, path);
+	if (!e || !c->dir_ms) {
+		for (size_t i = 0; i < n; i++)
+			free(kids[i].name);
+		free(kids);
+		return;
+	}
+	free_kids(e);
+	e->kids = kids;
+	e->nkids = n;
+	e->dir_until = now + c->dir_ms;
+}
+
+int mbfs_cache_readdir(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
+		       void *ud)
+{
+	struct mbfs_cache *c = fs->cache;
+	pthread_mutex_lock(&c->lock);
+	struct centry *e = find(c, path);
+	if (e && e->dir_until > mb_now_ms()) {
+		int rc = emit(e, fn, ud);
+		pthread_mutex_unlock(&c->lock);
+		return rc;
+	}
+	uint64_t ctr = c->counter;
+	pthread_mutex_unlock(&c->lock);
+
+	char rpath[MB_PATH_MAX];
+	int rc = mbfs_remote_path(fs, path, rpath);
+	if (rc)
+		return rc;
+	struct mb_entry_list list = { NULL, 0 };
+	struct mb_err err;
+	mb_err_clear(&err);
+	rc = mb_fs_list_all(fs->client, &fs->ident, rpath, &list, &err);
+	if (rc)
+		return mbfs_fail(fs, rc, &err);
+
+	struct child *kids = calloc(list.n ? list.n : 1, sizeof(*kids));
+	size_t n = 0;
+	if (!kids) {
+		mb_entry_list_release(&list);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < list.n; i++) {
+		kids[n].name = strdup(list.v[i].name);
+		if (!kids[n].name)
+			continue;
+		mbfs_entry_stat(fs, &list.v[i], &kids[n].st);
+		n++;
+	}
+	mb_entry_list_release(&list);
+
+	for (size_t i = 0; i < n; i++)
+		if (fn(ud, kids[i].name, &kids[i].st))
+			break;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->counter == ctr) {
+		put_listing_locked(c, path, kids, n);
+		kids = NULL;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (kids) {
+		for (size_t i = 0; i < n; i++)
+			free(kids[i].name);
+		free(kids);
+	}
+	return 0;
+}
+
+static void forget_locked(struct mbfs_cache *c, const char *path)
+{
+	struct centry *e = find(c, path);
+	if (e) {
+		e->attr_until = 0;
+		e->neg_until = 0;
+		free_kids(e);
+	}
+}
+
+static void forget_parent_locked(struct mbfs_cache *c, const char *path)
+{
+	char parent[MB_PATH_MAX];
+	if (strcmp(path, "/") == 0 || strlen(path) >= sizeof(parent))
+		return;
+	mbfs_parent_path(path, parent);
+	struct centry *p = find(c, parent);
+	if (p)
+		free_kids(p);
+}
+
+void mbfs_cache_invalidate(struct mbfs_cache *c, const char *path)
+{
+	pthread_mutex_lock(&c->lock);
+	c->counter++;
+	forget_locked(c, path);
+	forget_parent_locked(c, path);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void mbfs_cache_invalidate_tree(struct mbfs_cache *c, const char *path)
+{
+	size_t n = strlen(path);
+	pthread_mutex_lock(&c->lock);
+	c->counter++;
+	for (size_t i = 0; i < c->nbuckets; i++) {
+		for (struct centry *e = c->tab[i]; e; e = e->next) {
+			if (strncmp(e->path, path, n) == 0 &&
+			    (e->path[n] == '\0' || e->path[n] == '/' ||
+			     strcmp(path, "/") == 0)) {
+				e->attr_until = 0;
+				e->neg_until = 0;
+				free_kids(e);
+			}
+		}
+	}
+	forget_parent_locked(c, path);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void mbfs_cache_invalidate_all(struct mbfs_cache *c)
+{
+	pthread_mutex_lock(&c->lock);
+	c->counter++;
+	clear_all(c);
+	pthread_mutex_unlock(&c->lock);
+}

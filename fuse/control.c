@@ -1,0 +1,83 @@
+/* control.c: the control file (see control.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/ident.h"
+#include "common/log.h"
+#include "fuse/cache.h"
+#include "fuse/control.h"
+#include "fuse/data.h"
+#include "fuse/mbfs.h"
+#include "fuse/node.h"
+
+int mbfs_control_init(struct mbfs *fs)
+{
+	struct mb_control c;
+	memset(&c, 0, sizeof(c));
+	snprintf(c.api_url, sizeof(c.api_url), "%s", fs->api_url);
+	c.ident = fs->ident;
+	snprintf(c.root, sizeof(c.root), "%s", fs->root[0] ? fs->root : "/");
+	snprintf(c.mountpoint, sizeof(c.mountpoint), "%s", fs->mountpoint);
+	c.pid = (long)getpid();
+	snprintf(c.version, sizeof(c.version), "%s", MB_VERSION);
+	char *json = mb_control_format(&c);
+	if (!json)
+		return -ENOMEM;
+	free(fs->control_json);
+	fs->control_json = json;
+	fs->control_len = strlen(json);
+	return 0;
+}
+
+bool mbfs_is_control(const char *path)
+{
+	return path && path[0] == '/' && strcmp(path + 1, MB_CONTROL_NAME) == 0;
+}
+
+void mbfs_control_stat(const struct mbfs *fs, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_mode = S_IFREG | 0644;
+	st->st_nlink = 1;
+	st->st_uid = fs->uid;
+	st->st_gid = fs->gid;
+	st->st_size = (off_t)fs->control_len;
+	st->st_blksize = 4096;
+	st->st_blocks = (blkcnt_t)((fs->control_len + 511) / 512);
+}
+
+int mbfs_control_read(const struct mbfs *fs, char *buf, size_t size,
+		      off_t off)
+{
+	if (off < 0)
+		return -EINVAL;
+	if ((size_t)off >= fs->control_len)
+		return 0;
+	size_t n = fs->control_len - (size_t)off;
+	if (n > size)
+		n = size;
+	memcpy(buf, fs->control_json + off, n);
+	return (int)n;
+}
+
+void mbfs_invalidate_everything(struct mbfs *fs)
+{
+	mbfs_cache_invalidate_all(fs->cache);
+	mbfs_data_drop_all(fs->data);
+	mbfs_node_invalidate_all(fs);
+}
+
+int mbfs_control_write(struct mbfs *fs, const char *buf, size_t size)
+{
+	size_t cl = strlen(MB_CONTROL_INVALIDATE);
+	if ((size == cl && memcmp(buf, MB_CONTROL_INVALIDATE, cl) == 0) ||
+	    (size == cl - 1 && memcmp(buf, MB_CONTROL_INVALIDATE, cl - 1) == 0)) {
+		mbfs_invalidate_everything(fs);
+		mb_log(MB_LOG_DEBUG, "caches invalidated through the control file");
+		return (int)size;
+	}
+	return -EINVAL;
+}

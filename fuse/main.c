@@ -1,0 +1,477 @@
+/* main.c: mbfs options, validation and session.
+ *
+ *   mbfs [options] CONTAINER[@GENERATION][:REMOTE_DIR] MOUNTPOINT
+ *   mbfs --create [--catalog ID] [--size SIZE] [options] MOUNTPOINT
+ *
+ * Everything that can be wrong with the arguments, the credentials, the
+ * container or the remote directory is checked before anything is mounted
+ * and reported in one line; only then does the session mount, daemonise
+ * (unless -f) and run the multithreaded loop. The API key never reaches
+ * argv, the logs or the control file.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fuse/mbfs.h"
+
+#include <fuse.h>
+#include <fuse_lowlevel.h>
+
+#include "common/cred.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "fuse/cache.h"
+#include "fuse/create.h"
+#include "fuse/data.h"
+#include "fuse/ops.h"
+
+#define DEFAULT_ROOT "/workspace"
+#define DEFAULT_TIMEOUT_MS 20000
+#define OP_TIMEOUT_MS 60000
+#define DATA_CAP_BYTES (2ULL << 30)
+
+struct mbfs *mbfs_fs;
+
+enum { KEY_HELP, KEY_VERSION, KEY_RO, KEY_IGNORE };
+
+#define OPT(t, f, v) { t, offsetof(struct mbfs_opts, f), v }
+static const struct fuse_opt mbfs_opt_spec[] = {
+	OPT("attr_timeout=%s", attr_timeout, 0),
+	OPT("entry_timeout=%s", attr_timeout, 0),
+	OPT("dir_timeout=%s", dir_timeout, 0),
+	OPT("negative_timeout=%s", negative_timeout, 0),
+	OPT("cache_dir=%s", cache_dir, 0),
+	OPT("key_file=%s", key_file, 0),
+	OPT("api_url=%s", api_url, 0),
+	OPT("uid=%s", uid, 0),
+	OPT("gid=%s", gid, 0),
+	OPT("--create", create, 1),
+	OPT("--catalog=%s", catalog, 0),
+	OPT("--catalog %s", catalog, 0),
+	OPT("--size=%s", size, 0),
+	OPT("--size %s", size, 0),
+	FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
+	FUSE_OPT_KEY("-V", KEY_VERSION),
+	FUSE_OPT_KEY("--version", KEY_VERSION),
+	FUSE_OPT_KEY("ro", KEY_RO),
+	/* fstab / mount(8) words that mean nothing to a FUSE mount */
+	FUSE_OPT_KEY("_netdev", KEY_IGNORE),
+	FUSE_OPT_KEY("noauto", KEY_IGNORE),
+	FUSE_OPT_KEY("auto", KEY_IGNORE),
+	FUSE_OPT_KEY("user", KEY_IGNORE),
+	FUSE_OPT_KEY("users", KEY_IGNORE),
+	FUSE_OPT_KEY("nouser", KEY_IGNORE),
+	FUSE_OPT_KEY("owner", KEY_IGNORE),
+	FUSE_OPT_KEY("nofail", KEY_IGNORE),
+	FUSE_OPT_KEY("defaults", KEY_IGNORE),
+	FUSE_OPT_KEY("rw", KEY_IGNORE),
+	FUSE_OPT_KEY("comment=", KEY_IGNORE),
+	FUSE_OPT_END
+};
+
+/* fuse_opt writes the templates at offsets into the data pointer, so the
+ * options come first. */
+struct parse_state {
+	struct mbfs_opts o;
+	char *nonopt[3];
+	int nnonopt;
+};
+
+static int opt_proc(void *data, const char *arg, int key,
+		    struct fuse_args *outargs)
+{
+	struct parse_state *ps = data;
+	(void)outargs;
+	switch (key) {
+	case KEY_HELP:
+		ps->o.show_help = 1;
+		return 0;
+	case KEY_VERSION:
+		ps->o.show_version = 1;
+		return 0;
+	case KEY_RO:
+		ps->o.ro = 1;
+		return 1;
+	case KEY_IGNORE:
+		return 0;
+	case FUSE_OPT_KEY_OPT:
+		return strncmp(arg, "x-", 2) == 0 ? 0 : 1;
+	case FUSE_OPT_KEY_NONOPT:
+		if (ps->nnonopt >= 3)
+			return -1;
+		ps->nonopt[ps->nnonopt++] = strdup(arg);
+		return 0;
+	default:
+		return 1;
+	}
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: mbfs [options] CONTAINER[@GENERATION][:REMOTE_DIR] MOUNTPOINT\n"
+"       mbfs --create [--catalog ID] [--size SIZE] [options] MOUNTPOINT\n"
+"\n"
+"Mount a directory of a running Mainbrella sandbox (default /workspace).\n"
+"Without @GENERATION the current generation is looked up once and pinned.\n"
+"Unmount with: fusermount3 -u MOUNTPOINT\n"
+"\n"
+"options:\n"
+"    -f                     stay in the foreground\n"
+"    -d                     debug output (implies -f)\n"
+"    -s                     single-threaded\n"
+"    -o ro                  read-only mount\n"
+"    -o attr_timeout=T      cache attributes for T (default 20s)\n"
+"    -o dir_timeout=T       cache directory listings for T (default 20s)\n"
+"    -o negative_timeout=T  cache missing names for T (default 20s)\n"
+"    -o cache_dir=DIR       local data cache (default $XDG_CACHE_HOME/mbfs/ID-HASH)\n"
+"    -o key_file=FILE       API key file (default $MAINBRELLA_API_KEY,\n"
+"                           $MAINBRELLA_API_KEY_FILE, ~/.config/mainbrella/api-key)\n"
+"    -o api_url=URL         API base URL (default $MAINBRELLA_API_URL or\n"
+"                           " MB_DEFAULT_API_URL ")\n"
+"    -o uid=N,gid=N         owner shown for every file (default: you)\n"
+"    --create               start a new container and mount it\n"
+"    --catalog ID           image for --create (node, python, rust, go, devops)\n"
+"    --size SIZE            size for --create (lite, small, medium, large, xl)\n"
+"    -h, --help             this help\n"
+"    -V, --version          version\n"
+"\n"
+"Writing the line 'invalidate' to MOUNTPOINT/" MB_CONTROL_NAME " drops every cache.\n"
+"In /etc/fstab:  ID@GEN:/workspace  /mnt/sb  fuse.mbfs  noauto,user,_netdev  0 0\n");
+}
+
+static void fuse_log_to_mb(enum fuse_log_level level, const char *fmt,
+			   va_list ap)
+{
+	char msg[1024];
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	size_t n = strlen(msg);
+	while (n && msg[n - 1] == '\n')
+		msg[--n] = '\0';
+	enum mb_log_level l = level <= FUSE_LOG_ERR ? MB_LOG_ERR
+		: level == FUSE_LOG_WARNING ? MB_LOG_WARN
+		: level <= FUSE_LOG_INFO ? MB_LOG_INFO : MB_LOG_DEBUG;
+	mb_log(l, "%s", msg);
+}
+
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "mbfs: %s\n", msg);
+	return 1;
+}
+
+static int parse_timeout(const char *s, const char *name, uint64_t *out)
+{
+	if (!s) {
+		*out = DEFAULT_TIMEOUT_MS;
+		return 0;
+	}
+	if (mb_parse_duration_ms(s, out))
+		return fail("invalid %s '%s': use seconds, e.g. %s=20 or %s=500ms",
+			    name, s, name, name);
+	return 0;
+}
+
+static int parse_id(const char *s, const char *name, unsigned def,
+		    unsigned *out)
+{
+	uint64_t v;
+	if (!s) {
+		*out = def;
+		return 0;
+	}
+	if (mb_parse_u64(s, 0, 0xfffffffeu, &v))
+		return fail("invalid %s '%s': use a number", name, s);
+	*out = (unsigned)v;
+	return 0;
+}
+
+/* The default data cache directory for this mount. */
+static int default_cache_dir(const struct mbfs *fs, char *out, size_t n)
+{
+	const char *x = getenv("XDG_CACHE_HOME");
+	const char *home = getenv("HOME");
+	char base[PATH_MAX], seed[MB_URL_MAX + 2 * MB_PATH_MAX + 128], hex[65];
+	if (x && x[0] == '/')
+		snprintf(base, sizeof(base), "%s/mbfs", x);
+	else if (home && home[0] == '/')
+		snprintf(base, sizeof(base), "%s/.cache/mbfs", home);
+	else
+		return fail("cannot find a cache directory: set HOME, "
+			    "XDG_CACHE_HOME or -o cache_dir=DIR");
+	snprintf(seed, sizeof(seed), "%s %s %s %s %s", fs->api_url, fs->ident.id,
+		 fs->ident.created_at, fs->root, fs->mountpoint);
+	mb_sha256_hex(seed, strlen(seed), hex);
+	if (snprintf(out, n, "%s/%s-%.12s", base, fs->ident.id, hex) >= (int)n)
+		return fail("cache directory path too long");
+	return 0;
+}
+
+/* Pin or confirm the generation and check the remote directory. */
+static int check_container(struct mbfs *fs, struct mb_client *c, bool pinned)
+{
+	struct mb_container ct;
+	struct mb_err err;
+	mb_err_clear(&err);
+	int rc = mb_container_find(c, fs->ident.id, &ct, &err);
+	if (rc == -ENOENT)
+		return fail("container '%s' is not running: start one (mbfs "
+			    "--create) or check the id", fs->ident.id);
+	if (rc)
+		return fail("cannot look up container '%s': %s", fs->ident.id,
+			    err.msg);
+	if (pinned && strcmp(ct.created_at, fs->ident.created_at) != 0)
+		return fail("generation %s of container '%s' is no longer running "
+			    "(the slot now runs %s): mount %s@%s instead",
+			    fs->ident.created_at, fs->ident.id, ct.created_at,
+			    fs->ident.id, ct.created_at);
+	if (strcmp(ct.status, "running") != 0)
+		return fail("container '%s' is still %s: try again in a moment",
+			    fs->ident.id, ct.status);
+	snprintf(fs->ident.created_at, sizeof(fs->ident.created_at), "%s",
+		 ct.created_at);
+
+	struct mb_entry e;
+	const char *root = fs->root[0] ? fs->root : "/";
+	rc = mb_fs_stat(c, &fs->ident, root, true, &e, &err);
+	if (rc)
+		return fail("cannot use remote directory '%s' of container '%s': %s",
+			    root, fs->ident.id, err.msg);
+	bool dir = e.type == MB_FT_DIR;
+	mb_entry_release(&e);
+	if (!dir)
+		return fail("remote path '%s' of container '%s' is not a directory",
+			    root, fs->ident.id);
+	return 0;
+}
+
+static int new_client(struct mbfs *fs, const char *key, struct mb_client **c)
+{
+	struct mb_client_opts co = {
+		.api_url = fs->api_url, .api_key = key,
+		.op_timeout_ms = OP_TIMEOUT_MS, .use_limiter = true,
+	};
+	struct mb_err err;
+	mb_err_clear(&err);
+	if (mb_client_new(&co, c, &err))
+		return fail("cannot set up the API client: %s", err.msg);
+	return 0;
+}
+
+/* One validation block: everything before anything is mounted. */
+static int validate(struct mbfs *fs, struct mbfs_opts *o, struct parse_state *ps,
+		    char **key)
+{
+	struct mb_err err;
+	char dir[MB_PATH_MAX] = "";
+	mb_err_clear(&err);
+	int want = o->create ? 1 : 2;
+	if (ps->nnonopt != want)
+		return fail(ps->nnonopt < want ? "missing %s (see mbfs --help)"
+			    : "too many arguments (see mbfs --help)%s",
+			    ps->nnonopt < want ? (want == 2 && ps->nnonopt == 0
+			    ? "CONTAINER and MOUNTPOINT" : "MOUNTPOINT") : "");
+	o->mountpoint = ps->nonopt[want - 1];
+	if (o->create && ps->nnonopt == 1) {
+		snprintf(fs->root, sizeof(fs->root), "%s", DEFAULT_ROOT);
+	} else if (!o->create) {
+		o->spec = ps->nonopt[0];
+		if (mb_ident_parse_spec(o->spec, &fs->ident, dir, &err))
+			return fail("invalid container '%s': %s", o->spec, err.msg);
+		if (!dir[0])
+			snprintf(dir, sizeof(dir), "%s", DEFAULT_ROOT);
+		if (dir[0] != '/')
+			return fail("remote directory '%s' must be absolute", dir);
+		size_t n = strlen(dir);
+		while (n > 0 && dir[n - 1] == '/')
+			dir[--n] = '\0';
+		snprintf(fs->root, sizeof(fs->root), "%s", dir);
+	}
+	if (!o->create && (o->catalog || o->size))
+		return fail("--catalog and --size only go with --create");
+	if (parse_timeout(o->attr_timeout, "attr_timeout", &fs->attr_ms) ||
+	    parse_timeout(o->dir_timeout, "dir_timeout", &fs->dir_ms) ||
+	    parse_timeout(o->negative_timeout, "negative_timeout", &fs->neg_ms))
+		return 1;
+	unsigned uid, gid;
+	if (parse_id(o->uid, "uid", getuid(), &uid) ||
+	    parse_id(o->gid, "gid", getgid(), &gid))
+		return 1;
+	fs->uid = uid;
+	fs->gid = gid;
+	fs->ro = o->ro;
+	char real[PATH_MAX];
+	struct stat st;
+	if (!realpath(o->mountpoint, real) || stat(real, &st))
+		return fail("cannot use mountpoint '%s': %s", o->mountpoint,
+			    strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return fail("mountpoint '%s' is not a directory", o->mountpoint);
+	snprintf(fs->mountpoint, sizeof(fs->mountpoint), "%s", real);
+
+	char *url = NULL;
+	if (mb_cred_api_url(o->api_url, &url, &err))
+		return fail("%s", err.msg);
+	snprintf(fs->api_url, sizeof(fs->api_url), "%s", url);
+	free(url);
+	if (mb_cred_load_key(o->key_file, key, &err))
+		return fail("%s", err.msg);
+	return 0;
+}
+
+/* Identity and remote checks, then the caches. */
+static int prepare(struct mbfs *fs, struct mbfs_opts *o, const char *key)
+{
+	struct mb_client *c;
+	if (new_client(fs, key, &c))
+		return 1;
+	int rc = 0;
+	if (o->create) {
+		struct mb_err err;
+		mb_err_clear(&err);
+		if (mbfs_create_container(c, o->catalog, o->size, &fs->ident, &err))
+			rc = fail("cannot create a container: %s", err.msg);
+		else
+			printf("%s@%s\n", fs->ident.id, fs->ident.created_at);
+		fflush(stdout);
+	}
+	if (!rc)
+		rc = check_container(fs, c, fs->ident.created_at[0] != '\0');
+	mb_client_free(c);
+	if (rc)
+		return rc;
+
+	char cdir[PATH_MAX];
+	if (o->cache_dir)
+		snprintf(cdir, sizeof(cdir), "%s", o->cache_dir);
+	else if (default_cache_dir(fs, cdir, sizeof(cdir)))
+		return 1;
+	struct mb_err err;
+	mb_err_clear(&err);
+	if (mbfs_data_new(cdir, DATA_CAP_BYTES, &fs->data, &err))
+		return fail("%s", err.msg);
+	fs->cache = mbfs_cache_new(fs->attr_ms, fs->dir_ms, fs->neg_ms);
+	if (!fs->cache)
+		return fail("out of memory");
+	return 0;
+}
+
+/* Mount, daemonise, loop; the libfuse steps of fuse_main, with the API
+ * client created after the fork. */
+static int run_session(struct mbfs *fs, struct fuse_args *args,
+		       const char *key)
+{
+	struct fuse_cmdline_opts cmd;
+	memset(&cmd, 0, sizeof(cmd));
+	if (fuse_parse_cmdline(args, &cmd))
+		return 1;
+	if (cmd.debug)
+		mb_log_set_level(MB_LOG_DEBUG);
+	int ret = 1;
+	struct fuse *f = fuse_new(args, &mbfs_ops, sizeof(mbfs_ops), fs);
+	if (!f)
+		goto out;
+	if (fuse_mount(f, fs->mountpoint))
+		goto out_destroy;
+	if (fuse_daemonize(cmd.foreground))
+		goto out_unmount;
+	if (!cmd.foreground)
+		mb_log_use_syslog(1);
+	if (new_client(fs, key, &fs->client))
+		goto out_unmount;
+	struct fuse_session *se = fuse_get_session(f);
+	if (fuse_set_signal_handlers(se))
+		goto out_unmount;
+	ret = cmd.singlethread ? fuse_loop(f) : fuse_loop_mt(f, cmd.clone_fd);
+	ret = ret ? 1 : 0;
+	fuse_remove_signal_handlers(se);
+out_unmount:
+	fuse_unmount(f);
+out_destroy:
+	fuse_destroy(f);
+out:
+	free(cmd.mountpoint);
+	return ret;
+}
+
+static void fs_free(struct mbfs *fs)
+{
+	mbfs_cache_free(fs->cache);
+	mbfs_data_free(fs->data);
+	if (fs->client)
+		mb_client_free(fs->client);
+	pthread_mutex_destroy(&fs->nodes_lock);
+	free(fs->control_json);
+	free(fs);
+}
+
+int main(int argc, char *argv[])
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct parse_state ps;
+	struct mbfs_opts *o = &ps.o;
+	char *key = NULL;
+	int ret = 1;
+
+	memset(&ps, 0, sizeof(ps));
+	mb_log_init("mbfs", MB_LOG_INFO);
+	fuse_set_log_func(fuse_log_to_mb);
+	struct mbfs *fs = calloc(1, sizeof(*fs));
+	if (!fs)
+		return fail("out of memory");
+	pthread_mutex_init(&fs->nodes_lock, NULL);
+	mbfs_fs = fs;
+	if (fuse_opt_parse(&args, &ps, mbfs_opt_spec, opt_proc)) {
+		fail("invalid arguments (see mbfs --help)");
+		goto out;
+	}
+	if (o->show_help) {
+		usage(stdout);
+		printf("\nFUSE options:\n");
+		fuse_cmdline_help();
+		fuse_lib_help(&args);
+		ret = 0;
+		goto out;
+	}
+	if (o->show_version) {
+		printf("mbfs %s (libfuse %s)\n", MB_VERSION, fuse_pkgversion());
+		ret = 0;
+		goto out;
+	}
+	if (mb_api_global_init()) {
+		fail("cannot initialise libcurl");
+		goto out;
+	}
+	char fsname[64];
+	if (validate(fs, o, &ps, &key) || prepare(fs, o, key))
+		goto out_global;
+	snprintf(fsname, sizeof(fsname), "-ofsname=mbfs:%s", fs->ident.id);
+	if (fuse_opt_add_arg(&args, fs->mountpoint) ||
+	    fuse_opt_add_arg(&args, "-osubtype=mbfs") ||
+	    fuse_opt_add_arg(&args, fsname))
+		goto out_global;
+	ret = run_session(fs, &args, key);
+out_global:
+	mb_api_global_cleanup();
+out:
+	mb_cred_free_key(key);
+	for (int i = 0; i < ps.nnonopt; i++)
+		free(ps.nonopt[i]);
+	fuse_opt_free_args(&args);
+	fs_free(fs);
+	return ret;
+}

@@ -1,0 +1,99 @@
+/* mbfs.h: the state one mount shares between its modules.
+ *
+ * Module map (fuse/):
+ *   main.c     options, validation, session (fuse_new/mount/daemonise/loop)
+ *   create.c   `mbfs --create`: keyed container creation with saved key
+ *   ops.c      the fuse_operations table: thin translation to the modules
+ *   cache.c    attribute / listing / negative cache (decorator over remote.c)
+ *   node.c     open files: one shared node per path, local data, dirty state
+ *   data.c     the local data cache directory (clean copies, kept uploads)
+ *   xfer.c     chunked transfer: downloads (split on the guest) and uploads
+ *              (staged parts + one atomic exec)
+ *   remote.c   path mapping, exec helpers and namespace ops done by exec
+ *   control.c  the virtual control file MOUNTPOINT/.mainbrella
+ *
+ * Lock order (a thread holding one lock only takes locks further right):
+ *   node->lock  ->  node->meta  ->  fs->nodes_lock  ->  cache->lock
+ *   and data->lock is a leaf. node->lock may be held across network calls;
+ *   no other lock is ever held across a network call.
+ */
+#ifndef MBFS_H
+#define MBFS_H
+
+#define FUSE_USE_VERSION 31
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "common/api.h"
+#include "common/err.h"
+#include "common/ident.h"
+
+struct mbfs_cache;
+struct mbfs_data;
+struct mbfs_node;
+
+struct mbfs_opts {
+	char *spec;             /* CONTAINER[@GEN][:DIR] */
+	char *mountpoint;
+	char *api_url;
+	char *key_file;
+	char *cache_dir;
+	char *attr_timeout, *dir_timeout, *negative_timeout;
+	char *uid, *gid;
+	char *catalog, *size;   /* --create */
+	int create;
+	int ro;
+	int show_help, show_version;
+	int foreground, debug, singlethread;
+};
+
+struct mbfs {
+	struct mb_client *client;       /* thread-safe */
+	struct mb_ident ident;
+	char root[MB_PATH_MAX];         /* remote directory, no trailing '/'
+	                                   ("" when the guest's / is mounted) */
+	char mountpoint[MB_PATH_MAX];   /* absolute local path */
+	char api_url[MB_URL_MAX];
+	char *control_json;             /* built at init, never changes */
+	size_t control_len;
+
+	uint64_t attr_ms, dir_ms, neg_ms;
+	uid_t uid;
+	gid_t gid;
+	bool ro;
+
+	struct mbfs_cache *cache;
+	struct mbfs_data *data;
+
+	pthread_mutex_t nodes_lock;
+	struct mbfs_node *nodes;        /* open files by path; protected by
+	                                   nodes_lock */
+
+	atomic_int stopped;             /* generation gone: fail fast */
+	atomic_int stop_logged;
+};
+
+extern struct mbfs *mbfs_fs;
+
+/* Path of a mount-relative path ("/a/b") on the guest, into out (MB_PATH_MAX).
+ * -ENAMETOOLONG when too long. */
+int mbfs_remote_path(const struct mbfs *fs, const char *path, char *out);
+
+/* Report the outcome of a call to common/: 0 stays 0; a stopped generation
+ * switches the mount to fail-fast mode (one log line). Returns the -errno
+ * a FUSE op should return. */
+int mbfs_fail(struct mbfs *fs, int rc, const struct mb_err *err);
+
+/* -ENOTCONN when the generation is gone, else 0. */
+int mbfs_check_alive(struct mbfs *fs);
+
+/* Build a struct stat from an API entry for this mount. */
+void mbfs_entry_stat(const struct mbfs *fs, const struct mb_entry *e,
+		     struct stat *st);
+
+#endif

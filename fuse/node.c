@@ -1,0 +1,553 @@
+/* node.c: open files sharing one local working copy per path (node.h).
+ *
+ * Locking: n->lock serialises loading, writing, truncating and uploading
+ * one node and may be held across network calls. fs->nodes_lock protects
+ * the list of nodes and, in every node, the fields marked below; it is only
+ * held for short, local work, and taken after n->lock when both are held.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "fuse/cache.h"
+#include "fuse/data.h"
+#include "fuse/mbfs.h"
+#include "fuse/node.h"
+#include "fuse/remote.h"
+#include "fuse/xfer.h"
+
+struct mbfs_node {
+	/* protected by fs->nodes_lock */
+	struct mbfs_node *next;
+	char *path;
+	int refs;
+	bool closing;          /* a releaser is finishing this node */
+	bool shared;           /* new opens of path may use this node */
+	bool unlinked;         /* never upload */
+	bool loaded;           /* fd holds the data */
+	bool dirty;
+	uint64_t size;         /* local size once loaded */
+	struct timespec mtime; /* time of the last local change */
+	uint64_t version;      /* bumped by every local change */
+	bool base_known;       /* the guest's (size, mtime) of the clean copy */
+	uint64_t base_size;
+	time_t base_mtime;
+	bool kept_any;         /* an upload failed and its data was kept */
+	uint64_t kept_version; /* ... for this version */
+
+	/* protected by lock */
+	pthread_mutex_t lock;
+	int fd;                /* -1 until loaded, then fixed */
+	char *local;
+};
+
+static struct mbfs_node *find_shared(struct mbfs *fs, const char *path)
+{
+	for (struct mbfs_node *n = fs->nodes; n; n = n->next)
+		if (n->shared && strcmp(n->path, path) == 0)
+			return n;
+	return NULL;
+}
+
+static void node_free(struct mbfs_node *n)
+{
+	if (n->fd >= 0)
+		close(n->fd);
+	mbfs_data_discard(n->local);
+	pthread_mutex_destroy(&n->lock);
+	free(n->path);
+	free(n);
+}
+
+static struct mbfs_node *node_new(const char *path)
+{
+	struct mbfs_node *n = calloc(1, sizeof(*n));
+	if (!n || !(n->path = strdup(path))) {
+		free(n);
+		return NULL;
+	}
+	n->fd = -1;
+	n->refs = 1;
+	n->shared = true;
+	pthread_mutex_init(&n->lock, NULL);
+	return n;
+}
+
+/* Find the shared node of path (ref taken) or insert fresh (if given). */
+static struct mbfs_node *get_or_insert(struct mbfs *fs, const char *path,
+				       struct mbfs_node *fresh)
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	struct mbfs_node *n = find_shared(fs, path);
+	if (n) {
+		n->refs++;
+	} else if (fresh) {
+		fresh->next = fs->nodes;
+		fs->nodes = fresh;
+		n = fresh;
+		fresh = NULL;
+	}
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (fresh)
+		node_free(fresh);
+	return n;
+}
+
+static void mark_changed(struct mbfs *fs, struct mbfs_node *n, uint64_t size)
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	n->size = size;
+	n->dirty = true;
+	n->version++;
+	clock_gettime(CLOCK_REALTIME, &n->mtime);
+	pthread_mutex_unlock(&fs->nodes_lock);
+}
+
+/* Give n an empty local copy. n->lock held. */
+static int load_empty(struct mbfs *fs, struct mbfs_node *n)
+{
+	if (n->fd < 0) {
+		int rc = mbfs_data_newfile(fs->data, &n->local, &n->fd);
+		if (rc)
+			return rc;
+	} else if (ftruncate(n->fd, 0)) {
+		return -errno;
+	}
+	pthread_mutex_lock(&fs->nodes_lock);
+	n->loaded = true;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	return 0;
+}
+
+/* Fetch the guest's content unless loaded. n->lock held. */
+static int ensure_loaded(struct mbfs *fs, struct mbfs_node *n)
+{
+	char path[MB_PATH_MAX];
+	pthread_mutex_lock(&fs->nodes_lock);
+	bool loaded = n->loaded, gone = n->unlinked;
+	snprintf(path, sizeof(path), "%s", n->path);
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (loaded)
+		return 0;
+	if (gone)
+		return -ENOENT;
+	struct stat st;
+	int rc = mbfs_cache_getattr(fs, path, &st);
+	if (rc)
+		return rc;
+	if (S_ISDIR(st.st_mode))
+		return -EISDIR;
+	if (!S_ISREG(st.st_mode))
+		return -EINVAL;
+	uint64_t got = 0;
+	if (mbfs_data_take(fs->data, path, (uint64_t)st.st_size,
+			   st.st_mtim.tv_sec, &n->local)) {
+		n->fd = open(n->local, O_RDWR | O_CLOEXEC);
+		got = (uint64_t)st.st_size;
+		if (n->fd < 0) {
+			mbfs_data_discard(n->local);
+			n->local = NULL;
+		}
+	}
+	if (n->fd < 0) {
+		struct mb_err err;
+		rc = mbfs_data_newfile(fs->data, &n->local, &n->fd);
+		if (!rc)
+			rc = mbfs_xfer_download(fs, path, (uint64_t)st.st_size,
+						n->fd, &got, &err);
+		if (rc) {
+			mb_log(MB_LOG_WARN, "cannot read '%s': %s", path,
+			       err.msg[0] ? err.msg : strerror(-rc));
+			if (n->fd >= 0)
+				close(n->fd);
+			n->fd = -1;
+			mbfs_data_discard(n->local);
+			n->local = NULL;
+			return rc;
+		}
+	}
+	pthread_mutex_lock(&fs->nodes_lock);
+	n->loaded = true;
+	n->size = got;
+	n->base_known = got == (uint64_t)st.st_size;
+	n->base_size = got;
+	n->base_mtime = st.st_mtim.tv_sec;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	return 0;
+}
+
+/* Upload a dirty copy. n->lock held. */
+static int upload_locked(struct mbfs *fs, struct mbfs_node *n)
+{
+	char path[MB_PATH_MAX];
+	pthread_mutex_lock(&fs->nodes_lock);
+	bool dirty = n->dirty && !n->unlinked;
+	uint64_t size = n->size, version = n->version;
+	bool kept = n->kept_any && n->kept_version == version;
+	snprintf(path, sizeof(path), "%s", n->path);
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (!dirty)
+		return 0;
+	if (kept)
+		return -EIO;   /* already failed and kept: no silent retry */
+	int rc = mbfs_check_alive(fs);
+	struct mb_err err;
+	mb_err_clear(&err);
+	mbfs_cache_invalidate(fs->cache, path);
+	mbfs_data_drop(fs->data, path);
+	if (!rc)
+		rc = mbfs_xfer_upload(fs, path, n->fd, size, &err);
+	mbfs_cache_invalidate(fs->cache, path);
+	if (rc) {
+		char rpath[MB_PATH_MAX], keptp[4096];
+		mbfs_remote_path(fs, path, rpath);
+		int krc = mbfs_data_keep(fs->data, rpath, n->fd, size, keptp,
+					 sizeof(keptp));
+		if (krc)
+			snprintf(keptp, sizeof(keptp), "(nowhere: %s)", strerror(-krc));
+		mb_log(MB_LOG_ERR, "upload of '%s' failed: %s; data kept in %s",
+		       rpath, err.msg[0] ? err.msg : strerror(-rc), keptp);
+		pthread_mutex_lock(&fs->nodes_lock);
+		n->kept_any = true;
+		n->kept_version = version;
+		pthread_mutex_unlock(&fs->nodes_lock);
+		return rc;
+	}
+	struct stat st;
+	bool known = mbfs_cache_refresh(fs, path, &st) == 0 &&
+		     (uint64_t)st.st_size == size;
+	pthread_mutex_lock(&fs->nodes_lock);
+	n->dirty = false;
+	n->base_known = known;
+	n->base_size = size;
+	n->base_mtime = known ? st.st_mtim.tv_sec : 0;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	return 0;
+}
+
+int mbfs_node_create(struct mbfs *fs, const char *path, unsigned mode,
+		     struct mbfs_node **out)
+{
+	int rc = mbfs_remote_create(fs, path, mode);
+	mbfs_cache_invalidate(fs->cache, path);
+	mbfs_data_drop(fs->data, path);
+	if (rc)
+		return rc;
+	struct mbfs_node *fresh = node_new(path);
+	if (!fresh)
+		return -ENOMEM;
+	struct mbfs_node *n = get_or_insert(fs, path, fresh);
+	pthread_mutex_lock(&n->lock);
+	pthread_mutex_lock(&fs->nodes_lock);
+	bool loaded = n->loaded;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (!loaded)
+		rc = load_empty(fs, n);
+	pthread_mutex_unlock(&n->lock);
+	if (rc) {
+		mbfs_node_release(fs, n);
+		return rc;
+	}
+	*out = n;
+	return 0;
+}
+
+/* A clean copy that the guest has changed since (or that an invalidation
+ * marked) must not be shared with a new open. */
+static bool outdated(struct mbfs *fs, struct mbfs_node *n, const char *path)
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	bool check = n->loaded && !n->dirty && n->base_known;
+	uint64_t bs = n->base_size;
+	time_t bm = n->base_mtime;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (!check)
+		return false;
+	struct stat st;
+	if (mbfs_cache_getattr(fs, path, &st))
+		return false;
+	return (uint64_t)st.st_size != bs || st.st_mtim.tv_sec != bm;
+}
+
+int mbfs_node_open(struct mbfs *fs, const char *path, int flags,
+		   struct mbfs_node **out)
+{
+	struct mbfs_node *n = get_or_insert(fs, path, NULL);
+	if (n && outdated(fs, n, path)) {
+		pthread_mutex_lock(&fs->nodes_lock);
+		if (!n->dirty)
+			n->shared = false;
+		pthread_mutex_unlock(&fs->nodes_lock);
+		mbfs_node_release(fs, n);
+		n = NULL;
+	}
+	if (!n) {
+		struct mbfs_node *fresh = node_new(path);
+		if (!fresh)
+			return -ENOMEM;
+		n = get_or_insert(fs, path, fresh);
+	}
+	if (flags & O_TRUNC) {
+		pthread_mutex_lock(&n->lock);
+		int rc = load_empty(fs, n);
+		if (!rc)
+			mark_changed(fs, n, 0);
+		pthread_mutex_unlock(&n->lock);
+		mbfs_data_drop(fs->data, path);
+		if (rc) {
+			mbfs_node_release(fs, n);
+			return rc;
+		}
+	}
+	*out = n;
+	return 0;
+}
+
+void mbfs_node_release(struct mbfs *fs, struct mbfs_node *n)
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	bool last = --n->refs == 0 && !n->closing;
+	if (last)
+		n->closing = true;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (!last)
+		return;
+
+	pthread_mutex_lock(&n->lock);
+	upload_locked(fs, n);   /* errors are logged and the data kept */
+	pthread_mutex_unlock(&n->lock);
+
+	pthread_mutex_lock(&fs->nodes_lock);
+	if (n->refs > 0) {      /* opened again meanwhile: lives on */
+		n->closing = false;
+		pthread_mutex_unlock(&fs->nodes_lock);
+		return;
+	}
+	for (struct mbfs_node **pp = &fs->nodes; *pp; pp = &(*pp)->next) {
+		if (*pp == n) {
+			*pp = n->next;
+			break;
+		}
+	}
+	bool keep = n->loaded && !n->dirty && n->base_known && n->shared &&
+		    !n->unlinked;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (keep && n->fd >= 0) {
+		close(n->fd);
+		n->fd = -1;
+		mbfs_data_put(fs->data, n->path, n->base_size, n->base_mtime,
+			      n->local);
+		n->local = NULL;
+	}
+	node_free(n);
+}
+
+int mbfs_node_read(struct mbfs *fs, struct mbfs_node *n, char *buf,
+		   size_t size, off_t off)
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	bool loaded = n->loaded;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (!loaded) {
+		pthread_mutex_lock(&n->lock);
+		int rc = ensure_loaded(fs, n);
+		pthread_mutex_unlock(&n->lock);
+		if (rc)
+			return rc;
+	}
+	size_t done = 0;
+	while (done < size) {
+		ssize_t r = pread(n->fd, buf + done, size - done, off + (off_t)done);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			break;
+		done += (size_t)r;
+	}
+	return (int)done;
+}
+
+int mbfs_node_write(struct mbfs *fs, struct mbfs_node *n, const char *buf,
+		    size_t size, off_t off)
+{
+	pthread_mutex_lock(&n->lock);
+	int rc = ensure_loaded(fs, n);
+	size_t done = 0;
+	while (!rc && done < size) {
+		ssize_t w = pwrite(n->fd, buf + done, size - done, off + (off_t)done);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			rc = -errno;
+		else
+			done += (size_t)w;
+	}
+	if (!rc) {
+		pthread_mutex_lock(&fs->nodes_lock);
+		uint64_t end = (uint64_t)off + size;
+		uint64_t cur = n->size > end ? n->size : end;
+		pthread_mutex_unlock(&fs->nodes_lock);
+		mark_changed(fs, n, cur);
+	}
+	pthread_mutex_unlock(&n->lock);
+	return rc ? rc : (int)size;
+}
+
+int mbfs_node_truncate(struct mbfs *fs, struct mbfs_node *n, off_t size)
+{
+	pthread_mutex_lock(&n->lock);
+	pthread_mutex_lock(&fs->nodes_lock);
+	bool loaded = n->loaded;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	int rc = (size == 0 && !loaded) ? load_empty(fs, n) : ensure_loaded(fs, n);
+	if (!rc && ftruncate(n->fd, size))
+		rc = -errno;
+	if (!rc)
+		mark_changed(fs, n, (uint64_t)size);
+	pthread_mutex_unlock(&n->lock);
+	return rc;
+}
+
+int mbfs_node_flush(struct mbfs *fs, struct mbfs_node *n)
+{
+	pthread_mutex_lock(&n->lock);
+	int rc = upload_locked(fs, n);
+	pthread_mutex_unlock(&n->lock);
+	return rc;
+}
+
+static void apply_local(const struct mbfs_node *n, struct stat *st)
+{
+	st->st_size = (off_t)n->size;
+	st->st_blocks = (blkcnt_t)((n->size + 511) / 512);
+	if (n->dirty) {
+		st->st_mtim = n->mtime;
+		st->st_ctim = n->mtime;
+	}
+}
+
+int mbfs_node_getattr(struct mbfs *fs, const char *path, struct stat *st)
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	struct mbfs_node *n = find_shared(fs, path);
+	bool hit = n && n->loaded && (n->dirty || !n->base_known ||
+				       n->base_mtime == st->st_mtim.tv_sec);
+	if (hit)
+		apply_local(n, st);
+	pthread_mutex_unlock(&fs->nodes_lock);
+	return hit;
+}
+
+void mbfs_node_fgetattr(struct mbfs *fs, struct mbfs_node *n, struct stat *st)
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	if (n->loaded)
+		apply_local(n, st);
+	pthread_mutex_unlock(&fs->nodes_lock);
+}
+
+int mbfs_node_sync_path(struct mbfs *fs, const char *path)
+{
+	int rc = 0;
+	pthread_mutex_lock(&fs->nodes_lock);
+	struct mbfs_node *n = find_shared(fs, path);
+	if (n && n->dirty)
+		n->refs++;
+	else
+		n = NULL;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (n) {
+		rc = mbfs_node_flush(fs, n);
+		mbfs_node_release(fs, n);
+	}
+	return rc;
+}
+
+int mbfs_node_truncate_path(struct mbfs *fs, const char *path, off_t size,
+			    int *rc)
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	struct mbfs_node *n = find_shared(fs, path);
+	if (n)
+		n->refs++;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (!n)
+		return 0;
+	*rc = mbfs_node_truncate(fs, n, size);
+	if (!*rc)
+		*rc = mbfs_node_flush(fs, n);
+	mbfs_node_release(fs, n);
+	return 1;
+}
+
+void mbfs_node_renamed(struct mbfs *fs, const char *from, const char *to)
+{
+	size_t fl = strlen(from);
+	pthread_mutex_lock(&fs->nodes_lock);
+	for (struct mbfs_node *n = fs->nodes; n; n = n->next) {
+		if (strcmp(n->path, to) == 0 && !n->unlinked) {
+			n->unlinked = true;   /* replaced by the rename */
+			n->shared = false;
+			continue;
+		}
+		if (strncmp(n->path, from, fl) != 0 ||
+		    (n->path[fl] != '\0' && n->path[fl] != '/'))
+			continue;
+		char *np;
+		if (asprintf(&np, "%s%s", to, n->path + fl) < 0)
+			continue;
+		free(n->path);
+		n->path = np;
+	}
+	pthread_mutex_unlock(&fs->nodes_lock);
+}
+
+void mbfs_node_unlinked(struct mbfs *fs, const char *path)
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	for (struct mbfs_node *n = fs->nodes; n; n = n->next) {
+		if (strcmp(n->path, path) == 0) {
+			n->unlinked = true;
+			n->shared = false;
+		}
+	}
+	pthread_mutex_unlock(&fs->nodes_lock);
+}
+
+void mbfs_node_invalidate_all(struct mbfs *fs)
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	for (struct mbfs_node *n = fs->nodes; n; n = n->next)
+		if (!n->dirty && n->loaded)
+			n->shared = false;
+	pthread_mutex_unlock(&fs->nodes_lock);
+}
+
+void mbfs_node_flush_all(struct mbfs *fs)
+{
+	for (;;) {
+		pthread_mutex_lock(&fs->nodes_lock);
+		struct mbfs_node *n = fs->nodes;
+		while (n && !(n->dirty && !n->unlinked && !(n->kept_any)))
+			n = n->next;
+		if (n)
+			n->refs++;
+		pthread_mutex_unlock(&fs->nodes_lock);
+		if (!n)
+			return;
+		if (mbfs_node_flush(fs, n)) {
+			pthread_mutex_lock(&fs->nodes_lock);
+			n->kept_any = true;   /* do not loop on it */
+			pthread_mutex_unlock(&fs->nodes_lock);
+		}
+		mbfs_node_release(fs, n);
+	}
+}

@@ -1,0 +1,69 @@
+/* node.h: open files.
+ *
+ * All opens of one path share one node holding a local working copy (in the
+ * cache directory, data.h), so every reader and writer of the mount sees the
+ * same bytes. The copy is fetched on first read or write (not at open, so
+ * `touch` or fstat never download). Writes, appends and truncates change
+ * only the local copy and mark it dirty; flush, fsync, release and unmount
+ * upload a dirty copy as a whole (xfer.h). A failed upload returns the
+ * error to close()/fsync(), keeps the data under DIR/kept/ and logs one
+ * line naming the file. When the last handle is released a clean copy stays
+ * in the data cache, keyed by the guest's (size, mtime).
+ * A node whose path was unlinked is detached: it keeps serving its open
+ * handles but never uploads. Paths are mount-relative. Thread-safe.
+ */
+#ifndef MBFS_NODE_H
+#define MBFS_NODE_H
+
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+struct mbfs;
+struct mbfs_node;
+
+/* Open path (a regular file). O_TRUNC empties the copy (dirty: uploaded at
+ * flush even if nothing is written). On success *out holds a reference. */
+int mbfs_node_open(struct mbfs *fs, const char *path, int flags,
+		   struct mbfs_node **out);
+
+/* Create path exclusively on the guest with permission bits mode and open
+ * it (empty, clean). -EEXIST when it exists (then the caller may open). */
+int mbfs_node_create(struct mbfs *fs, const char *path, unsigned mode,
+		     struct mbfs_node **out);
+
+/* Drop a reference; the last one uploads a dirty copy if it was not
+ * already kept after a failure. */
+void mbfs_node_release(struct mbfs *fs, struct mbfs_node *n);
+
+int mbfs_node_read(struct mbfs *fs, struct mbfs_node *n, char *buf,
+		   size_t size, off_t off);
+int mbfs_node_write(struct mbfs *fs, struct mbfs_node *n, const char *buf,
+		    size_t size, off_t off);
+int mbfs_node_truncate(struct mbfs *fs, struct mbfs_node *n, off_t size);
+/* Upload when dirty. 0 or -errno. */
+int mbfs_node_flush(struct mbfs *fs, struct mbfs_node *n);
+
+/* Attributes of an open, loaded node for path (dirty: local size, time of
+ * the last write). 1 and *st adjusted, or 0 when no such node. st must
+ * already hold the guest's attributes or be zeroed with want_full = 1. */
+int mbfs_node_getattr(struct mbfs *fs, const char *path, struct stat *st);
+/* Same for a handle. */
+void mbfs_node_fgetattr(struct mbfs *fs, struct mbfs_node *n, struct stat *st);
+
+/* Upload the dirty node of path, if any (before rename, link, utimens). */
+int mbfs_node_sync_path(struct mbfs *fs, const char *path);
+/* Truncate by path when path is open (local copy + upload). 1 when done
+ * here (*rc set), 0 when no node is open for path. */
+int mbfs_node_truncate_path(struct mbfs *fs, const char *path, off_t size,
+			    int *rc);
+/* Open nodes follow a rename of from (file or directory) to to. */
+void mbfs_node_renamed(struct mbfs *fs, const char *from, const char *to);
+/* Detach the node of path after an unlink (it will never upload). */
+void mbfs_node_unlinked(struct mbfs *fs, const char *path);
+/* Clean nodes are no longer shared with new opens (control invalidate). */
+void mbfs_node_invalidate_all(struct mbfs *fs);
+/* Upload every dirty node (unmount). */
+void mbfs_node_flush_all(struct mbfs *fs);
+
+#endif

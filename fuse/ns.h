@@ -1,0 +1,26 @@
+/* ns.h: namespace changes through the metadata routes, each followed by the
+ * invalidations it implies (cache, data copies, open nodes).
+ *
+ * Mutations are never repeated blindly: after an ambiguous failure the
+ * affected paths are stat'ed (contract §7.1) and the outcome decided from
+ * what the guest shows. Paths are mount-relative. Thread-safe.
+ */
+#ifndef MBFS_NS_H
+#define MBFS_NS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+struct mbfs;
+
+int mbfs_ns_mkdir(struct mbfs *fs, const char *path, mode_t mode);
+int mbfs_ns_unlink(struct mbfs *fs, const char *path);
+int mbfs_ns_rmdir(struct mbfs *fs, const char *path);
+/* flags: 0 or RENAME_NOREPLACE (others are refused by the caller). */
+int mbfs_ns_rename(struct mbfs *fs, const char *from, const char *to,
+		   unsigned flags);
+int mbfs_ns_chmod(struct mbfs *fs, const char *path, mode_t mode);
+/* truncate(2) by path (no open handle). */
+int mbfs_ns_truncate(struct mbfs *fs, const char *path, off_t size);
+
+#endif

@@ -1,0 +1,449 @@
+/* remote.c: path mapping, failure reporting, and the namespace operations
+ * done with one exec on the guest (see remote.h). Does not cache (cache.c)
+ * and does not move file data (xfer.c).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "fuse/mbfs.h"
+#include "fuse/remote.h"
+
+#define EXEC_TIMEOUT_MS 50000L
+#define STATFS_TTL_MS 5000
+
+int mbfs_remote_path(const struct mbfs *fs, const char *path, char *out)
+{
+	int n;
+	if (strcmp(path, "/") == 0)
+		n = snprintf(out, MB_PATH_MAX, "%s", fs->root[0] ? fs->root : "/");
+	else
+		n = snprintf(out, MB_PATH_MAX, "%s%s", fs->root, path);
+	if (n < 0 || n >= MB_PATH_MAX)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+int mbfs_check_alive(struct mbfs *fs)
+{
+	return atomic_load(&fs->stopped) ? -ENOTCONN : 0;
+}
+
+/* errnos that mean "the service could not be reached or answered oddly":
+ * an application is better served by EIO. */
+static int is_transport_errno(int e)
+{
+	switch (e) {
+	case ECONNREFUSED: case ECONNRESET: case ECONNABORTED:
+	case EHOSTUNREACH: case ENETUNREACH: case ENETDOWN: case EPROTO:
+	case EAGAIN: case EPIPE: case EBADMSG: case ESTALE: case EUSERS:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+int mbfs_fail(struct mbfs *fs, int rc, const struct mb_err *err)
+{
+	if (rc == 0)
+		return 0;
+	if (err && mb_err_is_stopped(err)) {
+		atomic_store(&fs->stopped, 1);
+		if (!atomic_exchange(&fs->stop_logged, 1))
+			mb_log(MB_LOG_ERR, "container '%s' generation %s is no "
+			       "longer running: every operation on %s now "
+			       "fails; unmount with 'fusermount3 -u %s'",
+			       fs->ident.id, fs->ident.created_at,
+			       fs->mountpoint, fs->mountpoint);
+		return -ENOTCONN;
+	}
+	int e = rc < 0 ? -rc : rc;
+	if (e == ENOENT || e == EEXIST || e == ENOTEMPTY || e == ENOTDIR ||
+	    e == EISDIR)
+		mb_log(MB_LOG_DEBUG, "%s", err && err->msg[0] ? err->msg : strerror(e));
+	else
+		mb_log(MB_LOG_WARN, "%s", err && err->msg[0] ? err->msg : strerror(e));
+	if (is_transport_errno(e))
+		return -EIO;
+	return -e;
+}
+
+void mbfs_entry_stat(const struct mbfs *fs, const struct mb_entry *e,
+		     struct stat *st)
+{
+	static const mode_t types[] = {
+		[MB_FT_FILE] = S_IFREG, [MB_FT_DIR] = S_IFDIR,
+		[MB_FT_SYMLINK] = S_IFLNK, [MB_FT_FIFO] = S_IFIFO,
+		[MB_FT_SOCKET] = S_IFSOCK, [MB_FT_CHAR] = S_IFCHR,
+		[MB_FT_BLOCK] = S_IFBLK, [MB_FT_OTHER] = S_IFREG,
+	};
+	memset(st, 0, sizeof(*st));
+	mode_t type = (unsigned)e->type <= MB_FT_OTHER ? types[e->type] : S_IFREG;
+	st->st_mode = type | (e->mode & 07777);
+	/* 1 means "unknown" to find(1) for directories: no leaf optimisation */
+	st->st_nlink = 1;
+	st->st_uid = fs->uid;
+	st->st_gid = fs->gid;
+	st->st_size = (off_t)e->size;
+	st->st_blksize = 65536;
+	st->st_blocks = (blkcnt_t)((e->size + 511) / 512);
+	st->st_mtim.tv_sec = e->mtime;
+	st->st_atim = st->st_mtim;
+	st->st_ctim = st->st_mtim;
+}
+
+int mbfs_exec(struct mbfs *fs, const char *cmd, long timeout_ms,
+	      struct mb_exec_result *res, struct mb_err *err)
+{
+	memset(res, 0, sizeof(*res));
+	mb_err_clear(err);
+	mb_log(MB_LOG_DEBUG, "exec: %.200s", cmd);
+	return mb_exec(fs->client, &fs->ident, cmd, timeout_ms, res, err);
+}
+
+int mbfs_exec_ok(const struct mb_exec_result *res)
+{
+	return res->has_exit_code && res->exit_code == 0 && !res->timed_out;
+}
+
+int mbfs_stderr_errno(const char *t)
+{
+	static const struct { const char *text; int e; } map[] = {
+		{ "overwrite non-directory", ENOTDIR },
+		{ "overwrite directory", EISDIR },
+		{ "Directory not empty", ENOTEMPTY },
+		{ "No such file or directory", ENOENT },
+		{ "Directory nonexistent", ENOENT },
+		{ "File exists", EEXIST },
+		{ "cannot overwrite existing file", EEXIST },
+		{ "Not a directory", ENOTDIR },
+		{ "Is a directory", EISDIR },
+		{ "Permission denied", EACCES },
+		{ "Operation not permitted", EPERM },
+		{ "No space left on device", ENOSPC },
+		{ "Disk quota exceeded", EDQUOT },
+		{ "Read-only file system", EROFS },
+		{ "File name too long", ENAMETOOLONG },
+		{ "Too many levels of symbolic links", ELOOP },
+		{ "Invalid cross-device link", EXDEV },
+		{ "subdirectory of itself", EINVAL },
+		{ "Invalid argument", EINVAL },
+		{ "Too many links", EMLINK },
+		{ "File too large", EFBIG },
+	};
+	if (!t)
+		return -EIO;
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (strstr(t, map[i].text))
+			return -map[i].e;
+	return -EIO;
+}
+
+int mbfs_exec_simple(struct mbfs *fs, const char *cmd, long timeout_ms)
+{
+	struct mb_exec_result res;
+	struct mb_err err;
+	int rc = mbfs_exec(fs, cmd, timeout_ms, &res, &err);
+	if (rc)
+		return mbfs_fail(fs, rc, &err);
+	if (!mbfs_exec_ok(&res)) {
+		rc = res.timed_out ? -ETIMEDOUT : mbfs_stderr_errno(res.errout);
+		mb_log(MB_LOG_DEBUG, "command failed (%s): %.300s", strerror(-rc),
+		       res.errout ? res.errout : "");
+	}
+	mb_exec_result_release(&res);
+	return rc;
+}
+
+/* Append the guest path of a mount path, quoted for sh. */
+static int append_rpath(struct mbfs *fs, struct mb_buf *b, const char *path)
+{
+	char rpath[MB_PATH_MAX];
+	int rc = mbfs_remote_path(fs, path, rpath);
+	if (rc)
+		return rc;
+	return mb_buf_append_shq(b, rpath);
+}
+
+/* Run the command built in b (released here). */
+static int run_built(struct mbfs *fs, struct mb_buf *b, int rc)
+{
+	if (rc == 0 && b->len > MB_MAX_COMMAND_BYTES)
+		rc = -ENAMETOOLONG;
+	if (rc == 0)
+		rc = mbfs_exec_simple(fs, b->data, EXEC_TIMEOUT_MS);
+	mb_buf_release(b);
+	return rc;
+}
+
+int mbfs_remote_sha256(struct mbfs *fs, const char *rpath, char hex[65])
+{
+	struct mb_buf b;
+	mb_buf_init(&b, MB_MAX_COMMAND_BYTES + 1);
+	int rc = mb_buf_appends(&b, "sha256sum -- ");
+	if (!rc)
+		rc = mb_buf_append_shq(&b, rpath);
+	if (rc) {
+		mb_buf_release(&b);
+		return rc;
+	}
+	struct mb_exec_result res;
+	struct mb_err err;
+	rc = mbfs_exec(fs, b.data, EXEC_TIMEOUT_MS, &res, &err);
+	mb_buf_release(&b);
+	if (rc)
+		return mbfs_fail(fs, rc, &err);
+	if (!mbfs_exec_ok(&res) || res.out_len < 64)
+		rc = mbfs_stderr_errno(res.errout);
+	else {
+		memcpy(hex, res.out, 64);
+		hex[64] = '\0';
+	}
+	mb_exec_result_release(&res);
+	return rc;
+}
+
+int mbfs_remote_create(struct mbfs *fs, const char *path, unsigned mode)
+{
+	struct mb_buf b;
+	mb_buf_init(&b, MB_MAX_COMMAND_BYTES + 1);
+	int rc = mb_buf_appends(&b, "p=");
+	if (!rc)
+		rc = append_rpath(fs, &b, path);
+	/* exit 17 (EEXIST) for anything there, even a dangling link; set -C
+	 * makes the create itself exclusive against a racing writer */
+	if (!rc)
+		rc = mb_buf_appendf(&b, "; if [ -e \"$p\" ] || [ -L \"$p\" ]; "
+				    "then exit 17; fi; umask 077; set -C; "
+				    ": > \"$p\" && chmod %04o -- \"$p\"",
+				    mode & 07777);
+	if (rc) {
+		mb_buf_release(&b);
+		return rc;
+	}
+	struct mb_exec_result res;
+	struct mb_err err;
+	rc = mbfs_exec(fs, b.data, EXEC_TIMEOUT_MS, &res, &err);
+	mb_buf_release(&b);
+	if (rc) {
+		if (err.ambiguous) {
+			/* reconcile: an empty regular file there means it ran */
+			struct mb_entry e;
+			char rpath[MB_PATH_MAX];
+			struct mb_err err2;
+			mb_err_clear(&err2);
+			if (mbfs_remote_path(fs, path, rpath) == 0 &&
+			    mb_fs_stat(fs->client, &fs->ident, rpath, false, &e,
+				       &err2) == 0) {
+				int ok = e.type == MB_FT_FILE && e.size == 0;
+				mb_entry_release(&e);
+				if (ok)
+					return 0;
+			}
+		}
+		return mbfs_fail(fs, rc, &err);
+	}
+	if (res.has_exit_code && res.exit_code == 17)
+		rc = -EEXIST;
+	else if (!mbfs_exec_ok(&res))
+		rc = mbfs_stderr_errno(res.errout);
+	mb_exec_result_release(&res);
+	return rc;
+}
+
+int mbfs_remote_symlink(struct mbfs *fs, const char *target, const char *path)
+{
+	struct mb_buf b;
+	mb_buf_init(&b, MB_MAX_COMMAND_BYTES + 1);
+	int rc = mb_buf_appends(&b, "ln -s -- ");
+	if (!rc)
+		rc = mb_buf_append_shq(&b, target);
+	if (!rc)
+		rc = mb_buf_appends(&b, " ");
+	if (!rc)
+		rc = append_rpath(fs, &b, path);
+	return run_built(fs, &b, rc);
+}
+
+int mbfs_remote_link(struct mbfs *fs, const char *from, const char *to)
+{
+	struct mb_buf b;
+	mb_buf_init(&b, MB_MAX_COMMAND_BYTES + 1);
+	int rc = mb_buf_appends(&b, "ln -P -- ");
+	if (!rc)
+		rc = append_rpath(fs, &b, from);
+	if (!rc)
+		rc = mb_buf_appends(&b, " ");
+	if (!rc)
+		rc = append_rpath(fs, &b, to);
+	return run_built(fs, &b, rc);
+}
+
+int mbfs_remote_truncate(struct mbfs *fs, const char *path, uint64_t size)
+{
+	struct mb_buf b;
+	mb_buf_init(&b, MB_MAX_COMMAND_BYTES + 1);
+	int rc = mb_buf_appendf(&b, "truncate -s %" PRIu64 " -- ", size);
+	if (!rc)
+		rc = append_rpath(fs, &b, path);
+	return run_built(fs, &b, rc);
+}
+
+/* One touch invocation: flag is "" (both), "-a " or "-m "; ts NULL = now. */
+static int append_touch(struct mb_buf *b, const char *flag,
+			const struct timespec *ts, const char *qpath)
+{
+	if (!ts || ts->tv_nsec == UTIME_NOW)
+		return mb_buf_appendf(b, "touch -h -c %s-- %s", flag, qpath);
+	return mb_buf_appendf(b, "touch -h -c %s-d @%lld.%09ld -- %s", flag,
+			      (long long)ts->tv_sec, ts->tv_nsec, qpath);
+}
+
+int mbfs_remote_utimens(struct mbfs *fs, const char *path,
+			const struct timespec tv[2])
+{
+	struct mb_buf q, b;
+	mb_buf_init(&q, MB_PATH_MAX * 4 + 8);
+	mb_buf_init(&b, MB_MAX_COMMAND_BYTES + 1);
+	int rc = append_rpath(fs, &q, path);
+	const struct timespec *a = tv ? &tv[0] : NULL, *m = tv ? &tv[1] : NULL;
+	bool aomit = a && a->tv_nsec == UTIME_OMIT;
+	bool momit = m && m->tv_nsec == UTIME_OMIT;
+	if (!rc)
+		rc = mb_buf_appendf(&b, "[ -e %s ] || [ -L %s ] || { echo 'No "
+				    "such file or directory' >&2; exit 1; }; ",
+				    q.data, q.data);
+	bool anow = !a || a->tv_nsec == UTIME_NOW;
+	bool mnow = !m || m->tv_nsec == UTIME_NOW;
+	bool same = (anow && mnow) ||
+		    (!anow && !mnow && a->tv_sec == m->tv_sec &&
+		     a->tv_nsec == m->tv_nsec);
+	if (rc || (aomit && momit)) {
+		/* nothing to set */
+	} else if (!aomit && !momit && same) {
+		rc = append_touch(&b, "", a, q.data);
+	} else {
+		if (!aomit)
+			rc = append_touch(&b, "-a ", a, q.data);
+		if (!rc && !aomit && !momit)
+			rc = mb_buf_appends(&b, " && ");
+		if (!rc && !momit)
+			rc = append_touch(&b, "-m ", m, q.data);
+	}
+	mb_buf_release(&q);
+	if (!rc && aomit && momit) {
+		mb_buf_release(&b);
+		return 0;
+	}
+	return run_built(fs, &b, rc);
+}
+
+int mbfs_remote_rename_over(struct mbfs *fs, const char *from, const char *to)
+{
+	struct mb_buf b;
+	mb_buf_init(&b, MB_MAX_COMMAND_BYTES + 1);
+	int rc = mb_buf_appends(&b, "mv -fT -- ");
+	if (!rc)
+		rc = append_rpath(fs, &b, from);
+	if (!rc)
+		rc = mb_buf_appends(&b, " ");
+	if (!rc)
+		rc = append_rpath(fs, &b, to);
+	return run_built(fs, &b, rc);
+}
+
+int mbfs_remote_chmod_exec(struct mbfs *fs, const char *path, unsigned mode)
+{
+	struct mb_buf b;
+	mb_buf_init(&b, MB_MAX_COMMAND_BYTES + 1);
+	int rc = mb_buf_appendf(&b, "chmod %04o -- ", mode & 07777);
+	if (!rc)
+		rc = append_rpath(fs, &b, path);
+	return run_built(fs, &b, rc);
+}
+
+static pthread_mutex_t statfs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct statvfs statfs_cached;   /* protected by statfs_lock */
+static uint64_t statfs_until;          /* protected by statfs_lock */
+
+static int parse_df(const char *out, struct statvfs *sv)
+{
+	/* two `df -P` outputs: blocks (1K) then inodes; take each data line */
+	unsigned long long v[2][3];
+	int got = 0;
+	const char *line = out;
+	while (line && *line && got < 2) {
+		const char *nl = strchr(line, '\n');
+		char fsname[256];
+		if (strncmp(line, "Filesystem", 10) != 0 &&
+		    sscanf(line, "%255s %llu %llu %llu", fsname, &v[got][0],
+			   &v[got][1], &v[got][2]) == 4)
+			got++;
+		line = nl ? nl + 1 : NULL;
+	}
+	if (got < 1)
+		return -EIO;
+	memset(sv, 0, sizeof(*sv));
+	sv->f_bsize = 4096;
+	sv->f_frsize = 1024;
+	sv->f_blocks = v[0][0];
+	sv->f_bfree = v[0][2];
+	sv->f_bavail = v[0][2];
+	if (got == 2) {
+		sv->f_files = v[1][0];
+		sv->f_ffree = v[1][2];
+		sv->f_favail = v[1][2];
+	}
+	sv->f_namemax = 255;
+	return 0;
+}
+
+int mbfs_remote_statfs(struct mbfs *fs, struct statvfs *out)
+{
+	pthread_mutex_lock(&statfs_lock);
+	if (statfs_until > mb_now_ms()) {
+		*out = statfs_cached;
+		pthread_mutex_unlock(&statfs_lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&statfs_lock);
+
+	struct mb_buf q, b;
+	mb_buf_init(&q, MB_PATH_MAX * 4 + 8);
+	mb_buf_init(&b, MB_MAX_COMMAND_BYTES + 1);
+	int rc = append_rpath(fs, &q, "/");
+	if (!rc)
+		rc = mb_buf_appendf(&b, "df -kP -- %s && { df -iP -- %s || true; }",
+				    q.data, q.data);
+	mb_buf_release(&q);
+	if (rc) {
+		mb_buf_release(&b);
+		return rc;
+	}
+	struct mb_exec_result res;
+	struct mb_err err;
+	rc = mbfs_exec(fs, b.data, EXEC_TIMEOUT_MS, &res, &err);
+	mb_buf_release(&b);
+	if (rc)
+		return mbfs_fail(fs, rc, &err);
+	struct statvfs sv;
+	if (!mbfs_exec_ok(&res))
+		rc = mbfs_stderr_errno(res.errout);
+	else
+		rc = parse_df(res.out, &sv);
+	mb_exec_result_release(&res);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&statfs_lock);
+	statfs_cached = sv;
+	statfs_until = mb_now_ms() + STATFS_TTL_MS;
+	pthread_mutex_unlock(&statfs_lock);
+	*out = sv;
+	return 0;
+}

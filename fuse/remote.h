@@ -1,0 +1,57 @@
+/* remote.h: guest-side operations that have no HTTP route, done with one
+ * foreground exec each (contract §3, §4.6 "No HTTP route for"), plus the
+ * helpers every module uses to build and run those commands.
+ *
+ * Every path argument is mount-relative ("/a/b") unless named rpath.
+ * Each function returns 0 or -errno (errors from the shell commands are
+ * mapped from coreutils' messages) and never retries an exec blindly: an
+ * ambiguous failure is reconciled by looking at the guest. Thread-safe.
+ */
+#ifndef MBFS_REMOTE_H
+#define MBFS_REMOTE_H
+
+#include <stdint.h>
+#include <sys/statvfs.h>
+#include <time.h>
+
+#include "common/api.h"
+#include "common/buf.h"
+
+struct mbfs;
+
+/* Run cmd on the guest. 0 with *res filled (the caller releases it), even
+ * for a non-zero exit; -errno when the request itself failed (err filled,
+ * err->ambiguous says whether it may have run). */
+int mbfs_exec(struct mbfs *fs, const char *cmd, long timeout_ms,
+	      struct mb_exec_result *res, struct mb_err *err);
+
+/* 1 when res is a normal exit with status 0. */
+int mbfs_exec_ok(const struct mb_exec_result *res);
+
+/* Map a failed command's stderr (coreutils / sh messages) to -errno;
+ * -EIO when nothing is recognised. */
+int mbfs_stderr_errno(const char *text);
+
+/* Run cmd; 0 on exit status 0, else the mapped -errno (logged at debug). */
+int mbfs_exec_simple(struct mbfs *fs, const char *cmd, long timeout_ms);
+
+/* sha256sum of the guest file rpath into hex[65]. 0 or -errno. */
+int mbfs_remote_sha256(struct mbfs *fs, const char *rpath, char hex[65]);
+
+/* Create an empty regular file exclusively with permission bits mode.
+ * -EEXIST when something is there already. */
+int mbfs_remote_create(struct mbfs *fs, const char *path, unsigned mode);
+
+int mbfs_remote_symlink(struct mbfs *fs, const char *target, const char *path);
+int mbfs_remote_link(struct mbfs *fs, const char *from, const char *to);
+int mbfs_remote_truncate(struct mbfs *fs, const char *path, uint64_t size);
+int mbfs_remote_utimens(struct mbfs *fs, const char *path,
+			const struct timespec tv[2]);
+/* Rename replacing an existing destination (mv -fT). */
+int mbfs_remote_rename_over(struct mbfs *fs, const char *from, const char *to);
+/* chmod including special bits (the chmod route takes 0NNN only). */
+int mbfs_remote_chmod_exec(struct mbfs *fs, const char *path, unsigned mode);
+/* df of the mounted root, cached for about 5 s. */
+int mbfs_remote_statfs(struct mbfs *fs, struct statvfs *out);
+
+#endif

@@ -1,0 +1,481 @@
+/* xfer.c: chunked transfer of whole files (see xfer.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/buf.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "fuse/mbfs.h"
+#include "fuse/remote.h"
+#include "fuse/xfer.h"
+
+#define EXEC_TIMEOUT_MS 50000L
+#define PART_TRIES 3
+
+/* ---- a small pool running fn(ud, i) for i in [0, n) ---- */
+
+struct par {
+	int (*fn)(void *ud, size_t i);
+	void *ud;
+	size_t n;
+	atomic_size_t next;
+	atomic_int rc;
+};
+
+static void *par_worker(void *arg)
+{
+	struct par *p = arg;
+	while (!atomic_load(&p->rc)) {
+		size_t i = atomic_fetch_add(&p->next, 1);
+		if (i >= p->n)
+			break;
+		int rc = p->fn(p->ud, i);
+		int zero = 0;
+		if (rc)
+			atomic_compare_exchange_strong(&p->rc, &zero, rc);
+	}
+	return NULL;
+}
+
+static int run_parallel(size_t n, int (*fn)(void *, size_t), void *ud)
+{
+	struct par p = { .fn = fn, .ud = ud, .n = n };
+	atomic_init(&p.next, 0);
+	atomic_init(&p.rc, 0);
+	pthread_t t[MBFS_XFER_THREADS];
+	size_t started = 0;
+	for (size_t k = 1; k < MBFS_XFER_THREADS && k < n; k++)
+		if (pthread_create(&t[started], NULL, par_worker, &p) == 0)
+			started++;
+	par_worker(&p);
+	for (size_t k = 0; k < started; k++)
+		pthread_join(t[k], NULL);
+	return atomic_load(&p.rc);
+}
+
+/* State shared by the parts of one transfer; the first error is kept. */
+struct job {
+	struct mbfs *fs;
+	char dir[MB_PATH_MAX];      /* guest directory of the parts */
+	int fd;
+	uint64_t len;
+	uint64_t *sizes;            /* download: expected piece sizes */
+	pthread_mutex_t lock;
+	struct mb_err err;          /* protected by lock */
+	bool err_set;
+};
+
+static void job_error(struct job *j, const struct mb_err *e)
+{
+	pthread_mutex_lock(&j->lock);
+	if (!j->err_set) {
+		j->err = *e;
+		j->err_set = true;
+	}
+	pthread_mutex_unlock(&j->lock);
+}
+
+static int pwrite_all(int fd, const void *p, size_t n, uint64_t off)
+{
+	const char *c = p;
+	while (n) {
+		ssize_t w = pwrite(fd, c, n, (off_t)off);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		c += w;
+		n -= (size_t)w;
+		off += (uint64_t)w;
+	}
+	return 0;
+}
+
+static int pread_all(int fd, void *p, size_t n, uint64_t off)
+{
+	char *c = p;
+	while (n) {
+		ssize_t r = pread(fd, c, n, (off_t)off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? -errno : -EIO;
+		c += r;
+		n -= (size_t)r;
+		off += (uint64_t)r;
+	}
+	return 0;
+}
+
+/* Remove a guest directory of ours, best effort. */
+static void remove_dir(struct mbfs *fs, const char *rdir)
+{
+	struct mb_err e;
+	mb_err_clear(&e);
+	if (mb_fs_remove(fs->client, &fs->ident, rdir, true, &e) && e.errnum != ENOENT)
+		mb_log(MB_LOG_WARN, "cannot remove '%s' on the guest: %s", rdir, e.msg);
+}
+
+/* ---- downloads ---- */
+
+static int get_small(struct mbfs *fs, const char *rpath, int fd,
+		     uint64_t *size_out, struct mb_err *err)
+{
+	struct mb_buf b;
+	mb_buf_init(&b, MBFS_CHUNK);
+	int rc = mb_file_get(fs->client, &fs->ident, rpath, &b, err);
+	if (rc == 0) {
+		rc = pwrite_all(fd, b.data, b.len, 0);
+		if (rc)
+			mb_err_set(err, -rc, "cannot write the local cache: %s",
+				   strerror(-rc));
+		else
+			*size_out = b.len;
+	}
+	mb_buf_release(&b);
+	return rc;
+}
+
+static int dl_part(void *ud, size_t i)
+{
+	struct job *j = ud;
+	char p[MB_PATH_MAX + 16];
+	snprintf(p, sizeof(p), "%s/p.%05zu", j->dir, i);
+	struct mb_buf b;
+	struct mb_err err;
+	mb_buf_init(&b, MBFS_CHUNK);
+	mb_err_clear(&err);
+	int rc = mb_file_get(j->fs->client, &j->fs->ident, p, &b, &err);
+	if (rc == 0 && b.len != j->sizes[i])
+		rc = mb_err_set(&err, EIO, "piece %zu of a download has %zu "
+				"bytes, expected %" PRIu64, i, b.len, j->sizes[i]);
+	if (rc == 0 && (rc = pwrite_all(j->fd, b.data, b.len,
+					(uint64_t)i * MBFS_CHUNK)))
+		mb_err_set(&err, -rc, "cannot write the local cache: %s",
+			   strerror(-rc));
+	mb_buf_release(&b);
+	if (rc)
+		job_error(j, &err);
+	return rc;
+}
+
+/* Split rpath into pieces under j->dir; fills j->sizes / count. */
+static int split_remote(struct job *j, const char *rpath, size_t *count,
+			struct mb_err *err)
+{
+	struct mb_buf b;
+	mb_buf_init(&b, MB_MAX_COMMAND_BYTES + 1);
+	int rc = mb_buf_appends(&b, "export LC_ALL=C; d=");
+	if (!rc)
+		rc = mb_buf_append_shq(&b, j->dir);
+	if (!rc)
+		rc = mb_buf_appendf(&b, "; mkdir -m 700 \"$d\" || exit 1; "
+				    "split -b %u -a 5 -d -- ", MBFS_CHUNK);
+	if (!rc)
+		rc = mb_buf_append_shq(&b, rpath);
+	if (!rc)
+		rc = mb_buf_appends(&b, " \"$d/p.\" || { rm -rf \"$d\"; exit 1; }; "
+				    "cd \"$d\" && for f in p.*; do [ -e \"$f\" ] "
+				    "&& stat -c %s -- \"$f\"; done; exit 0");
+	if (rc) {
+		mb_buf_release(&b);
+		return mb_err_set(err, -rc, "command too long");
+	}
+	struct mb_exec_result res;
+	rc = mbfs_exec(j->fs, b.data, EXEC_TIMEOUT_MS, &res, err);
+	mb_buf_release(&b);
+	if (rc)
+		return rc;
+	if (!mbfs_exec_ok(&res)) {
+		rc = mbfs_stderr_errno(res.errout);
+		mb_err_set(err, -rc, "cannot split '%s' on the guest: %.200s",
+			   rpath, res.errout ? res.errout : "");
+		mb_exec_result_release(&res);
+		return rc;
+	}
+	size_t n = 0, cap = 16;
+	uint64_t *v = malloc(cap * sizeof(*v));
+	for (char *s = res.out; v && s && *s;) {
+		char *end;
+		unsigned long long x = strtoull(s, &end, 10);
+		if (end == s)
+			break;
+		if (n == cap) {
+			uint64_t *nv = realloc(v, 2 * cap * sizeof(*v));
+			if (!nv) {
+				free(v);
+				v = NULL;
+				break;
+			}
+			v = nv;
+			cap *= 2;
+		}
+		v[n++] = x;
+		s = end + strspn(end, "\n");
+	}
+	mb_exec_result_release(&res);
+	if (!v)
+		return mb_err_set(err, ENOMEM, "out of memory");
+	j->sizes = v;
+	*count = n;
+	return 0;
+}
+
+static int get_large(struct mbfs *fs, const char *rpath, int fd,
+		     uint64_t *size_out, struct mb_err *err)
+{
+	struct job j = { .fs = fs, .fd = fd };
+	char hex[17];
+	if (mb_random_hex(hex, 8))
+		return mb_err_set(err, EIO, "no random bytes");
+	snprintf(j.dir, sizeof(j.dir), "/tmp/.mbfs-dl-%s", hex);
+	pthread_mutex_init(&j.lock, NULL);
+	size_t n = 0;
+	int rc = split_remote(&j, rpath, &n, err);
+	if (rc) {
+		if (err->ambiguous)
+			remove_dir(fs, j.dir);
+		pthread_mutex_destroy(&j.lock);
+		return rc;
+	}
+	uint64_t total = 0;
+	for (size_t i = 0; i < n; i++)
+		total += j.sizes[i];
+	rc = run_parallel(n, dl_part, &j);
+	if (rc && j.err_set)
+		*err = j.err;
+	remove_dir(fs, j.dir);
+	if (!rc)
+		*size_out = total;
+	free(j.sizes);
+	pthread_mutex_destroy(&j.lock);
+	return rc;
+}
+
+int mbfs_xfer_download(struct mbfs *fs, const char *path, uint64_t size_hint,
+		       int fd, uint64_t *size_out, struct mb_err *err)
+{
+	char rpath[MB_PATH_MAX];
+	mb_err_clear(err);
+	int rc = mbfs_remote_path(fs, path, rpath);
+	if (rc)
+		return mb_err_set(err, -rc, "path too long");
+	if (size_hint <= MBFS_CHUNK) {
+		rc = get_small(fs, rpath, fd, size_out, err);
+		/* grew past 1 MiB since we looked: fall through to pieces */
+		if (rc != -EFBIG && rc != -E2BIG && strcmp(err->code, "file_too_large"))
+			return mbfs_fail(fs, rc, err);
+		mb_err_clear(err);
+	}
+	if (ftruncate(fd, 0))
+		return mb_err_set(err, errno, "cannot truncate the local cache");
+	return mbfs_fail(fs, get_large(fs, rpath, fd, size_out, err), err);
+}
+
+/* ---- uploads ---- */
+
+static int put_small(struct mbfs *fs, const char *rpath, int fd, uint64_t len,
+		     struct mb_err *err)
+{
+	char *data = malloc(len ? len : 1);
+	if (!data)
+		return mb_err_set(err, ENOMEM, "out of memory");
+	int rc = pread_all(fd, data, len, 0);
+	if (rc) {
+		free(data);
+		return mb_err_set(err, -rc, "cannot read the local copy: %s",
+				  strerror(-rc));
+	}
+	rc = mb_file_put(fs->client, &fs->ident, rpath, data, len, err);
+	if (rc && err->ambiguous) {
+		/* reconcile (§7.1): all old or all new; read it back */
+		struct mb_buf b;
+		struct mb_err e2;
+		mb_buf_init(&b, MBFS_CHUNK);
+		mb_err_clear(&e2);
+		if (mb_file_get(fs->client, &fs->ident, rpath, &b, &e2) == 0 &&
+		    b.len == len && memcmp(b.data ? b.data : "", data, len) == 0) {
+			mb_log(MB_LOG_INFO, "upload of '%s' was unconfirmed but "
+			       "the guest has the new content", rpath);
+			rc = 0;
+		}
+		mb_buf_release(&b);
+	}
+	free(data);
+	return rc;
+}
+
+static int put_part(void *ud, size_t i)
+{
+	struct job *j = ud;
+	uint64_t off = (uint64_t)i * MBFS_CHUNK;
+	size_t n = j->len - off < MBFS_CHUNK ? (size_t)(j->len - off) : MBFS_CHUNK;
+	char p[MB_PATH_MAX + 16];
+	struct mb_err err;
+	mb_err_clear(&err);
+	snprintf(p, sizeof(p), "%s/p.%05zu", j->dir, i);
+	char *buf = malloc(n ? n : 1);
+	if (!buf) {
+		mb_err_set(&err, ENOMEM, "out of memory");
+		job_error(j, &err);
+		return -ENOMEM;
+	}
+	int rc = pread_all(j->fd, buf, n, off);
+	if (rc)
+		mb_err_set(&err, -rc, "cannot read the local copy");
+	/* a part lives in our private staging directory: repeating its PUT
+	 * after an ambiguous failure is harmless */
+	for (int t = 0; !rc && t < PART_TRIES; t++) {
+		mb_err_clear(&err);
+		rc = mb_file_put(j->fs->client, &j->fs->ident, p, buf, n, &err);
+		if (!rc || !(err.ambiguous || err.http_status >= 500) ||
+		    mb_err_is_stopped(&err))
+			break;
+		if (t + 1 < PART_TRIES) {
+			mb_sleep_ms(mb_backoff_ms((unsigned)t, 250, 2000));
+			rc = 0;
+		}
+	}
+	free(buf);
+	if (rc)
+		job_error(j, &err);
+	return rc;
+}
+
+static int hash_fd(int fd, uint64_t len, char hex[65])
+{
+	struct mb_sha256 s;
+	mb_sha256_init(&s);
+	char *buf = malloc(MBFS_CHUNK);
+	if (!buf)
+		return -ENOMEM;
+	int rc = 0;
+	for (uint64_t off = 0; off < len && !rc;) {
+		size_t n = len - off < MBFS_CHUNK ? (size_t)(len - off) : MBFS_CHUNK;
+		rc = pread_all(fd, buf, n, off);
+		if (!rc)
+			mb_sha256_update(&s, buf, n);
+		off += n;
+	}
+	free(buf);
+	if (!rc)
+		mb_sha256_final_hex(&s, hex);
+	return rc;
+}
+
+/* The join script: idempotent while the staging directory exists. */
+static int join_script(struct mb_buf *b, const char *dir, const char *rpath,
+		       const char *hex)
+{
+	int rc = mb_buf_appends(b, "export LC_ALL=C; d=");
+	if (!rc)
+		rc = mb_buf_append_shq(b, dir);
+	if (!rc)
+		rc = mb_buf_appends(b, "; t=");
+	if (!rc)
+		rc = mb_buf_append_shq(b, rpath);
+	if (!rc)
+		rc = mb_buf_appendf(b, "; cd \"$d\" || exit 1; "
+			"cat p.* > .all || exit 1; "
+			"h=$(sha256sum .all) || exit 1; "
+			"case \"$h\" in %s*) ;; *) echo 'checksum mismatch after "
+			"joining the parts' >&2; exit 3;; esac; "
+			"if [ -e \"$t\" ]; then chmod --reference=\"$t\" .all; "
+			"else chmod 600 .all; fi || exit 1; "
+			"mv -fT .all \"$t\" || exit 1; cd / && rm -rf \"$d\"",
+			hex);
+	return rc;
+}
+
+static int join_parts(struct mbfs *fs, const char *dir, const char *rpath,
+		      const char *hex, struct mb_err *err)
+{
+	struct mb_buf b;
+	mb_buf_init(&b, MB_MAX_COMMAND_BYTES + 1);
+	int rc = join_script(&b, dir, rpath, hex);
+	if (rc) {
+		mb_buf_release(&b);
+		return mb_err_set(err, ENAMETOOLONG, "command too long");
+	}
+	struct mb_exec_result res;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		rc = mbfs_exec(fs, b.data, EXEC_TIMEOUT_MS, &res, err);
+		if (rc == 0)
+			break;
+		if (!err->ambiguous || mb_err_is_stopped(err))
+			goto out;
+		/* not idempotent in general: look before repeating */
+		char got[65];
+		if (mbfs_remote_sha256(fs, rpath, got) == 0 &&
+		    strcmp(got, hex) == 0) {
+			remove_dir(fs, dir);
+			rc = 0;
+			goto out;
+		}
+	}
+	if (rc)
+		goto out;
+	if (!mbfs_exec_ok(&res)) {
+		rc = res.has_exit_code && res.exit_code == 3 ? -EIO
+			: mbfs_stderr_errno(res.errout);
+		mb_err_set(err, -rc, "cannot assemble '%s' on the guest: %.200s",
+			   rpath, res.errout ? res.errout : "");
+	}
+	mb_exec_result_release(&res);
+out:
+	mb_buf_release(&b);
+	return rc;
+}
+
+static int put_large(struct mbfs *fs, const char *rpath, int fd, uint64_t len,
+		     struct mb_err *err)
+{
+	struct job j = { .fs = fs, .fd = fd, .len = len };
+	char hex[17], sum[65];
+	if (mb_random_hex(hex, 8))
+		return mb_err_set(err, EIO, "no random bytes");
+	const char *slash = strrchr(rpath, '/');
+	int dl = slash ? (int)(slash - rpath) : 0;
+	if (snprintf(j.dir, sizeof(j.dir), "%.*s/.mbfs-up-%s", dl, rpath, hex)
+	    >= (int)sizeof(j.dir))
+		return mb_err_set(err, ENAMETOOLONG, "path too long");
+	int rc = hash_fd(fd, len, sum);
+	if (rc)
+		return mb_err_set(err, -rc, "cannot read the local copy");
+	rc = mb_fs_mkdir(fs->client, &fs->ident, j.dir, false, 0700, err);
+	if (rc)
+		return rc;
+	pthread_mutex_init(&j.lock, NULL);
+	size_t n = (size_t)((len + MBFS_CHUNK - 1) / MBFS_CHUNK);
+	rc = run_parallel(n, put_part, &j);
+	if (rc && j.err_set)
+		*err = j.err;
+	pthread_mutex_destroy(&j.lock);
+	if (!rc)
+		rc = join_parts(fs, j.dir, rpath, sum, err);
+	if (rc && !mb_err_is_stopped(err))
+		remove_dir(fs, j.dir);
+	return rc;
+}
+
+int mbfs_xfer_upload(struct mbfs *fs, const char *path, int fd, uint64_t len,
+		     struct mb_err *err)
+{
+	char rpath[MB_PATH_MAX];
+	mb_err_clear(err);
+	int rc = mbfs_remote_path(fs, path, rpath);
+	if (rc)
+		return mb_err_set(err, -rc, "path too long");
+	if (len <= MBFS_CHUNK)
+		rc = put_small(fs, rpath, fd, len, err);
+	else
+		rc = put_large(fs, rpath, fd, len, err);
+	return mbfs_fail(fs, rc, err);
+}

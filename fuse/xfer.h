@@ -1,0 +1,38 @@
+/* xfer.h: moving whole files between a local fd and the guest.
+ *
+ * Downloads: up to 1 MiB with one GET; larger files are split on the guest
+ * into 1 MiB pieces in a private /tmp directory (one exec), the pieces are
+ * fetched with parallel GETs and the directory removed.
+ * Uploads: up to 1 MiB with one PUT (atomic on the guest); larger files are
+ * PUT as parts into a staging directory next to the target, then one exec
+ * joins them, checks the SHA-256 computed here, keeps the target's mode and
+ * renames over the target with `mv -fT`: no program on the guest ever sees a
+ * half-written file. Ambiguous failures are reconciled by hashing the
+ * target instead of repeating blindly.
+ * Paths are mount-relative. Thread-safe; the client's limiter bounds the
+ * requests in flight.
+ */
+#ifndef MBFS_XFER_H
+#define MBFS_XFER_H
+
+#include <stdint.h>
+
+#include "common/err.h"
+
+struct mbfs;
+
+#define MBFS_CHUNK 1048576u
+#define MBFS_XFER_THREADS 4
+
+/* Fetch path into fd (empty, O_RDWR) starting at offset 0; size_hint
+ * picks the method. *size_out: bytes written. 0 or -errno (already passed
+ * through mbfs_fail), with err->msg saying what failed. */
+int mbfs_xfer_download(struct mbfs *fs, const char *path, uint64_t size_hint,
+		       int fd, uint64_t *size_out, struct mb_err *err);
+
+/* Replace path on the guest with the first len bytes of fd. 0 or -errno
+ * (already passed through mbfs_fail), with err->msg saying what failed. */
+int mbfs_xfer_upload(struct mbfs *fs, const char *path, int fd, uint64_t len,
+		     struct mb_err *err);
+
+#endif
