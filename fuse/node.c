@@ -454,6 +454,15 @@ void mbfs_node_fgetattr(struct mbfs *fs, struct mbfs_node *n, struct stat *st)
 	pthread_mutex_unlock(&fs->nodes_lock);
 }
 
+int mbfs_node_get_path(struct mbfs *fs, struct mbfs_node *n, char *out)
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	snprintf(out, MB_PATH_MAX, "%s", n->path);
+	int rc = n->unlinked ? -ENOENT : 0;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	return rc;
+}
+
 int mbfs_node_sync_path(struct mbfs *fs, const char *path)
 {
 	int rc = 0;

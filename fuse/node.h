@@ -51,6 +51,9 @@ int mbfs_node_getattr(struct mbfs *fs, const char *path, struct stat *st);
 /* Same for a handle. */
 void mbfs_node_fgetattr(struct mbfs *fs, struct mbfs_node *n, struct stat *st);
 
+/* The current path of n into out (MB_PATH_MAX); -ENOENT once unlinked. */
+int mbfs_node_get_path(struct mbfs *fs, struct mbfs_node *n, char *out);
+
 /* Upload the dirty node of path, if any (before rename, link, utimens). */
 int mbfs_node_sync_path(struct mbfs *fs, const char *path);
 /* Truncate by path when path is open (local copy + upload). 1 when done

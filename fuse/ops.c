@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fuse/mbfs.h"
@@ -31,6 +32,18 @@
 
 #define FS mbfs_fs
 #define NODE(fi) ((struct mbfs_node *)(uintptr_t)(fi)->fh)
+
+/* The path of an op that may come with a handle only (nullpath_ok):
+ * the node's current path, copied into buf. NULL when unlinked. */
+static const char *op_path(const char *path, struct fuse_file_info *fi,
+			   char *buf)
+{
+	if (path)
+		return path;
+	if (fi && fi->fh && mbfs_node_get_path(FS, NODE(fi), buf) == 0)
+		return buf;
+	return NULL;
+}
 
 static void *mbfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 {
@@ -65,6 +78,8 @@ static int mbfs_getattr(const char *path, struct stat *st,
 		return 0;
 	}
 	if (fi && fi->fh) {
+		char buf[MB_PATH_MAX];
+		path = op_path(path, fi, buf);
 		if (!path || mbfs_cache_getattr(FS, path, st)) {
 			memset(st, 0, sizeof(*st));
 			st->st_mode = S_IFREG | 0600;
@@ -119,14 +134,36 @@ static int fill_one(void *ud, const char *name, const struct stat *st)
 	return d->filler(d->buf, name, st, 0, FUSE_FILL_DIR_PLUS);
 }
 
+/* readdir gets no path (nullpath_ok): opendir keeps a copy in fi->fh. */
+static int mbfs_opendir(const char *path, struct fuse_file_info *fi)
+{
+	int rc = mbfs_check_alive(FS);
+	if (rc)
+		return rc;
+	char *copy = strdup(path);
+	if (!copy)
+		return -ENOMEM;
+	fi->fh = (uintptr_t)copy;
+	return 0;
+}
+
+static int mbfs_releasedir(const char *path, struct fuse_file_info *fi)
+{
+	(void)path;
+	free((char *)(uintptr_t)fi->fh);
+	return 0;
+}
+
 static int mbfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 			off_t off, struct fuse_file_info *fi,
 			enum fuse_readdir_flags flags)
 {
-	(void)off; (void)fi; (void)flags;
+	(void)off; (void)flags;
 	int rc = mbfs_check_alive(FS);
 	if (rc)
 		return rc;
+	if (!path)
+		path = (const char *)(uintptr_t)fi->fh;
 	struct dirfill d = { buf, filler, strcmp(path, "/") == 0 };
 	filler(buf, ".", NULL, 0, 0);
 	filler(buf, "..", NULL, 0, 0);
@@ -192,7 +229,8 @@ static int mbfs_link(const char *from, const char *to)
 
 static int mbfs_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
 {
-	(void)fi;
+	char buf[MB_PATH_MAX];
+	path = op_path(path, fi, buf);
 	int rc = mbfs_check_alive(FS);
 	if (!rc && (!path || mbfs_is_control(path)))
 		rc = path ? -EPERM : -ENOENT;
@@ -300,7 +338,8 @@ static int mbfs_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 static int mbfs_utimens(const char *path, const struct timespec tv[2],
 			struct fuse_file_info *fi)
 {
-	(void)fi;
+	char buf[MB_PATH_MAX];
+	path = op_path(path, fi, buf);
 	if (mbfs_is_control(path))
 		return 0;
 	int rc = mbfs_check_alive(FS);
@@ -347,7 +386,9 @@ const struct fuse_operations mbfs_ops = {
 	.destroy     = mbfs_destroy,
 	.getattr     = mbfs_getattr,
 	.readlink    = mbfs_readlink,
+	.opendir     = mbfs_opendir,
 	.readdir     = mbfs_readdir,
+	.releasedir  = mbfs_releasedir,
 	.mkdir       = mbfs_mkdir,
 	.unlink      = mbfs_unlink,
 	.rmdir       = mbfs_rmdir,

@@ -1,0 +1,86 @@
+"""Helpers shared by the tests/test_mbfs_*.py suites (no tests here)."""
+import hashlib
+import os
+import uuid
+
+import mbtest
+
+CONTROL = ".mainbrella"
+MiB = 1048576
+
+
+def unique(prefix="t"):
+    return "%s-%s" % (prefix, uuid.uuid4().hex[:8])
+
+
+def sh(service, ident, cmd):
+    """Run cmd on the sandbox; assert exit 0 and return stdout."""
+    doc = service.exec(ident, cmd)
+    assert doc["exitCode"] == 0, doc
+    return doc["stdout"]
+
+
+def guest_sha(service, ident, path):
+    out = sh(service, ident, "sha256sum -- '%s'" % path)
+    return out.split()[0]
+
+
+def sha(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def invalidate(mount):
+    with open(mount.path(CONTROL), "w") as f:
+        f.write("invalidate\n")
+
+
+def write_file(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def read_file(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def requests(service, route):
+    return mbtest.requests_for(service.stats(), route)
+
+
+def tree_digest(root):
+    """{relative path: (kind, sha or link target, mode & 0o777)} of a local tree."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = os.path.join(dirpath, name)
+            rel = os.path.relpath(p, root)
+            st = os.lstat(p)
+            if os.path.islink(p):
+                out[rel] = ("link", os.readlink(p), None)
+            elif os.path.isdir(p):
+                out[rel] = ("dir", None, st.st_mode & 0o777)
+            else:
+                out[rel] = ("file", sha(read_file(p)), st.st_mode & 0o777)
+    return out
+
+
+def guest_tree_digest(service, ident, root):
+    """The same digest computed on the sandbox through the exec route."""
+    script = (
+        "cd '%s' && find . -mindepth 1 | LC_ALL=C sort | while IFS= read -r p; do "
+        "if [ -L \"$p\" ]; then printf 'link\\t%%s\\t%%s\\n' \"$p\" \"$(readlink \"$p\")\"; "
+        "elif [ -d \"$p\" ]; then printf 'dir\\t%%s\\t%%s\\n' \"$p\" \"$(stat -c %%a \"$p\")\"; "
+        "else printf 'file\\t%%s\\t%%s\\t%%s\\n' \"$p\" \"$(sha256sum < \"$p\" | cut -d' ' -f1)\" "
+        "\"$(stat -c %%a \"$p\")\"; fi; done" % root)
+    out = {}
+    for line in sh(service, ident, script).splitlines():
+        parts = line.split("\t")
+        rel = parts[1][2:]
+        if parts[0] == "link":
+            out[rel] = ("link", parts[2], None)
+        elif parts[0] == "dir":
+            out[rel] = ("dir", None, int(parts[2], 8))
+        else:
+            out[rel] = ("file", parts[2], int(parts[3], 8))
+    return out
