@@ -100,8 +100,9 @@ struct mb_creation {
 
 /* One POST /containers attempt (no retry: the caller loops with the same
  * key on -EAGAIN, which is returned for transport errors, 503 and
- * creation.status "starting"). 409 creation_no_longer_running gives
- * -ESTALE with *out filled. */
+ * creation.status "starting"; for "starting" *out is filled too).
+ * 409 creation_no_longer_running gives -ESTALE with *out filled. A NULL
+ * idempotency_key gets a random one (then a retry cannot be matched). */
 int mb_container_create(struct mb_client *c, const struct mb_create_req *req,
 			struct mb_creation *out, struct mb_err *err);
 

@@ -262,6 +262,14 @@ def test_limiter_slots(tmp_path):
             h.stderr.close()
 
 
+def test_limiter_threads_of_one_process(tmp_path):
+    # OFD locks: each acquire has its own open file description, so threads
+    # of one process exclude each other like processes do
+    env = bare_env(XDG_RUNTIME_DIR=str(tmp_path))
+    assert ok(["limiter-threads", "c9", "12"], env=env).stdout.strip() == b"4"
+    assert ok(["limiter-threads", "c9", "3"], env=env).stdout.strip() == b"3"
+
+
 def test_connection_refused_is_fast_and_clear():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -433,6 +441,14 @@ def test_bad_key_is_rejected_without_leaking(api, service):
     assert info["errno"] == "EACCES" and info["status"] == 401 and "not_authenticated" in msg
     assert bad not in info["stderr"] and "7" * 64 not in info["stderr"]
     assert service.key not in info["stderr"]
+
+
+def test_timeout_bounds_a_call(api, service):
+    service.fault(route="GET /containers/files/stat", count=1, delayMs=4000)
+    t0 = time.monotonic()
+    msg, info = api.fail("--timeout", "1000", "stat", *api.gen, "/workspace")
+    assert info["errno"] == "ETIMEDOUT" and "timed out" in msg
+    assert time.monotonic() - t0 < 3.5
 
 
 def test_stopped_generation(api):

@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +41,8 @@ static const char usage[] =
 "local:   spec-parse SPEC | control-format URL ID GEN ROOT MNT PID\n"
 "         control-parse <json | control-find DIR | key | url [URL]\n"
 "         sha256 [<in] | base64 [<in] | unbase64 [<in] | duration S | iso S\n"
-"         shq S | errno OP CODE [STATUS] | limiter-hold ID MS | limiter-try ID MS\n";
+"         shq S | errno OP CODE [STATUS] | limiter-hold ID MS | limiter-try ID MS\n"
+"         limiter-threads ID N (max slots held at once by N threads)\n";
 
 static struct mb_err err;
 
@@ -186,6 +188,67 @@ static int on_event(const struct mb_job_event *ev, void *ud)
 		cJSON_AddItemToObject(o, "job", job_json(ev->job));
 	print_json(o);
 	fflush(stdout);
+	return 0;
+}
+
+struct holder {
+	struct mb_limiter *l;
+	pthread_mutex_t *lock;
+	int *now, *max;
+};
+
+/* Take a slot, note how many are held, hold it a while, release. */
+static void *hold_slot(void *arg)
+{
+	struct holder *h = arg;
+	struct mb_limit_slot *s;
+	struct mb_err e;
+	int i;
+
+	for (i = 0; i < 5; i++) {
+		if (mb_limiter_acquire(h->l, 10000, &s, &e))
+			return (void *)1;
+		pthread_mutex_lock(h->lock);
+		if (++*h->now > *h->max)
+			*h->max = *h->now;
+		pthread_mutex_unlock(h->lock);
+		mb_sleep_ms(20);
+		pthread_mutex_lock(h->lock);
+		--*h->now;
+		pthread_mutex_unlock(h->lock);
+		mb_limiter_release(s);
+	}
+	return NULL;
+}
+
+static int limiter_threads(const char *key, int n)
+{
+	pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	struct mb_limiter *l;
+	pthread_t t[64];
+	struct holder h;
+	int now = 0, max = 0, i, r, failed = 0;
+
+	if (n < 1 || n > 64)
+		return mb_err_set(&err, EINVAL, "1..64 threads");
+	if ((r = mb_limiter_open(key, &l, &err)))
+		return r;
+	h.l = l;
+	h.lock = &lock;
+	h.now = &now;
+	h.max = &max;
+	for (i = 0; i < n; i++)
+		pthread_create(&t[i], NULL, hold_slot, &h);
+	for (i = 0; i < n; i++) {
+		void *res;
+
+		pthread_join(t[i], &res);
+		failed |= res != NULL;
+	}
+	mb_limiter_free(l);
+	if (failed)
+		return mb_err_set(&err, ETIMEDOUT, "a thread could not get a slot");
+	printf("%d\n", max);
 	return 0;
 }
 
@@ -335,6 +398,12 @@ static int local_cmd(int argc, char **argv, int *handled)
 			goto out;
 		printf("%s\n", u);
 		free(u);
+	} else if (strcmp(cmd, "limiter-threads") == 0) {
+		char key[64];
+
+		need(argc, 3);
+		snprintf(key, sizeof(key), "threads %.40s", argv[1]);
+		r = limiter_threads(key, atoi(argv[2]));
 	} else if (strcmp(cmd, "limiter-hold") == 0 || strcmp(cmd, "limiter-try") == 0) {
 		struct mb_limiter *l = NULL;
 		struct mb_limit_slot *s = NULL;
