@@ -196,11 +196,11 @@ class Agent:
                 break
             try:
                 res, out = self.dispatch(req, payload, fds)
-                res["ok"] = True
+                res = {"_ok": True, "result": res}
             except agent_fs.FsError as e:
-                res, out = {"ok": False, "error": e.code}, b""
+                res, out = {"_ok": False, "error": e.code}, b""
             except Exception as e:  # a bug must not kill the agent
-                res, out = {"ok": False, "error": "internal", "detail": repr(e)}, b""
+                res, out = {"_ok": False, "error": "internal", "detail": repr(e)}, b""
             try:
                 wire.send(sock, res, out)
             except OSError:

@@ -146,20 +146,20 @@ class Guest:
         """Start a process with fds as its stdin/stdout/stderr; returns its guest pid or raises GuestError."""
         res, _ = self.call({"op": "spawn", "argv": argv, "env": env, "cwd": cwd, "pty": pty}, fds=fds,
                            timeout=30)
-        if not res.get("ok"):
+        if not res.get("_ok"):
             raise GuestError(res.get("error", "spawn failed"))
-        return res["pid"]
+        return res["result"]["pid"]
 
     def wait(self, pid):
         """Block until pid exits; returns the raw wait status.  GuestError if the guest dies."""
         res, _ = self.call({"op": "wait", "pid": pid})
-        if not res.get("ok"):
+        if not res.get("_ok"):
             raise GuestError(res.get("error", "wait failed"))
-        return res["status"]
+        return res["result"]["status"]
 
     def kill(self, pid, sig, group=True):
         try:
             res, _ = self.call({"op": "kill", "pid": pid, "sig": int(sig), "group": group}, timeout=10)
         except GuestError:
             return False
-        return bool(res.get("ok"))
+        return bool(res.get("_ok"))

@@ -44,11 +44,10 @@ def agent_call(gen, header, payload=b"", unavailable="files_unavailable",
         raise ApiError(503, unavailable)
     finally:
         gen.release(renew)
-    if not res.get("ok"):
+    if not res.get("_ok"):
         code = res.get("error")
         status = AGENT_STATUS.get(code)
         if status is None:
             raise ApiError(503, unavailable)
         raise ApiError(status, code)
-    res.pop("ok", None)
-    return res, out
+    return res["result"], out
