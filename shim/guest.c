@@ -1,0 +1,374 @@
+/* guest.c: build the exec strategy's guest scripts; parse their reports.
+ *
+ * The scripts run under `/bin/sh -lc` (dash on Debian images), so they stick
+ * to POSIX sh plus coreutils (stat -c, tail -c, head -c, base64) and
+ * util-linux setsid. Why the process tree looks the way it does:
+ *  - the foreground exec runs under `timeout`, which kills its own process
+ *    group when it fires: the run is started with `setsid -f` (new session);
+ *  - a non-interactive shell starts `&` jobs with SIGINT ignored, and the
+ *    command would inherit that: the wrapper and the command are started in
+ *    the foreground (setsid -f forks for us), only helpers go to background;
+ *  - the command gets a session of its own, so `kill -INT -PGID` reaches it
+ *    and its children but not the wrapper, which records `$?` (128+N after
+ *    signal N) in rc.
+ * See guest.h for the files of a run directory.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "shim/guest.h"
+
+/* rep OO EO: one report from offsets (sets all=1 when it holds the end).
+ * A finished run keeps its small files until the sweep, so a lost answer
+ * can be fetched again; the client removes big ones. Process spawns are
+ * the cost here, so the common case (all output from offset 0) is one
+ * stat and one base64 per non-empty stream. */
+static const char funcs[] =
+	"rep() {\n"
+	"all=0\n"
+	"if [ -s \"$R/result\" ]; then cat \"$R/result\"; return 0; fi\n"
+	"if [ ! -d \"$R\" ]; then echo '@mbx gone'; return 0; fi\n"
+	"st=running; rc=-\n"
+	"if [ -s \"$R/rc\" ]; then st=done; read -r rc <\"$R/rc\"; fi\n"
+	"set -- \"$1\" \"$2\" $(stat -c %s \"$R/out\" \"$R/err\" 2>/dev/null)\n"
+	"os=${3:-0}; es=${4:-0}; ip=0\n"
+	"[ -s \"$R/in.pos\" ] && read -r ip <\"$R/in.pos\"\n"
+	"en=$((es - $2)); [ $en -gt 327680 ] && en=327680; [ $en -lt 0 ] && en=0\n"
+	"on=$((os - $1)); [ $on -gt $((655360 - en)) ] && on=$((655360 - en))\n"
+	"[ $on -lt 0 ] && on=0\n"
+	"echo \"@mbx $st $rc $os $es ${ip:-0} $1 $on $2 $en\"\n"
+	"if [ $on = $os ] && [ $on -gt 0 ]; then base64 \"$R/out\"\n"
+	"elif [ $on -gt 0 ]; then tail -c +$(($1 + 1)) \"$R/out\" | head -c $on | base64; fi\n"
+	"echo @e\n"
+	"if [ $en = $es ] && [ $en -gt 0 ]; then base64 \"$R/err\"\n"
+	"elif [ $en -gt 0 ]; then tail -c +$(($2 + 1)) \"$R/err\" | head -c $en | base64; fi\n"
+	"echo @end\n"
+	"[ $st = done ] && [ $(($1 + on)) -eq $os ] && [ $(($2 + en)) -eq $es ] && all=1\n"
+	"if [ $all = 1 ] && [ -p \"$R/fifo\" ]; then rm -f \"$R/in\" \"$R/fifo\" \"$R\"/in.[0-9]*; fi\n"
+	"return 0\n"
+	"}\n";
+
+/* The guest stdin reader (cwd: the run directory): cat chunk files into
+ * the FIFO in order, count them in in.pos, stop after in.eof's count. */
+static const char reader[] =
+	"exec >fifo || exit 0\n"
+	"i=0; f=in.000000\n"
+	"while :; do\n"
+	"if [ -f $f ]; then\n"
+	"cat $f || exit 0\n"
+	"rm -f $f; i=$((i + 1)); echo $i >in.pos.t && mv -f in.pos.t in.pos\n"
+	"f=in.$(printf %06d $i)\n"
+	"elif [ -f in.eof ] && read -r n <in.eof && [ $i -ge \"$n\" ]; then exit 0\n"
+	"else sleep 0.05; fi\n"
+	"done\n";
+
+/* The wrapper: $1 run dir, $2 cwd, $3 script, $4 stdin mode, $5 guard
+ * seconds. Runs as a session leader; starts the command in a session of its
+ * own (foreground, so SIGINT is not ignored), then records rc (one write, so
+ * a non-empty rc is complete) and wakes the launch through the FIFO "done"
+ * (opened read-write: never blocks, even when nobody waits any more). */
+static const char wrapper_head[] =
+	"cd \"$1\" || exit 1\n"
+	"rp=; gp=; in=/dev/null\n"
+	"case $4 in\n"
+	"embed) in=in ;;\n"
+	"stream) in=fifo\n"
+	"setsid /bin/sh -c \"$RD\" mbexec-stdin </dev/null >/dev/null 2>&1 &\n"
+	"rp=$! ;;\n"
+	"esac\n"
+	"if [ \"$5\" -gt 0 ]; then\n"
+	"setsid /bin/sh -c 'sleep \"$1\"; read -r p <pgid && kill -KILL -$p' "
+	"mbexec-guard \"$5\" </dev/null >/dev/null 2>&1 &\n"
+	"gp=$!\n"
+	"fi\n"
+	"setsid /bin/sh -c 'echo $$ >pgid; cd \"$1\" && exec /bin/sh -lc \"$2\"' "
+	"mbexec-cmd \"$2\" \"$3\" <$in >out 2>err\n"
+	"rc=$?\n"
+	"[ -n \"$rp\" ] && kill -KILL -$rp 2>/dev/null\n"
+	"[ -n \"$gp\" ] && kill -KILL -$gp 2>/dev/null\n"
+	"echo $rc >rc\n"
+	"echo d 1<>done\n";
+
+/* Old runs: finished, or whose command group is gone, after 60 min. Run on
+ * about one launch in 16 (by pid), in the background. */
+static const char sweep[] =
+	"if [ $(($$ % 16)) = 0 ]; then\n"
+	"(find " MBX_RUN_BASE " -mindepth 1 -maxdepth 1 -mmin +60 2>/dev/null |\n"
+	"while IFS= read -r d; do\n"
+	"p=999999999; [ -s \"$d/pgid\" ] && read -r p <\"$d/pgid\"\n"
+	"if [ ! -d \"$d\" ] || [ -s \"$d/rc\" ] || [ -s \"$d/result\" ] ||"
+	" ! kill -0 -$p 2>/dev/null; then rm -rf \"$d\"; fi\n"
+	"done) </dev/null >/dev/null 2>&1 &\n"
+	"fi\n";
+
+static int run_dir(struct mb_buf *b, const char *run_id)
+{
+	return mb_buf_appendf(b, "R=%s/%s\n", MBX_RUN_BASE, run_id);
+}
+
+static const char *in_mode_name(enum mbx_in_mode m)
+{
+	return m == MBX_IN_EMBED ? "embed" : m == MBX_IN_STREAM ? "stream" : "none";
+}
+
+/* The launch: creating $R is the guard (a retried launch only reports);
+ * the fresh one waits on the FIFO "done", which it holds open read-write as
+ * fd 3 so the wrapper's wake-up can never block or get lost; a timer
+ * writing to the same fd bounds the wait. */
+int mbx_guest_launch(struct mb_buf *b, const struct mbx_launch *l)
+{
+	struct mb_buf w;
+	char *b64 = NULL;
+	size_t b64len;
+	int r = 0;
+
+	mb_buf_init(&w, MBX_REPORT_RAW);
+	/* the wrapper, with the reader inlined as $RD */
+	r = r ? r : mb_buf_appends(&w, "RD=");
+	r = r ? r : mb_buf_append_shq(&w, reader);
+	r = r ? r : mb_buf_appends(&w, "\n");
+	r = r ? r : mb_buf_appends(&w, wrapper_head);
+
+	r = r ? r : run_dir(b, l->run_id);
+	r = r ? r : mb_buf_appends(b, funcs);
+	r = r ? r : mb_buf_appends(b,
+		"umask 077\n"
+		"new=0\n"
+		"if mkdir \"$R\" 2>/dev/null || { mkdir -p " MBX_RUN_BASE " 2>/dev/null &&"
+		" mkdir \"$R\" 2>/dev/null; }; then\n"
+		"new=1\n"
+		"C=");
+	r = r ? r : mb_buf_append_shq(b, l->cwd);
+	if (l->script) {
+		r = r ? r : mb_buf_appends(b, "\nS=");
+		r = r ? r : mb_buf_append_shq(b, l->script);
+		r = r ? r : mb_buf_appends(b, "\n");
+	} else {
+		r = r ? r : mb_buf_appends(b, "\nS=$(cat ");
+		r = r ? r : mb_buf_append_shq(b, l->script_path);
+		r = r ? r : mb_buf_appends(b, ") && rm -f ");
+		r = r ? r : mb_buf_append_shq(b, l->script_path);
+		r = r ? r : mb_buf_appends(b, "\n");
+	}
+	r = r ? r : mb_buf_appends(b,
+		"if [ ! -d \"$C\" ]; then echo '@mbx nocwd' >\"$R/result\"\n"
+		"elif ! command -v setsid >/dev/null 2>&1; then\n"
+		"echo '@mbx fail setsid-missing' >\"$R/result\"\n"
+		"else\n"
+		": >\"$R/out\"; : >\"$R/err\"\n");
+	if (!r && l->in_mode == MBX_IN_EMBED) {
+		if (l->in_len == 0) {
+			r = mb_buf_appends(b, ": >\"$R/in\"\n");
+		} else {
+			r = mb_base64_encode(l->in_data, l->in_len, &b64, &b64len);
+			r = r ? r : mb_buf_appendf(b, "printf %%s '%s' | base64 -d >\"$R/in\"\n", b64);
+		}
+	} else if (!r && l->in_mode == MBX_IN_STREAM) {
+		r = mb_buf_appends(b, "mkfifo \"$R/fifo\"\n");
+	}
+	r = r ? r : mb_buf_appends(b, "mkfifo \"$R/done\" && exec 3<>\"$R/done\"\nW=");
+	r = r ? r : mb_buf_append_shq(b, w.data);
+	r = r ? r : mb_buf_appendf(b,
+		"\nsetsid -f /bin/sh -c \"$W\" mbexec-run \"$R\" \"$C\" \"$S\" %s %u"
+		" </dev/null >/dev/null 2>&1 3>&- ||"
+		" echo '@mbx fail setsid-failed' >\"$R/result\"\n",
+		in_mode_name(l->in_mode), l->guard_s);
+	r = r ? r : mb_buf_appends(b, sweep);
+	r = r ? r : mb_buf_appends(b,
+		"fi\n"
+		"elif [ ! -d \"$R\" ]; then echo '@mbx fail mkdir'; exit 0\n"
+		"fi\n");
+	if (l->wait_ms) {
+		r = r ? r : mb_buf_appendf(b,
+			"if [ $new = 1 ]; then\n"
+			"if [ ! -s \"$R/result\" ]; then\n"
+			"(sleep %u.%03u; echo t >&3) </dev/null >/dev/null 2>&1 &\n"
+			"tp=$!; read -r x <&3; kill $tp 2>/dev/null\n"
+			"fi\n"
+			"else\n"
+			"i=0\n"
+			"while [ $i -lt %u ] && [ ! -s \"$R/rc\" ] && [ ! -s \"$R/result\" ]; do"
+			" sleep 0.05; i=$((i + 1)); done\n"
+			"fi\n",
+			l->wait_ms / 1000, l->wait_ms % 1000, l->wait_ms / 50);
+	}
+	r = r ? r : mb_buf_appends(b,
+		"if [ $new = 0 ] && [ ! -s \"$R/pgid\" ] && [ ! -s \"$R/rc\" ] &&"
+		" [ ! -s \"$R/result\" ]; then echo '@mbx lost'; exit 0; fi\n"
+		"rep 0 0\n");
+	free(b64);
+	mb_buf_release(&w);
+	return r;
+}
+
+int mbx_guest_poll(struct mb_buf *b, const char *run_id, uint64_t oo,
+		   uint64_t eo, long in_pos, unsigned wait_ms)
+{
+	char cond[512];
+	int r;
+
+	if (in_pos >= 0)
+		snprintf(cond, sizeof(cond),
+			 "[ -d \"$R\" ] && [ ! -s \"$R/rc\" ] && [ ! -s \"$R/result\" ] && "
+			 "{ set -- $(stat -c %%s \"$R/out\" \"$R/err\" 2>/dev/null); "
+			 "p=0; [ -s \"$R/in.pos\" ] && read -r p <\"$R/in.pos\"; "
+			 "[ \"${1:-0}\" -le %llu ] && [ \"${2:-0}\" -le %llu ] && "
+			 "[ \"$p\" = %ld ]; }",
+			 (unsigned long long)oo, (unsigned long long)eo, in_pos);
+	else
+		snprintf(cond, sizeof(cond),
+			 "[ -d \"$R\" ] && [ ! -s \"$R/rc\" ] && [ ! -s \"$R/result\" ] && "
+			 "{ set -- $(stat -c %%s \"$R/out\" \"$R/err\" 2>/dev/null); "
+			 "[ \"${1:-0}\" -le %llu ] && [ \"${2:-0}\" -le %llu ]; }",
+			 (unsigned long long)oo, (unsigned long long)eo);
+	r = run_dir(b, run_id);
+	r = r ? r : mb_buf_appends(b, funcs);
+	/* long poll: slow steps only, the answer is due within ~1 s anyway */
+	r = r ? r : mb_buf_appendf(b,
+		"i=0\nwhile [ $i -lt %u ] && %s; do sleep 0.05; i=$((i + 1)); done\n",
+		wait_ms / 50, cond);
+	r = r ? r : mb_buf_appendf(b, "rep %llu %llu\n", (unsigned long long)oo,
+				   (unsigned long long)eo);
+	return r;
+}
+
+int mbx_guest_signal(struct mb_buf *b, const char *run_id, const char *how)
+{
+	int r = run_dir(b, run_id);
+
+	/* the command may not have written pgid yet: wait up to 1 s */
+	r = r ? r : mb_buf_appends(b,
+		"i=0\n"
+		"while [ $i -lt 50 ] && [ -d \"$R\" ] && [ ! -s \"$R/pgid\" ] &&"
+		" [ ! -s \"$R/rc\" ] && [ ! -s \"$R/result\" ]; do"
+		" sleep 0.02; i=$((i + 1)); done\n"
+		"p=; [ -s \"$R/pgid\" ] && read -r p <\"$R/pgid\"\n"
+		"if [ -z \"$p\" ] || [ -s \"$R/rc\" ] || [ -s \"$R/result\" ]; then"
+		" echo '@mbx ack ended'; exit 0; fi\n");
+	if (!r && !strcmp(how, "INT"))
+		r = mb_buf_appends(b, "kill -INT -$p 2>/dev/null\n");
+	else if (!r)
+		r = mb_buf_appends(b,
+			"kill -TERM -$p 2>/dev/null\n"
+			"i=0\n"
+			"while [ $i -lt 20 ] && kill -0 -$p 2>/dev/null; do"
+			" sleep 0.1; i=$((i + 1)); done\n"
+			"kill -KILL -$p 2>/dev/null\n");
+	r = r ? r : mb_buf_appends(b, "echo '@mbx ack sent'\n");
+	return r;
+}
+
+int mbx_guest_cleanup(struct mb_buf *b, const char *run_id)
+{
+	int r = run_dir(b, run_id);
+
+	return r ? r : mb_buf_appends(b, "rm -rf \"$R\"\necho '@mbx ack clean'\n");
+}
+
+/* ---- reports ---- */
+
+void mbx_report_release(struct mbx_report *rep)
+{
+	free(rep->out_data);
+	free(rep->err_data);
+	memset(rep, 0, sizeof(*rep));
+}
+
+/* The last line starting with "@mbx " (profiles may print before us). */
+static const char *find_header(const char *text, size_t len)
+{
+	const char *p, *last = NULL;
+
+	for (p = text; p && p < text + len; ) {
+		if ((size_t)(text + len - p) >= 5 && !memcmp(p, "@mbx ", 5))
+			last = p;
+		p = memchr(p, '\n', (size_t)(text + len - p));
+		if (p)
+			p++;
+	}
+	return last;
+}
+
+/* Decode the base64 between from and to (exclusive) into *out. */
+static int decode(const char *from, const char *to, unsigned char **out,
+		  size_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	if (to <= from)
+		return 0;
+	return mb_base64_decode(from, (size_t)(to - from), out, n);
+}
+
+int mbx_report_parse(const char *text, size_t len, struct mbx_report *rep)
+{
+	unsigned long long os, es, oo, on, eo, en;
+	const char *h, *eol, *e, *end;
+	char st[16], rc[16];
+	long ip;
+	int n;
+
+	memset(rep, 0, sizeof(*rep));
+	h = find_header(text, len);
+	if (!h)
+		return -EPROTO;
+	eol = memchr(h, '\n', (size_t)(text + len - h));
+	if (!eol)
+		eol = text + len;
+	if (sscanf(h, "@mbx %15s", st) != 1)
+		return -EPROTO;
+	if (!strcmp(st, "gone") || !strcmp(st, "lost") || !strcmp(st, "nocwd") ||
+	    !strcmp(st, "ack")) {
+		rep->state = st[0] == 'g' ? MBX_ST_GONE : st[0] == 'l' ? MBX_ST_LOST :
+			     st[0] == 'n' ? MBX_ST_NOCWD : MBX_ST_OTHER;
+		return 0;
+	}
+	if (!strcmp(st, "fail")) {
+		rep->state = MBX_ST_FAIL;
+		if (sscanf(h, "@mbx fail %63s", rep->fail) != 1)
+			strcpy(rep->fail, "unknown");
+		return 0;
+	}
+	if (strcmp(st, "running") && strcmp(st, "done"))
+		return -EPROTO;
+	n = sscanf(h, "@mbx %15s %15s %llu %llu %ld %llu %llu %llu %llu",
+		   st, rc, &os, &es, &ip, &oo, &on, &eo, &en);
+	if (n != 9)
+		return -EPROTO;
+	rep->state = st[0] == 'd' ? MBX_ST_DONE : MBX_ST_RUNNING;
+	if (rep->state == MBX_ST_DONE) {
+		char *x;
+		long v = strtol(rc, &x, 10);
+
+		if (*x || x == rc || v < 0 || v > 255)
+			return -EPROTO;
+		rep->rc = (int)v;
+	}
+	rep->out_size = os;
+	rep->err_size = es;
+	rep->in_pos = ip;
+	rep->out_off = oo;
+	rep->err_off = eo;
+	/* out data up to "\n@e\n", err data up to "\n@end" */
+	e = eol;
+	while (e < text + len && !(e[0] == '\n' && !strncmp(e + 1, "@e\n", 3)))
+		e++;
+	if (e >= text + len)
+		return -EPROTO;
+	end = e + 1;
+	while (end < text + len && !(end[0] == '\n' && !strncmp(end + 1, "@end", 4)))
+		end++;
+	if (end >= text + len)
+		return -EPROTO;
+	if (decode(eol, e, &rep->out_data, &rep->out_len) ||
+	    decode(e + 4, end, &rep->err_data, &rep->err_len) ||
+	    rep->out_len != on || rep->err_len != en) {
+		mbx_report_release(rep);
+		return -EPROTO;
+	}
+	rep->complete = rep->state == MBX_ST_DONE && oo + on == os && eo + en == es;
+	return 0;
+}

@@ -1,0 +1,97 @@
+/* guest.h: the shell scripts the exec strategy sends, and their reports.
+ *
+ * A run lives in the guest directory /tmp/.mbexec/RUNID:
+ *   .spawn       mkdir'd by the one launch that starts the command (the
+ *                idempotency guard: a retried launch only reports)
+ *   pgid         the command's process group (it runs in its own session)
+ *   out, err     its output; in (embedded stdin) or fifo + in.NNNNNN chunks
+ *                + in.eof (streamed stdin, see stdin_exec.c); in.pos counts
+ *                the chunks the guest reader has consumed
+ *   rc           its exit status ($?: 128+N for signal N), written atomically
+ *   result       the last report, once it held everything: the rest of the
+ *                directory is then deleted and a lost answer re-fetched
+ * Every report is ASCII (output is base64), so the UTF-8 decoding of exec
+ * output cannot damage it. Nothing here does I/O.
+ */
+#ifndef MBX_GUEST_H
+#define MBX_GUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+
+#define MBX_RUN_BASE "/tmp/.mbexec"
+#define MBX_RUNID_HEX 16              /* random hex chars in a run id */
+/* Raw output bytes per report (stderr gets at most half); base64 keeps the
+ * answer under the 1 MiB exec output cap. */
+#define MBX_REPORT_RAW (640u * 1024)
+/* A finished report at most this big is kept as "result" by the guest,
+ * which then needs no cleanup request. */
+#define MBX_RESULT_KEEP 49152u
+/* Stdin embedded in the launch when it ends within this many bytes. */
+#define MBX_EMBED_STDIN 8192u
+
+enum mbx_in_mode {
+	MBX_IN_NULL,     /* /dev/null */
+	MBX_IN_EMBED,    /* the bytes travel in the launch script */
+	MBX_IN_STREAM,   /* a FIFO fed from uploaded chunk files */
+};
+
+struct mbx_launch {
+	const char *run_id;
+	const char *cwd;             /* remote directory */
+	const char *script;          /* text for /bin/sh -lc, or NULL: */
+	const char *script_path;     /* a guest file holding it (then deleted) */
+	enum mbx_in_mode in_mode;
+	const unsigned char *in_data; /* MBX_IN_EMBED */
+	size_t in_len;
+	unsigned wait_ms;            /* wait this long for the end */
+	unsigned guard_s;            /* guest-side KILL after this (0: none) */
+};
+
+/* Append the launch script to out. 0 or -ENOMEM/-E2BIG. */
+int mbx_guest_launch(struct mb_buf *out, const struct mbx_launch *l);
+
+/* Report output from offsets oo/eo, waiting up to wait_ms on the guest for
+ * new output, the end, or (in_pos >= 0) in.pos to differ from in_pos. */
+int mbx_guest_poll(struct mb_buf *out, const char *run_id, uint64_t oo,
+		   uint64_t eo, long in_pos, unsigned wait_ms);
+
+/* Signal the command's group: "INT", or "TERM" (then KILL after 2 s). */
+int mbx_guest_signal(struct mb_buf *out, const char *run_id, const char *how);
+
+/* Remove the run directory. */
+int mbx_guest_cleanup(struct mb_buf *out, const char *run_id);
+
+enum mbx_state {
+	MBX_ST_RUNNING,
+	MBX_ST_DONE,
+	MBX_ST_GONE,     /* no run directory */
+	MBX_ST_LOST,     /* guarded but never started (launch died midway) */
+	MBX_ST_NOCWD,    /* the remote directory does not exist */
+	MBX_ST_FAIL,     /* the guest cannot run us; why in fail */
+	MBX_ST_OTHER,    /* signal/cleanup acknowledgement */
+};
+
+struct mbx_report {
+	enum mbx_state state;
+	int rc;                      /* MBX_ST_DONE */
+	uint64_t out_size, err_size; /* sizes of out/err on the guest */
+	long in_pos;                 /* chunks consumed by the guest reader */
+	uint64_t out_off, err_off;   /* where the data below starts */
+	unsigned char *out_data;     /* malloc'd (may be NULL when empty) */
+	size_t out_len;
+	unsigned char *err_data;
+	size_t err_len;
+	bool complete;               /* done and nothing more to fetch */
+	char fail[64];
+};
+
+/* Parse the exec stdout holding a report. 0 or -EPROTO. On success rep owns
+ * its buffers (mbx_report_release). */
+int mbx_report_parse(const char *text, size_t len, struct mbx_report *rep);
+void mbx_report_release(struct mbx_report *rep);
+
+#endif

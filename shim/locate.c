@@ -1,0 +1,230 @@
+/* locate.c: which sandbox, which remote directory.
+ *
+ * The identity comes from the control file of the mount that contains the
+ * current directory (mb_control_find walks up), or of --mount DIR. The
+ * remote directory is the mount's root plus the local path relative to the
+ * mount; -C DIR names another one (a local path inside a mount, or an
+ * absolute remote path). Also: telling the mount that a command finished.
+ * Does not talk to the service.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include "common/ident.h"
+#include "shim/mbexec.h"
+
+#define FUSE_SUPER_MAGIC 0x65735546
+
+/* Collapse "//", "." and ".." of an absolute path in place (lexically). */
+static void normalise(char *p)
+{
+	char *src = p, *dst = p;
+
+	while (*src) {
+		while (*src == '/')
+			src++;
+		if (!*src)
+			break;
+		if (src[0] == '.' && (src[1] == '/' || !src[1])) {
+			src++;
+			continue;
+		}
+		if (src[0] == '.' && src[1] == '.' && (src[2] == '/' || !src[2])) {
+			src += 2;
+			while (dst > p && *--dst != '/')
+				;
+			continue;
+		}
+		*dst++ = '/';
+		while (*src && *src != '/')
+			*dst++ = *src++;
+	}
+	if (dst == p)
+		*dst++ = '/';
+	*dst = '\0';
+}
+
+/* out = root joined with rel ("" or "a/b"). 0 or -ENAMETOOLONG. */
+static int join_remote(const char *root, const char *rel, char out[MB_PATH_MAX])
+{
+	int n;
+
+	if (!*rel)
+		n = snprintf(out, MB_PATH_MAX, "%s", root);
+	else
+		n = snprintf(out, MB_PATH_MAX, "%s/%s",
+			     strcmp(root, "/") ? root : "", rel);
+	if (n < 0 || n >= MB_PATH_MAX)
+		return -ENAMETOOLONG;
+	normalise(out);
+	return 0;
+}
+
+/* Find the mount containing the existing local directory dir: fills the
+ * control, the local mount directory and rel. 0, -ENOENT, or -errno with a
+ * message in err. */
+static int find_mount(const char *dir, struct mb_control *c,
+		      char mount_dir[MB_PATH_MAX], char rel[MB_PATH_MAX],
+		      struct mb_err *err)
+{
+	char full[PATH_MAX];
+	size_t fl, rl;
+	int r;
+
+	r = mb_control_find(dir, c, rel, err);
+	if (r)
+		return r;
+	if (!realpath(dir, full))
+		return mb_err_set(err, errno, "cannot resolve '%s': %s", dir,
+				  strerror(errno));
+	fl = strlen(full);
+	rl = strlen(rel);
+	if (rl) {
+		if (fl < rl + 1)
+			return mb_err_set(err, EINVAL, "cannot place '%s' in its mount", dir);
+		fl -= rl + 1;
+	}
+	if (fl == 0)
+		fl = 1;   /* the mount is "/" itself */
+	if (fl >= MB_PATH_MAX)
+		return mb_err_set(err, ENAMETOOLONG, "path too long: '%s'", dir);
+	memcpy(mount_dir, full, fl);
+	mount_dir[fl] = '\0';
+	return 0;
+}
+
+/* rel of path below dir, or NULL when path is not dir or below it. */
+static const char *below(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	if (!strcmp(dir, "/"))
+		return path + 1;
+	if (strncmp(path, dir, n) || (path[n] && path[n] != '/'))
+		return NULL;
+	return path[n] ? path + n + 1 : path + n;
+}
+
+static int fail(const char *fmt, const char *a, const char *b)
+{
+	fprintf(stderr, "%s: ", MBX_PROG);
+	fprintf(stderr, fmt, a, b);
+	fputc('\n', stderr);
+	return MBX_EXIT_USAGE;
+}
+
+int mbx_locate(const struct mbx_opts *o, struct mbx_target *t)
+{
+	char cwd[PATH_MAX], want[PATH_MAX + MB_PATH_MAX], rel[MB_PATH_MAX];
+	char cdir[MB_PATH_MAX];
+	struct mb_control c2;
+	struct mb_err err;
+	bool have = false;
+	const char *r;
+	int n;
+
+	memset(t, 0, sizeof(*t));
+	if (!getcwd(cwd, sizeof(cwd)))
+		return fail("cannot read the current directory: %s%s",
+			    strerror(errno), "");
+
+	if (o->mount) {
+		mb_err_clear(&err);
+		if (find_mount(o->mount, &t->control, t->mount_dir, rel, &err))
+			return fail("--mount '%s': %s", o->mount, err.msg);
+		/* --mount names a directory inside the mount: run there unless
+		 * the current directory is inside the same mount. */
+		if (!join_remote(t->control.root, rel, t->remote_cwd))
+			have = true;
+		r = below(cwd, t->mount_dir);
+		if (r && join_remote(t->control.root, r, t->remote_cwd))
+			return fail("path too long: '%s'%s", cwd, "");
+	} else {
+		mb_err_clear(&err);
+		if (find_mount(cwd, &t->control, t->mount_dir, rel, &err) == 0) {
+			if (join_remote(t->control.root, rel, t->remote_cwd))
+				return fail("path too long: '%s'%s", cwd, "");
+			have = true;
+		}
+	}
+
+	if (o->cwd) {
+		/* a local path: absolute, or relative to the current directory */
+		if (o->cwd[0] == '/')
+			n = snprintf(want, sizeof(want), "%s", o->cwd);
+		else
+			n = snprintf(want, sizeof(want), "%s/%s", cwd, o->cwd);
+		if (n < 0 || (size_t)n >= sizeof(want) || (size_t)n >= MB_PATH_MAX)
+			return fail("-C '%s': path too long%s", o->cwd, "");
+		normalise(want);
+		if (have && (r = below(want, t->mount_dir))) {
+			if (join_remote(t->control.root, r, t->remote_cwd))
+				return fail("-C '%s': path too long%s", o->cwd, "");
+		} else if (access(want, F_OK) == 0 &&
+			   find_mount(want, &c2, cdir, rel, &err) == 0) {
+			if (o->mount && (strcmp(c2.ident.id, t->control.ident.id) ||
+					 strcmp(c2.ident.created_at,
+						t->control.ident.created_at)))
+				return fail("-C '%s' is inside another mount than "
+					    "--mount '%s'", o->cwd, o->mount);
+			t->control = c2;
+			memcpy(t->mount_dir, cdir, sizeof(cdir));
+			if (join_remote(c2.root, rel, t->remote_cwd))
+				return fail("-C '%s': path too long%s", o->cwd, "");
+			have = true;
+		} else if (have && o->cwd[0] == '/') {
+			/* not local: an absolute path on the sandbox */
+			snprintf(t->remote_cwd, MB_PATH_MAX, "%s", o->cwd);
+			normalise(t->remote_cwd);
+		} else if (have) {
+			/* relative, not found locally: relative to the remote cwd */
+			if (join_remote(t->remote_cwd, o->cwd, t->remote_cwd))
+				return fail("-C '%s': path too long%s", o->cwd, "");
+		} else {
+			return fail("-C '%s' is not inside a Mainbrella mount, and "
+				    "the current directory is not either; cd into "
+				    "a mount or add --mount DIR%s", o->cwd, "");
+		}
+	}
+
+	if (!have)
+		return fail("the current directory '%s' is not inside a "
+			    "Mainbrella mount%s; cd into a mount (mbfs CONTAINER "
+			    "DIR mounts one), or name it with --mount DIR",
+			    cwd, "");
+	if (!t->control.api_url[0] || !t->control.ident.id[0] ||
+	    !t->control.ident.created_at[0])
+		return fail("the control file in '%s' lacks the sandbox "
+			    "identity%s; remount it", t->mount_dir, "");
+	return 0;
+}
+
+void mbx_invalidate_mount(const struct mbx_target *t)
+{
+	char path[MB_PATH_MAX + sizeof(MB_CONTROL_NAME) + 2];
+	struct statfs sfs;
+	ssize_t w;
+	int fd;
+
+	if (!t->mount_dir[0])
+		return;
+	snprintf(path, sizeof(path), "%s/%s",
+		 strcmp(t->mount_dir, "/") ? t->mount_dir : "", MB_CONTROL_NAME);
+	fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return;
+	/* Only a live mbfs control file takes commands: a plain file (a copy,
+	 * a hand-made directory) would be overwritten. */
+	if (fstatfs(fd, &sfs) == 0 && sfs.f_type == FUSE_SUPER_MAGIC) {
+		w = write(fd, MB_CONTROL_INVALIDATE, strlen(MB_CONTROL_INVALIDATE));
+		(void)w;
+	}
+	close(fd);
+}

@@ -1,0 +1,235 @@
+/* main.c: mbexec: run a command in a Mainbrella sandbox as if locally.
+ *
+ * Options (options.c), sandbox and directory (locate.c), credentials, then
+ * one strategy (strategy.h) between the signal thread's start and stop.
+ * Exit status: the command's; 124 timeout; 125 usage/configuration (nothing
+ * sent); 255 transport/API/quota. The only place that exits.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/api.h"
+#include "common/cred.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "shim/mbexec.h"
+#include "shim/pump.h"
+#include "shim/result.h"
+#include "shim/strategy.h"
+
+/* The text /bin/sh -lc runs: exports, then the script or the quoted argv. */
+static char *build_script(const struct mbx_opts *o)
+{
+	struct mb_buf b;
+	const char *eq;
+	size_t i;
+	int r = 0;
+
+	mb_buf_init(&b, 4u << 20);
+	for (i = 0; !r && i < o->nenv; i++) {
+		eq = strchr(o->env[i], '=');
+		r = mb_buf_appendf(&b, "export %.*s=", (int)(eq - o->env[i]), o->env[i]);
+		r = r ? r : mb_buf_append_shq(&b, eq + 1);
+		r = r ? r : mb_buf_appends(&b, "\n");
+	}
+	if (o->sh) {
+		r = r ? r : mb_buf_appends(&b, o->sh);
+	} else {
+		for (i = 0; !r && i < (size_t)o->argc; i++) {
+			r = i ? mb_buf_appends(&b, " ") : 0;
+			r = r ? r : mb_buf_append_shq(&b, o->argv[i]);
+		}
+	}
+	if (r) {
+		mb_buf_release(&b);
+		return NULL;
+	}
+	return mb_buf_detach(&b, NULL);
+}
+
+/* Strip trailing slashes for comparing URLs. */
+static size_t url_len(const char *u)
+{
+	size_t n = strlen(u);
+
+	while (n && u[n - 1] == '/')
+		n--;
+	return n;
+}
+
+/* The API URL is the mount's; $MAINBRELLA_API_URL may not say otherwise. */
+static int resolve_url(const struct mbx_target *t, char **url)
+{
+	const char *env = getenv("MAINBRELLA_API_URL");
+	const char *mine = t->control.api_url;
+	struct mb_err err;
+
+	if (env && *env && (url_len(env) != url_len(mine) ||
+			    strncasecmp(env, mine, url_len(mine)))) {
+		mbx_error("MAINBRELLA_API_URL is '%s' but the mount in '%s' uses "
+			  "'%s'; unset it or use a mount of that service",
+			  env, t->mount_dir, mine);
+		return MBX_EXIT_USAGE;
+	}
+	mb_err_clear(&err);
+	if (mb_cred_api_url(mine, url, &err)) {
+		mbx_error("the mount's API URL is unusable: %s", err.msg);
+		return MBX_EXIT_USAGE;
+	}
+	return 0;
+}
+
+static bool stdin_forwardable(void)
+{
+	struct stat s;
+
+	if (fstat(0, &s))
+		return false;
+	return S_ISFIFO(s.st_mode) || S_ISREG(s.st_mode) || S_ISSOCK(s.st_mode);
+}
+
+/* Exit status once the strategy has finished. */
+static int final_status(const struct mbx_run *r)
+{
+	int by;
+
+	if (r->timed_out)
+		return MBX_EXIT_TIMEOUT;
+	pthread_mutex_lock((pthread_mutex_t *)&r->lock);
+	by = r->terminated_by;
+	pthread_mutex_unlock((pthread_mutex_t *)&r->lock);
+	if (by)
+		return 128 + by;
+	return r->status;
+}
+
+int main(int argc, char **argv)
+{
+	/* static: the signal thread may look at run until the process ends */
+	static struct mbx_target target;
+	static struct mbx_opts o;
+	static struct mbx_run run;
+	struct mb_client_opts copts;
+	struct mb_err err;
+	char *url = NULL, *key = NULL;
+	bool ran = false, has_status = false;
+	int code, signo;
+
+	code = mbx_opts_parse(argc, argv, &o);
+	if (code >= 0) {
+		mbx_opts_release(&o);
+		return code;
+	}
+	mb_log_init(MBX_PROG, o.verbose >= 2 ? MB_LOG_DEBUG :
+			      o.verbose ? MB_LOG_INFO : MB_LOG_WARN);
+
+	memset(&run, 0, sizeof(run));
+	pthread_mutex_init(&run.lock, NULL);
+	run.opts = &o;
+	run.target = &target;
+	run.t0_ms = mb_now_ms();
+	mbx_sink_init(&run.out, 1, o.json);
+	mbx_sink_init(&run.err, 2, o.json);
+	if (o.timeout_ms)
+		run.deadline_ms = run.t0_ms + o.timeout_ms;
+
+	/* configuration: nothing is sent before all of it is right */
+	code = mbx_locate(&o, &target);
+	if (code)
+		goto out;
+	code = resolve_url(&target, &url);
+	if (code)
+		goto out;
+	mb_err_clear(&err);
+	if (mb_cred_load_key(o.key_file, &key, &err)) {
+		mbx_error("no usable API key: %s", err.msg);
+		code = MBX_EXIT_USAGE;
+		goto out;
+	}
+	run.script = build_script(&o);
+	if (!run.script) {
+		mbx_error("the command is too long");
+		code = MBX_EXIT_USAGE;
+		goto out;
+	}
+	run.ident = target.control.ident;
+	run.api_url = url;
+	run.stdin_tty = isatty(0);
+	run.pty = o.tty == 1;
+	run.forward_stdin = !o.no_stdin &&
+		(run.pty || o.interactive || (!run.stdin_tty && stdin_forwardable()));
+	if (o.mode == MBX_MODE_MANAGED ||
+	    (o.mode == MBX_MODE_AUTO && (run.pty || (o.interactive && run.stdin_tty))))
+		run.strategy = &mbx_strategy_managed;
+	else
+		run.strategy = &mbx_strategy_exec;
+
+	if (mb_api_global_init()) {
+		mbx_error("cannot initialise libcurl");
+		code = MBX_EXIT_FAIL;
+		goto out;
+	}
+	memset(&copts, 0, sizeof(copts));
+	copts.api_url = url;
+	copts.api_key = key;
+	copts.use_limiter = true;
+	mb_err_clear(&err);
+	if (mb_client_new(&copts, &run.client, &err)) {
+		mbx_error("%s", err.msg);
+		code = MBX_EXIT_USAGE;
+		goto out_global;
+	}
+	if (mbx_signals_start(&run)) {
+		mbx_error("cannot start the signal thread");
+		code = MBX_EXIT_FAIL;
+		goto out_client;
+	}
+	mb_log(MB_LOG_INFO, "%s on %s@%s in %s", run.strategy->name, run.ident.id,
+	       run.ident.created_at, target.remote_cwd);
+
+	if (mbx_signals_early(&run, &signo) != MBX_ACT_NONE) {
+		code = 128 + signo;   /* interrupted before anything was sent */
+		goto out_signals;
+	}
+	ran = true;
+	code = run.strategy->start(&run);
+	if (code == 0) {
+		code = run.strategy->wait(&run);
+		if (code == 0) {
+			has_status = true;
+			code = final_status(&run);
+		}
+	}
+out_signals:
+	mbx_signals_stop(&run);
+	run.end_ms = mb_now_ms();
+	run.strategy->finish(&run);
+	mbx_term_restore();
+	if (ran)
+		mbx_invalidate_mount(&target);
+out_client:
+	/* a thread still inside a request keeps the client until exit */
+	if (!run.threads_left)
+		mb_client_free(run.client);
+out_global:
+	if (!run.threads_left)
+		mb_api_global_cleanup();
+out:
+	if (!run.end_ms)
+		run.end_ms = mb_now_ms();
+	if (o.json && mbx_print_json(&run, run.strategy ? run.strategy->name : "none",
+				     has_status, has_status ? NULL : mbx_last_error()))
+		code = code ? code : MBX_EXIT_FAIL;
+	mb_cred_free_key(key);
+	free(url);
+	free(run.script);
+	mbx_sink_release(&run.out);
+	mbx_sink_release(&run.err);
+	mbx_opts_release(&o);
+	return code;
+}

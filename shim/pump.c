@@ -1,0 +1,302 @@
+/* pump.c: output sinks, the signal thread and the terminal (see pump.h).
+ *
+ * Like OpenBSD nc's pump: writes go through poll() on EAGAIN, and EINTR is
+ * never an error. The signal thread never touches the network itself except
+ * through the strategy's signal(), outside the lock.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "shim/pump.h"
+#include "shim/strategy.h"
+
+/* ---- sinks ---- */
+
+void mbx_sink_init(struct mbx_sink *s, int fd, bool capture)
+{
+	memset(s, 0, sizeof(*s));
+	s->fd = fd;
+	s->capture = capture;
+	mb_buf_init(&s->buf, MBX_JSON_CAP);
+}
+
+void mbx_sink_release(struct mbx_sink *s)
+{
+	mb_buf_release(&s->buf);
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+	ssize_t w;
+
+	while (n) {
+		w = write(fd, p, n);
+		if (w > 0) {
+			p += w;
+			n -= (size_t)w;
+			continue;
+		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+				return -errno;
+			continue;
+		}
+		return w < 0 ? -errno : -EIO;
+	}
+	return 0;
+}
+
+int mbx_sink_write(struct mbx_sink *s, const void *p, size_t n)
+{
+	size_t room;
+	int r;
+
+	if (!n)
+		return 0;
+	s->bytes += n;
+	if (s->capture) {
+		room = s->buf.max - s->buf.len;
+		if (n > room) {
+			s->truncated = true;
+			n = room;
+		}
+		if (n && mb_buf_append(&s->buf, p, n))
+			s->truncated = true;
+		return 0;
+	}
+	if (s->broken)
+		return -EPIPE;
+	r = write_all(s->fd, p, n);
+	if (r == -EPIPE)
+		s->broken = true;
+	return r;
+}
+
+/* ---- signals ---- */
+
+static sigset_t handled;
+static pthread_t sig_thread;
+static pthread_cond_t sig_cv = PTHREAD_COND_INITIALIZER;
+static int sig_busy;          /* protected by r->lock: a signal() call runs */
+static uint64_t last_int_ms;  /* only the signal thread */
+
+static enum mbx_action action_for(int sig)
+{
+	uint64_t now = mb_now_ms();
+
+	switch (sig) {
+	case SIGINT:
+		/* a second Ctrl-C within 2 s ends the command */
+		if (last_int_ms && now - last_int_ms < 2000) {
+			last_int_ms = now;
+			return MBX_ACT_TERMINATE;
+		}
+		last_int_ms = now;
+		return MBX_ACT_INTERRUPT;
+	case SIGTERM:
+	case SIGHUP:
+		return MBX_ACT_TERMINATE;
+	case SIGWINCH:
+		return MBX_ACT_RESIZE;
+	default:
+		return MBX_ACT_NONE;
+	}
+}
+
+static void *signal_main(void *arg)
+{
+	struct mbx_run *r = arg;
+	enum mbx_action a;
+	int sig;
+
+	for (;;) {
+		if (sigwait(&handled, &sig))
+			continue;
+		a = action_for(sig);
+		if (a == MBX_ACT_NONE)
+			continue;
+		pthread_mutex_lock(&r->lock);
+		if (r->finished) {
+			pthread_mutex_unlock(&r->lock);
+			continue;
+		}
+		if (a == MBX_ACT_TERMINATE && !r->terminated_by)
+			r->terminated_by = sig;
+		if (!r->started) {
+			if (a != MBX_ACT_RESIZE && a >= r->pending) {
+				r->pending = a;
+				r->pending_signo = sig;
+			}
+			pthread_mutex_unlock(&r->lock);
+			continue;
+		}
+		sig_busy++;
+		pthread_mutex_unlock(&r->lock);
+		mb_log(MB_LOG_DEBUG, "signal %d: action %d", sig, (int)a);
+		r->strategy->signal(r, a, sig);
+		pthread_mutex_lock(&r->lock);
+		sig_busy--;
+		pthread_cond_broadcast(&sig_cv);
+		pthread_mutex_unlock(&r->lock);
+	}
+	return NULL;
+}
+
+int mbx_signals_start(struct mbx_run *r)
+{
+	struct sigaction sa;
+	int e;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGPIPE, &sa, NULL);
+	sigemptyset(&handled);
+	sigaddset(&handled, SIGINT);
+	sigaddset(&handled, SIGTERM);
+	sigaddset(&handled, SIGHUP);
+	sigaddset(&handled, SIGWINCH);
+	e = pthread_sigmask(SIG_BLOCK, &handled, NULL);
+	if (e)
+		return -e;
+	e = pthread_create(&sig_thread, NULL, signal_main, r);
+	if (e)
+		return -e;
+	pthread_detach(sig_thread);
+	return 0;
+}
+
+void mbx_signals_ready(struct mbx_run *r)
+{
+	enum mbx_action a;
+	int sig;
+
+	pthread_mutex_lock(&r->lock);
+	r->started = true;
+	a = r->pending;
+	sig = r->pending_signo;
+	r->pending = MBX_ACT_NONE;
+	if (a != MBX_ACT_NONE)
+		sig_busy++;
+	pthread_mutex_unlock(&r->lock);
+	if (a == MBX_ACT_NONE)
+		return;
+	r->strategy->signal(r, a, sig);
+	pthread_mutex_lock(&r->lock);
+	sig_busy--;
+	pthread_cond_broadcast(&sig_cv);
+	pthread_mutex_unlock(&r->lock);
+}
+
+enum mbx_action mbx_signals_early(struct mbx_run *r, int *signo)
+{
+	enum mbx_action a;
+
+	pthread_mutex_lock(&r->lock);
+	a = r->pending;
+	*signo = r->pending_signo;
+	pthread_mutex_unlock(&r->lock);
+	return a;
+}
+
+void mbx_signals_stop(struct mbx_run *r)
+{
+	pthread_mutex_lock(&r->lock);
+	r->finished = true;
+	pthread_cond_broadcast(&sig_cv);
+	while (sig_busy)
+		pthread_cond_wait(&sig_cv, &r->lock);
+	pthread_mutex_unlock(&r->lock);
+}
+
+int mbx_signals_sleep(struct mbx_run *r, unsigned ms)
+{
+	struct timespec ts;
+	int stopped;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&r->lock);
+	while (!r->finished &&
+	       pthread_cond_timedwait(&sig_cv, &r->lock, &ts) != ETIMEDOUT)
+		;
+	stopped = r->finished;
+	pthread_mutex_unlock(&r->lock);
+	return stopped;
+}
+
+/* ---- terminal ---- */
+
+static struct termios saved_tio;
+static int saved_fd = -1;
+static pthread_mutex_t term_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void mbx_term_restore(void)
+{
+	pthread_mutex_lock(&term_lock);
+	if (saved_fd >= 0) {
+		tcsetattr(saved_fd, TCSAFLUSH, &saved_tio);
+		saved_fd = -1;
+	}
+	pthread_mutex_unlock(&term_lock);
+}
+
+int mbx_term_raw(int fd)
+{
+	static int registered;
+	struct termios t;
+
+	if (tcgetattr(fd, &t))
+		return -errno;
+	pthread_mutex_lock(&term_lock);
+	saved_tio = t;
+	saved_fd = fd;
+	pthread_mutex_unlock(&term_lock);
+	if (!registered) {
+		atexit(mbx_term_restore);
+		registered = 1;
+	}
+	cfmakeraw(&t);
+	t.c_cc[VMIN] = 1;
+	t.c_cc[VTIME] = 0;
+	if (tcsetattr(fd, TCSAFLUSH, &t)) {
+		int e = errno;
+
+		mbx_term_restore();
+		return -e;
+	}
+	return 0;
+}
+
+void mbx_term_size(int *cols, int *rows)
+{
+	struct winsize ws;
+	int fd;
+
+	for (fd = 0; fd <= 2; fd++) {
+		if (ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 && ws.ws_row > 0) {
+			*cols = ws.ws_col > 1000 ? 1000 : ws.ws_col;
+			*rows = ws.ws_row > 1000 ? 1000 : ws.ws_row;
+			return;
+		}
+	}
+	*cols = 80;
+	*rows = 24;
+}

@@ -1,0 +1,53 @@
+/* pump.h: the local side of a run: output sinks, signals, the terminal.
+ *
+ * Output: bytes go to fd 1 and 2 as they are (or into --json buffers).
+ * Signals: SIGINT, SIGTERM, SIGHUP and SIGWINCH are blocked in every thread
+ * and taken by one signal thread (sigwait), which turns them into actions
+ * for the strategy: no work is done in a signal handler. SIGPIPE is ignored;
+ * a closed stdout shows up as EPIPE in mbx_sink_write().
+ * Terminal: raw mode for -t, restored on every exit path that runs exit().
+ */
+#ifndef MBX_PUMP_H
+#define MBX_PUMP_H
+
+#include <stddef.h>
+
+#include "shim/mbexec.h"
+
+void mbx_sink_init(struct mbx_sink *s, int fd, bool capture);
+void mbx_sink_release(struct mbx_sink *s);
+
+/* Deliver n bytes. 0, or -EPIPE when the reader of fd went away (s->broken
+ * is set and later writes are dropped), or -errno. Capture never fails:
+ * what does not fit is dropped and s->truncated set. */
+int mbx_sink_write(struct mbx_sink *s, const void *p, size_t n);
+
+/* Block the handled signals in the calling thread (call before any other
+ * thread exists, so all inherit the mask) and start the signal thread for r.
+ * 0 or -errno. */
+int mbx_signals_start(struct mbx_run *r);
+
+/* The strategy can take signal() calls from now on: deliver what arrived
+ * before (called by the strategy's start() once the command exists). */
+void mbx_signals_ready(struct mbx_run *r);
+
+/* The action that arrived before the command started (MBX_ACT_NONE if
+ * none), with its signal in *signo: main() gives up before sending. */
+enum mbx_action mbx_signals_early(struct mbx_run *r, int *signo);
+
+/* No more signal() calls: waits for one in progress to return. Signals
+ * arriving afterwards are ignored (mbexec is about to exit). */
+void mbx_signals_stop(struct mbx_run *r);
+
+/* Sleep up to ms, returning early (1) once mbx_signals_stop() was called. */
+int mbx_signals_sleep(struct mbx_run *r, unsigned ms);
+
+/* Put the terminal on fd in raw mode; restored by mbx_term_restore(), which
+ * also runs at exit(). 0 or -errno. */
+int mbx_term_raw(int fd);
+void mbx_term_restore(void);
+
+/* The window size of the first terminal among fds 0, 1, 2; 80x24 if none. */
+void mbx_term_size(int *cols, int *rows);
+
+#endif

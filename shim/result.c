@@ -1,0 +1,147 @@
+/* result.c: error messages and the --json result object.
+ *
+ * mbx_error() is the one way strategies report a failure: a line on stderr
+ * ("mbexec: problem...") that --json also puts in "error". The JSON writer
+ * is hand-rolled because output is bytes: NUL is escaped as \u0000 and bytes
+ * that are not UTF-8 become U+FFFD, so the object is always valid JSON.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "shim/result.h"
+
+static char last_error[1024];
+
+void mbx_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(last_error, sizeof(last_error), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "%s: %s\n", MBX_PROG, last_error);
+}
+
+const char *mbx_last_error(void)
+{
+	return last_error;
+}
+
+/* Length of the valid UTF-8 sequence at p (n bytes left), or 0. */
+static size_t utf8_len(const unsigned char *p, size_t n)
+{
+	size_t len, i;
+	unsigned cp;
+
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+		len = 2;
+		cp = p[0] & 0x1f;
+	} else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+		len = 3;
+		cp = p[0] & 0x0f;
+	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+		len = 4;
+		cp = p[0] & 0x07;
+	} else {
+		return 0;
+	}
+	if (n < len)
+		return 0;
+	for (i = 1; i < len; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (p[i] & 0x3f);
+	}
+	if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+	    (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return len;
+}
+
+static int json_str(struct mb_buf *b, const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t i = 0, l;
+	int r = mb_buf_append(b, "\"", 1);
+
+	while (!r && i < n) {
+		unsigned char c = p[i];
+
+		if (c == '"' || c == '\\') {
+			char esc[2] = { '\\', (char)c };
+
+			r = mb_buf_append(b, esc, 2);
+			i++;
+		} else if (c == '\n') {
+			r = mb_buf_append(b, "\\n", 2);
+			i++;
+		} else if (c == '\t') {
+			r = mb_buf_append(b, "\\t", 2);
+			i++;
+		} else if (c == '\r') {
+			r = mb_buf_append(b, "\\r", 2);
+			i++;
+		} else if (c < 0x20 || c == 0x7f) {
+			r = mb_buf_appendf(b, "\\u%04x", c);
+			i++;
+		} else if ((l = utf8_len(p + i, n - i)) == 0) {
+			r = mb_buf_appends(b, "\\ufffd");
+			i++;
+		} else {
+			r = mb_buf_append(b, p + i, l);
+			i += l;
+		}
+	}
+	return r ? r : mb_buf_append(b, "\"", 1);
+}
+
+int mbx_print_json(const struct mbx_run *r, const char *strategy,
+		   bool has_status, const char *error)
+{
+	struct mb_buf b;
+	uint64_t ms = r->end_ms > r->t0_ms ? r->end_ms - r->t0_ms : 0;
+	int e = 0;
+	size_t w;
+
+	mb_buf_init(&b, MB_BUF_UNLIMITED);
+	if (has_status)
+		e = mb_buf_appendf(&b, "{\"exitCode\":%d,", r->status);
+	else
+		e = mb_buf_appends(&b, "{\"exitCode\":null,");
+	if (!e && r->term_signal)
+		e = mb_buf_appendf(&b, "\"signal\":%d,", r->term_signal);
+	else if (!e)
+		e = mb_buf_appends(&b, "\"signal\":null,");
+	e = e ? e : mb_buf_appendf(&b, "\"timedOut\":%s,\"stdout\":",
+				   r->timed_out ? "true" : "false");
+	e = e ? e : json_str(&b, r->out.buf.data ? r->out.buf.data : "", r->out.buf.len);
+	e = e ? e : mb_buf_appends(&b, ",\"stderr\":");
+	e = e ? e : json_str(&b, r->err.buf.data ? r->err.buf.data : "", r->err.buf.len);
+	e = e ? e : mb_buf_appendf(&b,
+		",\"stdoutTruncated\":%s,\"stderrTruncated\":%s,"
+		"\"executionTimeMs\":%llu,\"strategy\":",
+		r->out.truncated ? "true" : "false",
+		r->err.truncated ? "true" : "false", (unsigned long long)ms);
+	e = e ? e : json_str(&b, strategy, strlen(strategy));
+	e = e ? e : mb_buf_appends(&b, ",\"remoteId\":");
+	if (!e && r->remote_id[0])
+		e = json_str(&b, r->remote_id, strlen(r->remote_id));
+	else if (!e)
+		e = mb_buf_appends(&b, "null");
+	if (!e && error && *error) {
+		e = mb_buf_appends(&b, ",\"error\":");
+		e = e ? e : json_str(&b, error, strlen(error));
+	}
+	e = e ? e : mb_buf_appends(&b, "}\n");
+	if (!e) {
+		w = fwrite(b.data, 1, b.len, stdout);
+		if (w != b.len || fflush(stdout))
+			e = -1;
+	}
+	mb_buf_release(&b);
+	return e;
+}

@@ -1,0 +1,22 @@
+/* result.h: how mbexec reports: error lines and the --json object. */
+#ifndef MBX_RESULT_H
+#define MBX_RESULT_H
+
+#include <stdbool.h>
+
+#include "shim/mbexec.h"
+
+/* Print "mbexec: MESSAGE" on stderr and remember it for --json. */
+void mbx_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The last message given to mbx_error() ("" if none). */
+const char *mbx_last_error(void);
+
+/* Print the --json object for r on stdout: exitCode (r->status when
+ * has_status, else null), signal, timedOut, stdout, stderr, truncation
+ * flags, executionTimeMs, strategy, remoteId, and error when not NULL.
+ * 0 or -1 when stdout failed. */
+int mbx_print_json(const struct mbx_run *r, const char *strategy,
+		   bool has_status, const char *error);
+
+#endif
