@@ -56,9 +56,8 @@ static int read_key_file(const char *path, char **out, struct mb_err *err)
 	ssize_t n;
 	int fd, r;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
-	if (fd < 0 && errno == ELOOP)
-		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	/* a symlinked key file is fine: the mode of its target is checked */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0)
 		return mb_err_set(err, errno, "cannot open key file '%s': %s",
 				  path, strerror(errno));

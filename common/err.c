@@ -1,8 +1,8 @@
 /* err.c: the one error channel of common/ and the API-code-to-errno table.
  *
  * The table below is the only place that turns an API error code into an
- * errno and a human explanation. Some codes map differently per operation
- * (mb_op). Messages are lowercase, problem first, and never hold a secret:
+ * errno and a human explanation; mb_err_errno_for() is keyed by operation
+ * so that a code can map differently per operation. Messages are lowercase, problem first, and never hold a secret:
  * callers pass a "what" such as "cannot stat '/workspace/x'" that names the
  * subject, never the key or a body.
  */
@@ -129,14 +129,14 @@ int mb_err_errno_for(enum mb_op op, int http_status, const char *code)
 {
 	const struct code_map *m = lookup(code);
 
-	(void)http_status;
 	if (!m)
 		return EIO;
-	/* 503 on a mutation is ambiguous, so EAGAIN would invite a blind
-	 * retry; the caller sees ambiguous=1 and reconciles. Keep EAGAIN
-	 * anyway (the API says "retry later") but a PUT onto a symlink, which
-	 * the server reports as not_regular_file, is EISDIR like a directory. */
+	/* Per-operation exceptions go here. The contract needs none today:
+	 * not_regular_file is EISDIR for GET and for a PUT onto a directory or
+	 * a symlink alike, and 503 *_unavailable stays EAGAIN for mutations
+	 * too (mb_err_api() marks those ambiguous). */
 	(void)op;
+	(void)http_status;
 	return m->errnum;
 }
 
