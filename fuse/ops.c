@@ -91,6 +91,15 @@ static int mbfs_getattr(const char *path, struct stat *st,
 		return 0;
 	}
 	int rc = mbfs_check_alive(FS);
+	if (rc && strcmp(path, "/") == 0) {
+		/* keep the mountpoint stat-able so it can be found and unmounted */
+		memset(st, 0, sizeof(*st));
+		st->st_mode = S_IFDIR | 0755;
+		st->st_nlink = 1;
+		st->st_uid = FS->uid;
+		st->st_gid = FS->gid;
+		return 0;
+	}
 	if (!rc)
 		rc = mbfs_cache_getattr(FS, path, st);
 	if (!rc && S_ISREG(st->st_mode))

@@ -1,0 +1,157 @@
+"""mbfs under failure: injected faults on reads and writes, a generation
+that expires while mounted. Nothing is lost or corrupted, errors surface,
+nothing hangs."""
+import errno
+import os
+import re
+
+import pytest
+
+import mbtest
+from test_mbfs_helpers import MiB, guest_sha, invalidate, read_file, sh, sha, unique, write_file
+
+GET = "GET /containers/files"
+PUT = "PUT /containers/files"
+
+
+@pytest.fixture(autouse=True)
+def no_faults_left(service):
+    yield
+    service.clear_faults()
+
+
+@pytest.mark.parametrize("size", [1000, 3 * MiB + 5])
+def test_read_retries_503_and_reset(service, container, mount, size):
+    name = unique("flaky")
+    sh(service, container, "head -c %d /dev/urandom > /workspace/%s" % (size, name))
+    want = guest_sha(service, container, "/workspace/" + name)
+    service.fault(route=GET, count=2, status=503, error="files_unavailable")
+    service.fault(route=GET, count=1, reset=True, afterBytes=100)
+    data = read_file(mount.path(name))
+    assert len(data) == size
+    assert sha(data) == want
+
+
+def kept_files(mount_log):
+    return re.findall(r"data kept in (\S+)", mount_log)
+
+
+def test_failed_upload_fails_close_and_keeps_data(service, container, mount):
+    name = unique("precious")
+    write_file(mount.path(name), b"old\n")
+    service.fault(route=PUT, count=3, status=503, error="files_unavailable")
+    new = b"new data that must not be lost\n"
+    f = open(mount.path(name), "wb")
+    f.write(new)
+    with pytest.raises(OSError):
+        f.close()
+    # the sandbox still has the whole old file, never a mix
+    assert sh(service, container, "cat /workspace/" + name) == "old\n"
+    log = mount.log()
+    lines = [l for l in log.splitlines() if "upload of '/workspace/%s' failed" % name in l]
+    assert len(lines) == 1, log
+    kept = kept_files(lines[0])
+    assert kept and read_file(kept[0]) == new
+
+
+def test_failed_large_upload_keeps_data(service, container, mount):
+    name = unique("precious-big")
+    service.fault(route=PUT, count=20, match="mbfs-up", status=503, error="files_unavailable")
+    data = os.urandom(2 * MiB + 11)
+    f = open(mount.path(name), "wb")
+    f.write(data)
+    with pytest.raises(OSError):
+        f.close()
+    service.clear_faults()
+    out = sh(service, container, "ls -A /workspace; stat -c %s /workspace/" + name)
+    assert ".mbfs-up-" not in out            # no staging left behind
+    assert out.splitlines()[-1] == "0"        # the created file, never partial data
+    kept = kept_files(mount.log())
+    assert kept and read_file(kept[-1]) == data
+
+
+def test_fsync_reports_upload_failure(service, container, mount):
+    name = unique("fsync")
+    service.fault(route=PUT, count=3, status=503, error="files_unavailable")
+    fd = os.open(mount.path(name), os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, b"abc")
+        with pytest.raises(OSError):
+            os.fsync(fd)
+    finally:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_ambiguous_join_is_reconciled(service, container, mount, when):
+    # a 503 on the exec that assembles a large upload is ambiguous: mbfs
+    # looks at the sandbox (hash) instead of repeating blindly
+    name = unique("join")
+    data = os.urandom(MiB + 10)
+    f = open(mount.path(name), "wb")
+    f.write(data)
+    service.fault(route="POST /containers/exec", count=1, status=503,
+                  error="execution_unavailable", when=when)
+    f.close()
+    assert guest_sha(service, container, "/workspace/" + name) == sha(data)
+    assert ".mbfs-up-" not in sh(service, container, "ls -A /workspace")
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_ambiguous_put_is_reconciled(service, container, mount, when):
+    name = unique("put")
+    f = open(mount.path(name), "wb")
+    f.write(b"payload")
+    service.fault(route=PUT, count=1, status=503, error="files_unavailable", when=when)
+    try:
+        f.close()
+        closed = True
+    except OSError:
+        closed = False
+    got = sh(service, container, "cat /workspace/" + name)
+    # all old (empty, and close() failed) or all new (and close() succeeded)
+    assert (closed and got == "payload") or (not closed and got == "")
+    assert closed == (when == "after")
+
+
+def test_expired_generation_fails_fast_once(service, need_fuse):
+    ident = service.create_container()
+    m = mbtest.Mount(service, ident)
+    try:
+        write_file(m.path("f"), b"x")
+        service.expire(ident)
+        invalidate(m)
+        for _ in range(5):
+            with pytest.raises(OSError) as e:
+                os.listdir(m.mountpoint)
+            assert e.value.errno in (errno.EIO, errno.ENOTCONN)
+            with pytest.raises(OSError):
+                read_file(m.path("f"))
+            with pytest.raises(OSError):
+                write_file(m.path("g"), b"y")
+        # the control file still answers, so tools can tell which mount it is
+        assert b'"id"' in read_file(m.path(".mainbrella"))
+    finally:
+        rc = m.unmount()
+        service.delete_container(ident)
+    log = m.log()
+    assert rc == 0, log
+    assert len([l for l in log.splitlines() if "no longer running" in l]) == 1, log
+    assert not mbtest.sanitizer_report(log)
+
+
+def test_dirty_file_uploaded_at_unmount(service, container, need_fuse):
+    m = mbtest.Mount(service, container)
+    name = unique("late")
+    try:
+        f = open(m.path(name), "wb")
+        f.write(b"written before unmount\n")
+        f.flush()
+        f.close()
+    finally:
+        rc = m.unmount()
+    assert rc == 0, m.log()
+    assert sh(service, container, "cat /workspace/" + name) == "written before unmount\n"
