@@ -148,18 +148,30 @@ static void usage(FILE *f)
 "In /etc/fstab:  ID@GEN:/workspace  /mnt/sb  fuse.mbfs  noauto,user,_netdev  0 0\n");
 }
 
+/* libfuse builds some messages with several calls: collect a line per
+ * thread and log it whole. */
+static __thread char fuse_line[1024];
+static __thread size_t fuse_line_len;
+
 static void fuse_log_to_mb(enum fuse_log_level level, const char *fmt,
 			   va_list ap)
 {
-	char msg[1024];
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	size_t n = strlen(msg);
-	while (n && msg[n - 1] == '\n')
-		msg[--n] = '\0';
+	char *buf = fuse_line;
+	size_t room = sizeof(fuse_line) - fuse_line_len;
+	int n = vsnprintf(buf + fuse_line_len, room, fmt, ap);
+	if (n > 0)
+		fuse_line_len += (size_t)n < room ? (size_t)n : room - 1;
+	if (fuse_line_len == 0 || (buf[fuse_line_len - 1] != '\n' &&
+				   fuse_line_len < sizeof(fuse_line) - 1))
+		return;
+	while (fuse_line_len && buf[fuse_line_len - 1] == '\n')
+		buf[--fuse_line_len] = '\0';
 	enum mb_log_level l = level <= FUSE_LOG_ERR ? MB_LOG_ERR
 		: level == FUSE_LOG_WARNING ? MB_LOG_WARN
 		: level <= FUSE_LOG_INFO ? MB_LOG_INFO : MB_LOG_DEBUG;
-	mb_log(l, "%s", msg);
+	if (fuse_line_len)
+		mb_log(l, "%s", buf);
+	fuse_line_len = 0;
 }
 
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -1,0 +1,195 @@
+"""mbfs command line: errors are one line, exit non-zero and mount nothing;
+fstab-style options, pinning the generation, --create, -h and -V."""
+import json
+import os
+import subprocess
+import tempfile
+
+import pytest
+
+import mbtest
+from test_mbfs_helpers import read_file, unique
+
+
+@pytest.fixture
+def mnt():
+    path = tempfile.mkdtemp(prefix="mbfs-cli-", dir="/var/tmp")
+    yield path
+    if os.path.ismount(path):
+        subprocess.run(["fusermount3", "-u", path], capture_output=True)
+    os.rmdir(path)
+
+
+def run(service, args, env=None, timeout=60):
+    e = service.env(**(env or {}))
+    return subprocess.run([mbtest.MBFS] + list(args), capture_output=True, timeout=timeout,
+                          env=e, stdin=subprocess.DEVNULL)
+
+
+def assert_refused(r, mnt, *words):
+    assert r.returncode != 0
+    err = r.stderr.decode()
+    lines = [l for l in err.splitlines() if l.strip() and "AddressSanitizer" not in l]
+    assert len(lines) == 1, err
+    for w in words:
+        assert w in lines[0], err
+    assert not os.path.ismount(mnt)
+
+
+def spec(ident, root="/workspace"):
+    return "%s@%s:%s" % (ident["id"], ident["createdAt"], root)
+
+
+def test_bad_spec(service, mnt, need_fuse):
+    assert_refused(run(service, ["-f", "nosuch container", mnt]), mnt, "nosuch container")
+    assert_refused(run(service, ["-f", "c1@yesterday:/workspace", mnt]), mnt)
+
+
+def test_missing_arguments(service, container, mnt, need_fuse):
+    assert_refused(run(service, ["-f"]), mnt, "missing")
+    assert_refused(run(service, ["-f", spec(container)]), mnt, "MOUNTPOINT")
+    assert_refused(run(service, ["-f", spec(container), "/nonexistent/dir"]), mnt, "/nonexistent/dir")
+
+
+def test_bad_option_values(service, container, mnt, need_fuse):
+    assert_refused(run(service, ["-f", "-o", "attr_timeout=soon", spec(container), mnt]), mnt,
+                   "attr_timeout")
+    assert_refused(run(service, ["-f", "-o", "uid=me", spec(container), mnt]), mnt, "uid")
+
+
+def test_missing_key(service, container, mnt, tmp_path, need_fuse):
+    env = {"MAINBRELLA_API_KEY": "", "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path)}
+    e = service.env(**env)
+    del e["MAINBRELLA_API_KEY"]
+    r = subprocess.run([mbtest.MBFS, "-f", spec(container), mnt], capture_output=True, env=e, timeout=60)
+    assert_refused(r, mnt)
+
+
+def test_key_file_option(service, container, mnt, tmp_path, need_fuse):
+    key = tmp_path / "key"
+    key.write_text(service.key + "\n")
+    os.chmod(str(key), 0o600)
+    e = service.env()
+    del e["MAINBRELLA_API_KEY"]
+    e["HOME"] = str(tmp_path)
+    p = subprocess.Popen([mbtest.MBFS, "-f", "-o", "key_file=" + str(key), spec(container), mnt],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=e)
+    try:
+        wait_mounted(mnt, p)
+        doc = json.loads(read_file(os.path.join(mnt, ".mainbrella")))
+        assert service.key not in json.dumps(doc)
+    finally:
+        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+        assert p.wait(30) == 0
+    # an unsafe key file is refused
+    os.chmod(str(key), 0o644)
+    r = subprocess.run([mbtest.MBFS, "-f", "-o", "key_file=" + str(key), spec(container), mnt],
+                       capture_output=True, env=e, timeout=60)
+    assert_refused(r, mnt)
+    assert service.key not in r.stderr.decode()
+
+
+def test_unknown_container(service, mnt, need_fuse):
+    assert_refused(run(service, ["-f", "c77:/workspace", mnt]), mnt, "c77")
+    assert_refused(run(service, ["-f", "c77@2026-01-01T00:00:00.000Z:/workspace", mnt]), mnt, "c77")
+
+
+def test_stopped_generation(service, container, mnt, need_fuse):
+    old = dict(container, createdAt="2020-01-01T00:00:00.000Z")
+    assert_refused(run(service, ["-f", spec(old), mnt]), mnt, "2020-01-01T00:00:00.000Z")
+
+
+def test_missing_remote_dir(service, container, mnt, need_fuse):
+    assert_refused(run(service, ["-f", spec(container, "/no/such/dir"), mnt]), mnt, "/no/such/dir")
+
+
+def wait_mounted(mnt, proc, timeout=20):
+    import time
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if os.path.ismount(mnt) and os.path.exists(os.path.join(mnt, ".mainbrella")):
+            return
+        if proc.poll() is not None:
+            raise AssertionError("mbfs exited: %r" % (proc.stdout.read() if proc.stdout else b""))
+        time.sleep(0.05)
+    raise AssertionError("not mounted")
+
+
+def test_without_generation_pins_current(service, container, mnt, need_fuse):
+    p = subprocess.Popen([mbtest.MBFS, "-f", container["id"], mnt], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, env=service.env())
+    try:
+        wait_mounted(mnt, p)
+        doc = json.loads(read_file(os.path.join(mnt, ".mainbrella")))
+        assert doc["createdAt"] == container["createdAt"]
+        assert doc["root"] == "/workspace"
+    finally:
+        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+        assert p.wait(30) == 0
+
+
+def test_fstab_style_options_and_daemon(service, container, mnt, need_fuse):
+    # mount.fuse3 passes fstab options through -o; without -f mbfs daemonises
+    name = unique("fstab")
+    r = run(service, [spec(container), mnt, "-o",
+                      "rw,noauto,user,_netdev,nofail,x-systemd.automount,attr_timeout=5,dir_timeout=5"])
+    assert r.returncode == 0, r
+    try:
+        assert os.path.ismount(mnt)
+        with open(os.path.join(mnt, name), "w") as f:
+            f.write("via daemon\n")
+        assert read_file(os.path.join(mnt, name)) == b"via daemon\n"
+        doc = json.loads(read_file(os.path.join(mnt, ".mainbrella")))
+        assert doc["pid"] != os.getpid()
+    finally:
+        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+
+
+def test_read_only(service, container, mnt, need_fuse):
+    p = subprocess.Popen([mbtest.MBFS, "-f", "-o", "ro", spec(container), mnt],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=service.env())
+    try:
+        wait_mounted(mnt, p)
+        with pytest.raises(OSError):
+            with open(os.path.join(mnt, unique("ro")), "w") as f:
+                f.write("no")
+        assert os.listdir(mnt) is not None
+    finally:
+        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+        assert p.wait(30) == 0
+
+
+def test_help_and_version(service):
+    r = run(service, ["-h"])
+    assert r.returncode == 0
+    out = r.stdout.decode()
+    assert "usage: mbfs" in out and "attr_timeout" in out and "--create" in out
+    r = run(service, ["-V"])
+    assert r.returncode == 0 and r.stdout.decode().startswith("mbfs ")
+
+
+def test_create_mounts_new_container(service, mnt, tmp_path, need_fuse):
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    p = subprocess.Popen([mbtest.MBFS, "-f", "--create", mnt], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=service.env(**env))
+    ident = None
+    try:
+        line = p.stdout.readline().decode().strip()
+        cid, _, gen = line.partition("@")
+        assert cid and gen, line
+        ident = {"id": cid, "createdAt": gen}
+        wait_mounted(mnt, p)
+        doc = json.loads(read_file(os.path.join(mnt, ".mainbrella")))
+        assert (doc["id"], doc["createdAt"]) == (cid, gen)
+        with open(os.path.join(mnt, "hello"), "w") as f:
+            f.write("hi\n")
+        assert service.exec(ident, "cat /workspace/hello")["stdout"] == "hi\n"
+        # the creation key was saved 0600 and removed once the outcome was known
+        state = tmp_path / "state" / "mbfs"
+        assert state.is_dir()
+        assert list(state.iterdir()) == []
+    finally:
+        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+        p.wait(30)
+        if ident:
+            service.delete_container(ident)
