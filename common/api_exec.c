@@ -24,20 +24,6 @@ static int blank(const char *s)
 	return 1;
 }
 
-static int dup_text(const char *s, char **out, size_t *len)
-{
-	size_t n = s ? strlen(s) : 0;
-
-	*out = malloc(n + 1);
-	if (!*out)
-		return -ENOMEM;
-	if (n)
-		memcpy(*out, s, n);
-	(*out)[n] = '\0';
-	*len = n;
-	return 0;
-}
-
 int mb_exec(struct mb_client *c, const struct mb_ident *who,
 	    const char *command, long timeout_ms, struct mb_exec_result *out,
 	    struct mb_err *err)
@@ -49,7 +35,6 @@ int mb_exec(struct mb_client *c, const struct mb_ident *who,
 		.content_type = "application/json", .has_body = true,
 		.max_body = 16u << 20,
 	};
-	const char *so = NULL, *se = NULL;
 	struct mb_exec_result res;
 	struct mb_http_resp resp;
 	cJSON *o = NULL, *doc = NULL;
@@ -82,24 +67,26 @@ int mb_exec(struct mb_client *c, const struct mb_ident *who,
 	/* the server may take the whole command timeout before answering */
 	k.min_timeout_ms = (timeout_ms > 0 ? timeout_ms : 30000) + 15000;
 	if ((r = mb_call_run(c, &k, &resp, err)) ||
-	    (r = mb_call_json(&k, &resp, &doc, err)) ||
-	    (r = mb_json_get_str(doc, "stdout", false, &so, k.what, err)) ||
-	    (r = mb_json_get_str(doc, "stderr", false, &se, k.what, err)) ||
+	    (r = mb_json_parse_keepnul(resp.body.data, resp.body.len, &doc, k.what, err)) ||
 	    (r = mb_json_get_int(doc, "exitCode", false, &code, &has_code, k.what, err)) ||
 	    (r = mb_json_get_bool(doc, "timedOut", false, &res.timed_out, k.what, err)) ||
 	    (r = mb_json_get_bool(doc, "outputTruncated", false,
-				  &res.output_truncated, k.what, err)))
+				  &res.output_truncated, k.what, err)) ||
+	    (r = mb_json_get_bytes(doc, "stdout", false, &res.out, &res.out_len, k.what, err)) ||
+	    (r = mb_json_get_bytes(doc, "stderr", false, &res.errout, &res.err_len, k.what, err)))
 		goto out;
 	res.has_exit_code = has_code;
 	res.exit_code = (int)code;
-	if (dup_text(so, &res.out, &res.out_len) ||
-	    dup_text(se, &res.errout, &res.err_len)) {
-		mb_exec_result_release(&res);
+	/* the header promises text, never NULL */
+	if ((!res.out && !(res.out = calloc(1, 1))) ||
+	    (!res.errout && !(res.errout = calloc(1, 1)))) {
 		r = mb_err_set(err, ENOMEM, "out of memory");
 		goto out;
 	}
 	*out = res;
+	memset(&res, 0, sizeof(res));
 out:
+	mb_exec_result_release(&res);
 	free(body);
 	cJSON_Delete(o);
 	cJSON_Delete(doc);

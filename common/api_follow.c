@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/api_core.h"
@@ -48,17 +49,18 @@ static int on_output(struct follow *f, const struct mb_sse_frame *fr,
 		     enum mb_job_event_kind kind)
 {
 	struct mb_job_event ev;
-	const char *text = NULL;
+	char *text = NULL;
+	size_t len = 0;
 	long long seq = 0;
 	bool has_seq = false;
 	cJSON *o = NULL;
 	int r;
 
-	r = mb_json_parse(fr->data, fr->data_len, &o, f->what, f->err);
+	r = mb_json_parse_keepnul(fr->data, fr->data_len, &o, f->what, f->err);
 	if (!r)
 		r = mb_json_get_int(o, "sequence", false, &seq, &has_seq, f->what, f->err);
 	if (!r)
-		r = mb_json_get_str(o, "data", true, &text, f->what, f->err);
+		r = mb_json_get_bytes(o, "data", true, &text, &len, f->what, f->err);
 	if (!r && !has_seq) {
 		uint64_t v;
 
@@ -70,21 +72,21 @@ static int on_output(struct follow *f, const struct mb_sse_frame *fr,
 	}
 	if (r) {
 		f->perr = r;
-		cJSON_Delete(o);
-		return FOLLOW_STOP;
+		goto out;
 	}
-	r = 0;
 	if (seq > *f->cursor) {
 		memset(&ev, 0, sizeof(ev));
 		ev.kind = kind;
 		ev.seq = (long)seq;
 		ev.data = text;
-		ev.len = strlen(text);
+		ev.len = len;
 		*f->cursor = (long)seq;
 		r = deliver(f, &ev);
 	}
+out:
+	free(text);
 	cJSON_Delete(o);
-	return r;
+	return r ? FOLLOW_STOP : 0;
 }
 
 static int on_status(struct follow *f, const struct mb_sse_frame *fr)

@@ -196,34 +196,36 @@ int mb_job_get(struct mb_client *c, const struct mb_ident *who,
 		.method = "GET", .route = route, .who = who,
 		.retry = MB_RETRY_READ, .max_body = 16u << 20,
 	};
-	const char *so = NULL, *se = NULL;
+	size_t old_out = stdout_out ? stdout_out->len : 0, nso = 0, nse = 0;
+	char *so = NULL, *se = NULL;
 	struct mb_http_resp resp;
 	cJSON *doc = NULL;
 	struct mb_job j;
-	size_t old_out = stdout_out ? stdout_out->len : 0;
 	int r;
 
 	if ((r = mb_job_route(route, sizeof(route), eid, "", err)))
 		return r;
 	mb_http_resp_init(&resp);
 	if ((r = mb_call_run(c, &k, &resp, err)) ||
-	    (r = mb_call_json(&k, &resp, &doc, err)) ||
+	    (r = mb_json_parse_keepnul(resp.body.data, resp.body.len, &doc, k.what, err)) ||
 	    (r = mb_job_parse(doc, &j, k.what, err)) ||
-	    (r = mb_json_get_str(doc, "stdout", false, &so, k.what, err)) ||
-	    (r = mb_json_get_str(doc, "stderr", false, &se, k.what, err)))
+	    (r = mb_json_get_bytes(doc, "stdout", false, &so, &nso, k.what, err)) ||
+	    (r = mb_json_get_bytes(doc, "stderr", false, &se, &nse, k.what, err)))
 		goto out;
-	if ((stdout_out && so && mb_buf_appends(stdout_out, so)) ||
-	    (stderr_out && se && mb_buf_appends(stderr_out, se))) {
-		if (stdout_out) {
+	if ((stdout_out && so && mb_buf_append(stdout_out, so, nso)) ||
+	    (stderr_out && se && mb_buf_append(stderr_out, se, nse))) {
+		/* out-parameters change only on success */
+		if (stdout_out && stdout_out->data) {
 			stdout_out->len = old_out;
-			if (stdout_out->data)
-				stdout_out->data[old_out] = '\0';
+			stdout_out->data[old_out] = '\0';
 		}
 		r = mb_err_set(err, E2BIG, "%s: output does not fit the buffer", k.what);
 		goto out;
 	}
 	*out = j;
 out:
+	free(so);
+	free(se);
 	cJSON_Delete(doc);
 	mb_http_resp_release(&resp);
 	return r;

@@ -1,5 +1,6 @@
 /* json.c: checked field access on cJSON trees (see json.h). */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/json.h"
@@ -19,6 +20,85 @@ int mb_json_parse(const char *text, size_t len, cJSON **out, const char *what,
 		return mb_err_set(err, EPROTO, "%s: answer is not a JSON object", what);
 	}
 	*out = o;
+	return 0;
+}
+
+/* U+10FFFF, a noncharacter that command output does not carry. */
+#define NUL_ESC "\\uDBFF\\uDFFF"
+#define NUL_UTF8 "\xF4\x8F\xBF\xBF"
+
+int mb_json_parse_keepnul(const char *text, size_t len, cJSON **out,
+			  const char *what, struct mb_err *err)
+{
+	size_t i, n = 0, nuls = 0;
+	char *copy;
+	int r;
+
+	if (!text)
+		return mb_json_parse(text, len, out, what, err);
+	/* Outside strings valid JSON has no backslash, so a left-to-right
+	 * scan that skips each escape pair sees every \u0000 exactly. */
+	for (i = 0; i + 1 < len; i++) {
+		if (text[i] != '\\')
+			continue;
+		if (text[i + 1] == 'u' && i + 5 < len && memcmp(text + i + 2, "0000", 4) == 0)
+			nuls++;
+		i++;
+	}
+	if (!nuls)
+		return mb_json_parse(text, len, out, what, err);
+	copy = malloc(len + nuls * 6 + 1);
+	if (!copy)
+		return mb_err_set(err, ENOMEM, "out of memory");
+	for (i = 0; i < len; i++) {
+		if (text[i] == '\\' && i + 1 < len) {
+			if (text[i + 1] == 'u' && i + 5 < len &&
+			    memcmp(text + i + 2, "0000", 4) == 0) {
+				memcpy(copy + n, NUL_ESC, 12);
+				n += 12;
+				i += 5;
+				continue;
+			}
+			copy[n++] = text[i++];
+		}
+		copy[n++] = text[i];
+	}
+	copy[n] = '\0';
+	r = mb_json_parse(copy, n, out, what, err);
+	free(copy);
+	return r;
+}
+
+int mb_json_get_bytes(const cJSON *o, const char *key, bool required,
+		      char **out, size_t *len, const char *what,
+		      struct mb_err *err)
+{
+	const char *s = NULL, *p;
+	size_t n = 0;
+	char *b;
+	int r = mb_json_get_str(o, key, required, &s, what, err);
+
+	if (r)
+		return r;
+	if (!s) {
+		*out = NULL;
+		*len = 0;
+		return 0;
+	}
+	b = malloc(strlen(s) + 1);
+	if (!b)
+		return mb_err_set(err, ENOMEM, "out of memory");
+	for (p = s; *p; ) {
+		if ((unsigned char)*p == 0xF4 && strncmp(p, NUL_UTF8, 4) == 0) {
+			b[n++] = '\0';
+			p += 4;
+		} else {
+			b[n++] = *p++;
+		}
+	}
+	b[n] = '\0';
+	*out = b;
+	*len = n;
 	return 0;
 }
 

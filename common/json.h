@@ -21,6 +21,19 @@
 int mb_json_parse(const char *text, size_t len, cJSON **out, const char *what,
 		  struct mb_err *err);
 
+/* Like mb_json_parse(), but a NUL inside a string (\u0000, which cJSON
+ * would cut the string at) survives as U+10FFFF; read such fields back with
+ * mb_json_get_bytes(). For command output, which may hold NUL bytes. */
+int mb_json_parse_keepnul(const char *text, size_t len, cJSON **out,
+			  const char *what, struct mb_err *err);
+
+/* String field as bytes: *out is malloc'd (caller frees), NUL-terminated
+ * after *len bytes, with the NULs kept by mb_json_parse_keepnul() restored.
+ * Absent or null and not required: *out = NULL, *len = 0. */
+int mb_json_get_bytes(const cJSON *o, const char *key, bool required,
+		      char **out, size_t *len, const char *what,
+		      struct mb_err *err);
+
 /* String field; *out borrows from the tree. */
 int mb_json_get_str(const cJSON *o, const char *key, bool required,
 		    const char **out, const char *what, struct mb_err *err);

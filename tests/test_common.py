@@ -532,12 +532,24 @@ def test_query_encoding_of_odd_names(api):
 
 def test_exec(api):
     doc = json.loads(api.ok("exec", *api.gen, "echo out; echo err >&2; exit 3").stdout)
+    assert base64.b64decode(doc.pop("stdoutBase64")) == b"out\n"
     assert doc == {"stdout": "out\n", "stderr": "err\n", "exitCode": 3, "timedOut": False,
                    "outputTruncated": False}
     doc = json.loads(api.ok("exec", *api.gen, "sleep 5", "300").stdout)
     assert doc["timedOut"] is True and doc["exitCode"] is None
     msg, info = api.fail("exec", *api.gen, "   ")
     assert info["errno"] == "EINVAL"
+
+
+def test_output_keeps_nul_bytes(api):
+    cmd = "printf 'a\\000b\\000\\000c\\\\u0000d\\377'"
+    want = b"a\0b\0\0c\\u0000d\xef\xbf\xbd"   # invalid UTF-8 becomes U+FFFD
+    doc = json.loads(api.ok("exec", *api.gen, cmd).stdout)
+    assert base64.b64decode(doc["stdoutBase64"]) == want
+    job = json.loads(api.ok("job", *api.gen, cmd).stdout)
+    assert api.ok("follow", *api.gen, job["id"]).stdout == want
+    doc = json.loads(api.ok("job-get", *api.gen, job["id"]).stdout)
+    assert base64.b64decode(doc["stdoutBase64"]) == want
 
 
 def test_concurrency_never_surfaces_429(api, service, tmp_path):

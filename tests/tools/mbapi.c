@@ -106,6 +106,16 @@ static void print_json(cJSON *o)
 	cJSON_Delete(o);
 }
 
+/* Bytes that may hold NULs, for tests to compare exactly. */
+static void add_b64(cJSON *o, const char *key, const char *p, size_t n)
+{
+	char *s = NULL;
+
+	if (mb_base64_encode(p, n, &s, NULL) == 0)
+		cJSON_AddStringToObject(o, key, s);
+	free(s);
+}
+
 static const char *type_name(enum mb_ftype t)
 {
 	static const char *const n[] = { "file", "directory", "symlink", "fifo",
@@ -531,6 +541,7 @@ static int job_cmd(struct mb_client *c, const struct mb_ident *who,
 		o = cJSON_CreateObject();
 		cJSON_AddStringToObject(o, "stdout", x.out);
 		cJSON_AddStringToObject(o, "stderr", x.errout);
+		add_b64(o, "stdoutBase64", x.out, x.out_len);
 		if (x.has_exit_code)
 			cJSON_AddNumberToObject(o, "exitCode", x.exit_code);
 		else
@@ -562,6 +573,7 @@ static int job_cmd(struct mb_client *c, const struct mb_ident *who,
 		if (!(r = mb_job_get(c, who, eid, &j, &b, NULL, &err))) {
 			o = job_json(&j);
 			cJSON_AddStringToObject(o, "stdout", b.data ? b.data : "");
+			add_b64(o, "stdoutBase64", b.data ? b.data : "", b.len);
 			print_json(o);
 		}
 	} else if (strcmp(cmd, "job-list") == 0) {
