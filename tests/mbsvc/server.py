@@ -5,6 +5,7 @@
 
 import email.utils
 import http.server
+import io
 import json
 import logging
 import socket
@@ -267,6 +268,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.connection.close()
         except OSError:
             pass
+        self.wfile = io.BytesIO()      # the base class flushes wfile after the handler
 
     def _send(self, resp, method):
         try:
