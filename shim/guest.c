@@ -11,6 +11,9 @@
  *  - the command gets a session of its own, so `kill -INT -PGID` reaches it
  *    and its children but not the wrapper, which records `$?` (128+N after
  *    signal N) in rc.
+ *  - the launch is already a login shell (`sh -lc`): the command inherits
+ *    its exported environment and runs under plain `sh -c`, which saves a
+ *    second pass through the profile on every command.
  * See guest.h for the files of a run directory.
  */
 #include <errno.h>
@@ -33,8 +36,11 @@ static const char funcs[] =
 	"if [ ! -d \"$R\" ]; then echo '@mbx gone'; return 0; fi\n"
 	"st=running; rc=-\n"
 	"if [ -s \"$R/rc\" ]; then st=done; read -r rc <\"$R/rc\"; fi\n"
+	"os=0; es=0; ip=0\n"
+	"if [ -s \"$R/out\" ] || [ -s \"$R/err\" ]; then\n"
 	"set -- \"$1\" \"$2\" $(stat -c %s \"$R/out\" \"$R/err\" 2>/dev/null)\n"
-	"os=${3:-0}; es=${4:-0}; ip=0\n"
+	"os=${3:-0}; es=${4:-0}\n"
+	"fi\n"
 	"[ -s \"$R/in.pos\" ] && read -r ip <\"$R/in.pos\"\n"
 	"en=$((es - $2)); [ $en -gt 327680 ] && en=327680; [ $en -lt 0 ] && en=0\n"
 	"on=$((os - $1)); [ $on -gt $((655360 - en)) ] && on=$((655360 - en))\n"
@@ -66,31 +72,32 @@ static const char reader[] =
 	"done\n";
 
 /* The wrapper: $1 run dir, $2 cwd, $3 script, $4 stdin mode, $5 guard
- * seconds. Runs as a session leader; starts the command in a session of its
- * own (foreground, so SIGINT is not ignored), then records rc (one write, so
- * a non-empty rc is complete) and wakes the launch through the FIFO "done"
- * (opened read-write: never blocks, even when nobody waits any more). */
+ * seconds; fd 3, when open, is a pipe to the waiting launch. Runs as a
+ * session leader; starts the command in a session of its own (foreground, so
+ * SIGINT is not ignored), then records rc (one write, so a non-empty rc is
+ * complete) and wakes the launch (SIGPIPE ignored by then: it may be gone). */
 static const char wrapper_head[] =
 	"cd \"$1\" || exit 1\n"
 	"rp=; gp=; in=/dev/null\n"
 	"case $4 in\n"
 	"embed) in=in ;;\n"
 	"stream) in=fifo\n"
-	"setsid /bin/sh -c \"$RD\" mbexec-stdin </dev/null >/dev/null 2>&1 &\n"
+	"setsid /bin/sh -c \"$RD\" mbexec-stdin </dev/null >/dev/null 2>&1 3>&- &\n"
 	"rp=$! ;;\n"
 	"esac\n"
 	"if [ \"$5\" -gt 0 ]; then\n"
 	"setsid /bin/sh -c 'sleep \"$1\"; read -r p <pgid && kill -KILL -$p' "
-	"mbexec-guard \"$5\" </dev/null >/dev/null 2>&1 &\n"
+	"mbexec-guard \"$5\" </dev/null >/dev/null 2>&1 3>&- &\n"
 	"gp=$!\n"
 	"fi\n"
-	"setsid /bin/sh -c 'echo $$ >pgid; cd \"$1\" && exec /bin/sh -lc \"$2\"' "
-	"mbexec-cmd \"$2\" \"$3\" <$in >out 2>err\n"
+	"setsid /bin/sh -c 'echo $$ >pgid; cd \"$1\" && exec /bin/sh -c \"$2\"' "
+	"mbexec-cmd \"$2\" \"$3\" <$in >out 2>err 3>&-\n"
 	"rc=$?\n"
 	"[ -n \"$rp\" ] && kill -KILL -$rp 2>/dev/null\n"
 	"[ -n \"$gp\" ] && kill -KILL -$gp 2>/dev/null\n"
 	"echo $rc >rc\n"
-	"echo d 1<>done\n";
+	"trap '' PIPE\n"
+	"echo d >&3\n";
 
 /* Old runs: finished, or whose command group is gone, after 60 min. Run on
  * about one launch in 16 (by pid), in the background. */
@@ -114,10 +121,10 @@ static const char *in_mode_name(enum mbx_in_mode m)
 	return m == MBX_IN_EMBED ? "embed" : m == MBX_IN_STREAM ? "stream" : "none";
 }
 
-/* The launch: creating $R is the guard (a retried launch only reports);
- * the fresh one waits on the FIFO "done", which it holds open read-write as
- * fd 3 so the wrapper's wake-up can never block or get lost; a timer
- * writing to the same fd bounds the wait. */
+/* The launch: creating $R is the guard (a retried launch only reports).
+ * The fresh one waits for the wrapper's line on a pipe (its fd 3), or for a
+ * timer's line on the same pipe, whichever comes first: no polling, no
+ * process spawned per check. */
 int mbx_guest_launch(struct mb_buf *b, const struct mbx_launch *l)
 {
 	struct mb_buf w;
@@ -135,10 +142,10 @@ int mbx_guest_launch(struct mb_buf *b, const struct mbx_launch *l)
 	r = r ? r : run_dir(b, l->run_id);
 	r = r ? r : mb_buf_appends(b, funcs);
 	r = r ? r : mb_buf_appends(b,
-		"umask 077\n"
 		"new=0\n"
-		"if mkdir \"$R\" 2>/dev/null || { mkdir -p " MBX_RUN_BASE " 2>/dev/null &&"
-		" mkdir \"$R\" 2>/dev/null; }; then\n"
+		"if mkdir -m 700 \"$R\" 2>/dev/null ||"
+		" { mkdir -p -m 700 " MBX_RUN_BASE " 2>/dev/null &&"
+		" mkdir -m 700 \"$R\" 2>/dev/null; }; then\n"
 		"new=1\n"
 		"C=");
 	r = r ? r : mb_buf_append_shq(b, l->cwd);
@@ -169,31 +176,35 @@ int mbx_guest_launch(struct mb_buf *b, const struct mbx_launch *l)
 	} else if (!r && l->in_mode == MBX_IN_STREAM) {
 		r = mb_buf_appends(b, "mkfifo \"$R/fifo\"\n");
 	}
-	r = r ? r : mb_buf_appends(b, "mkfifo \"$R/done\" && exec 3<>\"$R/done\"\nW=");
+	r = r ? r : mb_buf_appends(b, "W=");
 	r = r ? r : mb_buf_append_shq(b, w.data);
-	r = r ? r : mb_buf_appendf(b,
-		"\nsetsid -f /bin/sh -c \"$W\" mbexec-run \"$R\" \"$C\" \"$S\" %s %u"
-		" </dev/null >/dev/null 2>&1 3>&- ||"
-		" echo '@mbx fail setsid-failed' >\"$R/result\"\n",
-		in_mode_name(l->in_mode), l->guard_s);
+	r = r ? r : mb_buf_appendf(b, "\nA=\"%s %u\"\n", in_mode_name(l->in_mode),
+				   l->guard_s);
 	r = r ? r : mb_buf_appends(b, sweep);
 	r = r ? r : mb_buf_appends(b,
 		"fi\n"
 		"elif [ ! -d \"$R\" ]; then echo '@mbx fail mkdir'; exit 0\n"
-		"fi\n");
+		"fi\n"
+		"if [ $new = 1 ] && [ ! -s \"$R/result\" ]; then\n");
 	if (l->wait_ms) {
 		r = r ? r : mb_buf_appendf(b,
-			"if [ $new = 1 ]; then\n"
-			"if [ ! -s \"$R/result\" ]; then\n"
-			"(sleep %u.%03u; echo t >&3) </dev/null >/dev/null 2>&1 &\n"
-			"tp=$!; read -r x <&3; kill $tp 2>/dev/null\n"
-			"fi\n"
+			"{ setsid -f /bin/sh -c \"$W\" mbexec-run \"$R\" \"$C\" \"$S\" $A"
+			" 3>&1 </dev/null >/dev/null 2>&1 ||"
+			" echo '@mbx fail setsid-failed' >\"$R/result\"\n"
+			"(sleep %u.%03u; echo t) 2>/dev/null &\n"
+			"} | read -r x\n"
 			"else\n"
 			"i=0\n"
 			"while [ $i -lt %u ] && [ ! -s \"$R/rc\" ] && [ ! -s \"$R/result\" ]; do"
 			" sleep 0.05; i=$((i + 1)); done\n"
 			"fi\n",
 			l->wait_ms / 1000, l->wait_ms % 1000, l->wait_ms / 50);
+	} else {
+		r = r ? r : mb_buf_appends(b,
+			"setsid -f /bin/sh -c \"$W\" mbexec-run \"$R\" \"$C\" \"$S\" $A"
+			" </dev/null >/dev/null 2>&1 ||"
+			" echo '@mbx fail setsid-failed' >\"$R/result\"\n"
+			"fi\n");
 	}
 	r = r ? r : mb_buf_appends(b,
 		"if [ $new = 0 ] && [ ! -s \"$R/pgid\" ] && [ ! -s \"$R/rc\" ] &&"

@@ -1,0 +1,96 @@
+"""Helpers shared by the tests/test_mbexec_*.py suites (no tests here)."""
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+
+import pytest
+
+import mbtest
+
+MiB = 1048576
+
+
+def unique(prefix="t"):
+    return "%s-%s" % (prefix, uuid.uuid4().hex[:8])
+
+
+def sha(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def mbx(service, args, cwd, input=None, timeout=120, env=None):
+    """Run mbexec; stdin is /dev/null unless input is given."""
+    kw = {} if input is not None else {"stdin": subprocess.DEVNULL}
+    p = mbtest.run_mbexec(service, args, cwd=cwd, input=input, timeout=timeout, env=env, **kw)
+    assert not mbtest.sanitizer_report(p.stderr.decode(errors="replace")), p.stderr
+    return p
+
+
+def popen(service, args, cwd, **kw):
+    kw.setdefault("stdin", subprocess.DEVNULL)
+    kw.setdefault("stdout", subprocess.PIPE)
+    kw.setdefault("stderr", subprocess.PIPE)
+    return subprocess.Popen([mbtest.MBEXEC] + list(args), cwd=cwd, env=service.env(), **kw)
+
+
+def sh(service, ident, cmd):
+    """Run cmd on the sandbox through the API; assert exit 0; return stdout."""
+    doc = service.exec(ident, cmd)
+    assert doc["exitCode"] == 0, doc
+    return doc["stdout"]
+
+
+def remote_procs(service, ident, pattern):
+    """Guest processes whose command line matches pattern (pgrep -f)."""
+    doc = service.exec(ident, "pgrep -af -- '%s' | grep -v pgrep || true" % pattern)
+    return doc["stdout"].strip()
+
+
+def wait_remote_gone(service, ident, pattern, seconds=10):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if not remote_procs(service, ident, pattern):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def requests(service, route):
+    return mbtest.requests_for(service.stats(), route)
+
+
+def jobs_created(service):
+    return sum(service.stats().get("jobsCreated", {}).values())
+
+
+def fake_mount(service, ident, root="/workspace", api_url=None):
+    """A plain directory with a hand-written control file (no FUSE)."""
+    d = tempfile.mkdtemp(prefix="mbx-fake-", dir=os.environ.get("MB_TEST_TMP", "/var/tmp"))
+    with open(os.path.join(d, ".mainbrella"), "w") as f:
+        json.dump({"apiUrl": api_url or service.url, "id": ident["id"],
+                   "createdAt": ident["createdAt"], "root": root, "mountpoint": d,
+                   "pid": os.getpid(), "version": "0.1.0"}, f)
+    return d
+
+
+def module_mount(service, container):
+    """Generator body for a module-scoped mount fixture."""
+    if not mbtest.fuse_available():
+        pytest.skip("needs /dev/fuse and fusermount3 (apt-get install fuse3)")
+    m = mbtest.Mount(service, container)
+    try:
+        yield m
+    finally:
+        rc = m.unmount()
+        log = m.log()
+        assert not mbtest.sanitizer_report(log), log
+        assert rc == 0, "mbfs exited %s: %s" % (rc, log[-3000:])
+
+
+def rmtree(d):
+    shutil.rmtree(d, ignore_errors=True)
