@@ -182,6 +182,7 @@ int mb_call_run(struct mb_client *c, const struct mb_call *k,
 	long budget = k->budget_ms > 0 ? k->budget_ms : c->op_timeout_ms;
 	uint64_t deadline = mb_now_ms() + (uint64_t)budget;
 	unsigned busy_tries = 0, transient_tries = 0;
+	bool lost = false;   /* an earlier attempt may have taken effect */
 	struct mb_limiter *lim = NULL;
 	struct mb_http_req q;
 	struct mb_err e;
@@ -264,14 +265,16 @@ int mb_call_run(struct mb_client *c, const struct mb_call *k,
 		if (retry && k->rewind && k->rewind(k->sink_ud) != 0)
 			retry = false;
 		if (retry && (uint64_t)remaining(deadline) > delay) {
+			lost = lost || maybe_done;
 			mb_log(MB_LOG_DEBUG, "%s: retrying in %llu ms (%s)", k->what,
 			       (unsigned long long)delay,
 			       r ? e.msg : (code[0] ? code : "server error"));
 			mb_sleep_ms(delay);
 			continue;
 		}
-		/* a mutation whose answer was lost may have taken effect */
-		maybe_done = maybe_done && k->retry != MB_RETRY_READ;
+		/* a mutation whose answer was lost may have taken effect; so may
+		 * a keyed create that failed after a lost attempt */
+		maybe_done = (maybe_done || lost) && k->retry != MB_RETRY_READ;
 		if (r == 0)
 			r = mb_err_api(err, k->op, resp->status, code, k->what);
 		else

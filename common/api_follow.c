@@ -188,6 +188,8 @@ int mb_job_follow(struct mb_client *c, const struct mb_ident *who,
 	unsigned fails = 0;
 	int r;
 
+	if (!cursor || *cursor < 0)
+		return mb_err_set(err, EINVAL, "%s: no valid cursor", k.what);
 	if ((r = mb_job_route(route, sizeof(route), eid, "/events", err)))
 		return r;
 	memset(&f, 0, sizeof(f));

@@ -579,7 +579,7 @@ def test_execution_limit_429_is_retried(api, service, tmp_path):
     env = service.env(XDG_RUNTIME_DIR=str(tmp_path))
     if mbtest.ASAN:
         env.setdefault("ASAN_OPTIONS", "detect_leaks=1:exitcode=86")
-    cmd = [MBAPI, "--no-limiter", "exec", api.ident["id"], api.ident["createdAt"], "sleep 0.5"]
+    cmd = [MBAPI, "--no-limiter", "exec", api.ident["id"], api.ident["createdAt"], "sleep 1"]
     procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
              for _ in range(8)]
     for p in procs:
