@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -47,6 +48,7 @@ static const struct fuse_opt mbfs_opt_spec[] = {
 	OPT("entry_timeout=%s", attr_timeout, 0),
 	OPT("dir_timeout=%s", dir_timeout, 0),
 	OPT("negative_timeout=%s", negative_timeout, 0),
+	OPT("op_timeout=%s", op_timeout, 0),
 	OPT("cache_dir=%s", cache_dir, 0),
 	OPT("key_file=%s", key_file, 0),
 	OPT("api_url=%s", api_url, 0),
@@ -132,6 +134,7 @@ static void usage(FILE *f)
 "    -o attr_timeout=T      cache attributes for T (default 20s)\n"
 "    -o dir_timeout=T       cache directory listings for T (default 20s)\n"
 "    -o negative_timeout=T  cache missing names for T (default 20s)\n"
+"    -o op_timeout=T        give up on an unanswered request after T (default 60s)\n"
 "    -o cache_dir=DIR       local data cache (default $XDG_CACHE_HOME/mbfs/ID-HASH)\n"
 "    -o key_file=FILE       API key file (default $MAINBRELLA_API_KEY,\n"
 "                           $MAINBRELLA_API_KEY_FILE, ~/.config/mainbrella/api-key)\n"
@@ -186,10 +189,11 @@ static int fail(const char *fmt, ...)
 	return 1;
 }
 
-static int parse_timeout(const char *s, const char *name, uint64_t *out)
+static int parse_timeout(const char *s, const char *name, uint64_t def,
+			 uint64_t *out)
 {
 	if (!s) {
-		*out = DEFAULT_TIMEOUT_MS;
+		*out = def;
 		return 0;
 	}
 	if (mb_parse_duration_ms(s, out))
@@ -275,7 +279,7 @@ static int new_client(struct mbfs *fs, const char *key, struct mb_client **c)
 {
 	struct mb_client_opts co = {
 		.api_url = fs->api_url, .api_key = key,
-		.op_timeout_ms = OP_TIMEOUT_MS, .use_limiter = true,
+		.op_timeout_ms = (long)fs->op_ms, .use_limiter = true,
 	};
 	struct mb_err err;
 	mb_err_clear(&err);
@@ -315,10 +319,16 @@ static int validate(struct mbfs *fs, struct mbfs_opts *o, struct parse_state *ps
 	}
 	if (!o->create && (o->catalog || o->size))
 		return fail("--catalog and --size only go with --create");
-	if (parse_timeout(o->attr_timeout, "attr_timeout", &fs->attr_ms) ||
-	    parse_timeout(o->dir_timeout, "dir_timeout", &fs->dir_ms) ||
-	    parse_timeout(o->negative_timeout, "negative_timeout", &fs->neg_ms))
+	if (parse_timeout(o->attr_timeout, "attr_timeout", DEFAULT_TIMEOUT_MS,
+			  &fs->attr_ms) ||
+	    parse_timeout(o->dir_timeout, "dir_timeout", DEFAULT_TIMEOUT_MS,
+			  &fs->dir_ms) ||
+	    parse_timeout(o->negative_timeout, "negative_timeout",
+			  DEFAULT_TIMEOUT_MS, &fs->neg_ms) ||
+	    parse_timeout(o->op_timeout, "op_timeout", OP_TIMEOUT_MS, &fs->op_ms))
 		return 1;
+	if (fs->op_ms < 1000)
+		return fail("op_timeout must be at least 1s");
 	unsigned uid, gid;
 	if (parse_id(o->uid, "uid", getuid(), &uid) ||
 	    parse_id(o->gid, "gid", getgid(), &gid))
@@ -409,7 +419,8 @@ static int run_session(struct mbfs *fs, struct fuse_args *args,
 	if (fuse_set_signal_handlers(se))
 		goto out_unmount;
 	ret = cmd.singlethread ? fuse_loop(f) : fuse_loop_mt(f, cmd.clone_fd);
-	ret = ret ? 1 : 0;
+	/* a loop ended by SIGTERM/SIGINT/SIGHUP is a normal unmount */
+	ret = (ret == 0 || ret == SIGTERM || ret == SIGINT || ret == SIGHUP) ? 0 : 1;
 	fuse_remove_signal_handlers(se);
 out_unmount:
 	fuse_unmount(f);
@@ -481,6 +492,12 @@ out_global:
 	mb_api_global_cleanup();
 out:
 	mb_cred_free_key(key);
+	char **strs[] = { &o->api_url, &o->key_file, &o->cache_dir,
+			  &o->attr_timeout, &o->dir_timeout, &o->op_timeout,
+			  &o->negative_timeout, &o->uid, &o->gid, &o->catalog,
+			  &o->size };
+	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
+		free(*strs[i]);
 	for (int i = 0; i < ps.nnonopt; i++)
 		free(ps.nonopt[i]);
 	fuse_opt_free_args(&args);

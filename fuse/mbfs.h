@@ -43,7 +43,7 @@ struct mbfs_opts {
 	char *api_url;
 	char *key_file;
 	char *cache_dir;
-	char *attr_timeout, *dir_timeout, *negative_timeout;
+	char *attr_timeout, *dir_timeout, *negative_timeout, *op_timeout;
 	char *uid, *gid;
 	char *catalog, *size;   /* --create */
 	int create;
@@ -63,6 +63,7 @@ struct mbfs {
 	size_t control_len;
 
 	uint64_t attr_ms, dir_ms, neg_ms;
+	uint64_t op_ms;                 /* bound on one API call, retries incl. */
 	uid_t uid;
 	gid_t gid;
 	bool ro;

@@ -91,8 +91,11 @@ static int mbfs_getattr(const char *path, struct stat *st,
 		return 0;
 	}
 	int rc = mbfs_check_alive(FS);
+	if (!rc)
+		rc = mbfs_cache_getattr(FS, path, st);
 	if (rc && strcmp(path, "/") == 0) {
-		/* keep the mountpoint stat-able so it can be found and unmounted */
+		/* keep the mountpoint stat-able (stopped generation, dead
+		 * service) so it can be found and unmounted */
 		memset(st, 0, sizeof(*st));
 		st->st_mode = S_IFDIR | 0755;
 		st->st_nlink = 1;
@@ -100,8 +103,6 @@ static int mbfs_getattr(const char *path, struct stat *st,
 		st->st_gid = FS->gid;
 		return 0;
 	}
-	if (!rc)
-		rc = mbfs_cache_getattr(FS, path, st);
 	if (!rc && S_ISREG(st->st_mode))
 		mbfs_node_getattr(FS, path, st);
 	return rc;

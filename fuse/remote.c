@@ -103,6 +103,10 @@ int mbfs_exec(struct mbfs *fs, const char *cmd, long timeout_ms,
 {
 	memset(res, 0, sizeof(*res));
 	mb_err_clear(err);
+	/* the guest-side limit must end before the client gives up */
+	long cap = fs->op_ms > 10000 ? (long)fs->op_ms - 5000 : (long)fs->op_ms / 2;
+	if (timeout_ms <= 0 || timeout_ms > cap)
+		timeout_ms = cap;
 	mb_log(MB_LOG_DEBUG, "exec: %.200s", cmd);
 	return mb_exec(fs->client, &fs->ident, cmd, timeout_ms, res, err);
 }

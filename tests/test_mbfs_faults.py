@@ -155,3 +155,43 @@ def test_dirty_file_uploaded_at_unmount(service, container, need_fuse):
         rc = m.unmount()
     assert rc == 0, m.log()
     assert sh(service, container, "cat /workspace/" + name) == "written before unmount\n"
+
+
+def test_dead_service_fails_within_bounded_time(need_fuse):
+    svc = mbtest.Service()
+    try:
+        ident = svc.create_container()
+        m = mbtest.Mount(svc, ident, options=["op_timeout=5"])
+        try:
+            write_file(m.path("f"), b"x")
+            svc.proc.kill()
+            svc.proc.wait()
+            invalidate(m)
+            with pytest.raises(OSError):
+                os.listdir(m.mountpoint)
+            with pytest.raises(OSError):
+                write_file(m.path("g"), b"y")
+        finally:
+            rc = m.unmount()
+        assert rc == 0, m.log()
+        assert not mbtest.sanitizer_report(m.log())
+    finally:
+        svc.stop()
+
+
+def test_sigterm_uploads_open_dirty_file(service, container, need_fuse):
+    m = mbtest.Mount(service, container)
+    name = unique("term")
+    fd = os.open(m.path(name), os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, b"dirty at shutdown\n")
+        m.proc.terminate()            # destroy() uploads what is still dirty
+        assert m.proc.wait(60) == 0
+    finally:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+        m.unmount()
+    assert not mbtest.sanitizer_report(m.log())
+    assert sh(service, container, "cat /workspace/" + name) == "dirty at shutdown\n"
