@@ -106,7 +106,9 @@ class Agent:
     # --- processes ---
     def spawn(self, req, fds):
         try:
-            argv, env, cwd = req["argv"], req["env"], self._to_host(req.get("cwd"))
+            argv, env, cwd = req["argv"], dict(req["env"]), self._to_host(req.get("cwd"))
+            if not self.args.isolated and env.get("HOME"):
+                env["HOME"] = self._to_host(env["HOME"])
             if cwd and not os.path.isdir(cwd):
                 raise agent_fs.FsError("bad_cwd")
             prog = argv[0]

@@ -170,9 +170,11 @@ def run(job):
             os.close(fd)
     if writer is not None:
         writer.join(2)
-    if job.master is not None:
+    with job.cond:
+        master, job.master = job.master, None
+    if master is not None:
         try:
-            os.close(job.master)
+            os.close(master)
         except OSError:
             pass
     gen.remove_stop_hook(hook)

@@ -103,9 +103,11 @@ def register(router, svc):
             if store.streams >= config.MAX_EXECUTION_STREAMS:
                 raise ApiError(429, "execution_stream_limit")
             store.streams += 1
-        return Response(200, headers={"content-type": "text/event-stream", "cache-control": "no-store",
+        resp = Response(200, headers={"content-type": "text/event-stream", "cache-control": "no-store",
                                       "x-content-type-options": "nosniff"},
                         stream=lambda write: _stream(job, cursor, store, write, jobs.stream_ms))
+        resp.discard = lambda: _release(store)
+        return resp
 
     def stdin_post(req):
         data = req.body(config.MAX_STDIN_CHUNK, "stdin_too_large")
@@ -180,5 +182,9 @@ def _stream(job, cursor, store, write, stream_ms):
                                   min(1.0, max(0.0, deadline - time.monotonic())))
             write(b": heartbeat\n\n")
     finally:
-        with store.lock:
-            store.streams -= 1
+        _release(store)
+
+
+def _release(store):
+    with store.lock:
+        store.streams -= 1

@@ -27,6 +27,7 @@ class Response:
         self.body = body
         self.headers = dict(headers or {})
         self.stream = stream          # fn(write) for streamed bodies (no Content-Length)
+        self.discard = None           # fn() releasing a stream's resources if it never runs
         self.reset_after = None       # bytes of body to send before a connection reset
 
 
@@ -155,6 +156,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
     sys_version = ""
     timeout = 900
 
+    def setup(self):
+        super().setup()
+        try:   # responses are written whole; small SSE frames must not wait for ACKs
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
+
     def log_message(self, fmt, *args):  # the base class logs to stderr; route via logging
         log.debug(fmt, *args)
 
@@ -223,6 +231,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     raise ApiError(fault.status, fault.error)
                 resp = route.methods[method](req)
                 if fault is not None and fault.status and fault.when == "after":
+                    if resp.discard is not None:
+                        resp.discard()
                     raise ApiError(fault.status, fault.error)
         except ApiError as err:
             resp = error_response(err)
@@ -281,7 +291,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.wfile.write(self._head(resp, len(resp.body)) + body)
                 return
             self.close_connection = True
-            self.wfile.write(self._head(resp, None))
+            try:
+                self.wfile.write(self._head(resp, None))
+            except (OSError, ValueError):
+                if resp.discard is not None:
+                    resp.discard()
+                raise
             budget = [resp.reset_after]
 
             def write(data):
