@@ -67,6 +67,74 @@ static int join_remote(const char *root, const char *rel, char out[MB_PATH_MAX])
 	return 0;
 }
 
+/* Undo mountinfo's octal escapes (\040 for a space) in place. */
+static void unescape(char *s)
+{
+	char *d = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
+		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*d++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else {
+			*d++ = *s;
+		}
+	}
+	*d = '\0';
+}
+
+/* The deepest FUSE mount point containing the absolute path (from
+ * /proc/self/mountinfo), so the control file is read from the mount root
+ * directly: walking up through the mount would cost the mount one remote
+ * lookup per level right after a command has invalidated its caches.
+ * 0, or -ENOENT. */
+static int fuse_mount_of(const char *path, char out[MB_PATH_MAX])
+{
+	char *line = NULL, *mp, *dash, *fstype, *save;
+	size_t cap = 0, best = 0, n;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	int i;
+
+	if (!f)
+		return -ENOENT;
+	while (getline(&line, &cap, f) > 0) {
+		dash = strstr(line, " - ");
+		if (!dash)
+			continue;
+		fstype = strtok_r(dash + 3, " ", &save);
+		if (!fstype || strncmp(fstype, "fuse", 4))
+			continue;
+		mp = strtok_r(line, " ", &save);
+		for (i = 0; mp && i < 4; i++)
+			mp = strtok_r(NULL, " ", &save);
+		if (!mp)
+			continue;
+		unescape(mp);
+		n = strlen(mp);
+		if (n <= best || n >= MB_PATH_MAX || strncmp(path, mp, n) ||
+		    (path[n] && path[n] != '/' && strcmp(mp, "/")))
+			continue;
+		memcpy(out, mp, n + 1);
+		best = n;
+	}
+	free(line);
+	fclose(f);
+	return best ? 0 : -ENOENT;
+}
+
+/* rel of path below dir, or NULL when path is not dir or below it. */
+static const char *below(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	if (!strcmp(dir, "/"))
+		return path + 1;
+	if (strncmp(path, dir, n) || (path[n] && path[n] != '/'))
+		return NULL;
+	return path[n] ? path + n + 1 : path + n;
+}
+
 /* Find the mount containing the existing local directory dir: fills the
  * control, the local mount directory and rel. 0, -ENOENT, or -errno with a
  * message in err. */
@@ -74,10 +142,23 @@ static int find_mount(const char *dir, struct mb_control *c,
 		      char mount_dir[MB_PATH_MAX], char rel[MB_PATH_MAX],
 		      struct mb_err *err)
 {
-	char full[PATH_MAX];
+	char full[PATH_MAX], mp[MB_PATH_MAX], ctl[MB_PATH_MAX + 16];
+	const char *r2;
 	size_t fl, rl;
 	int r;
 
+	/* fast path for an absolute, canonical dir (getcwd) on a FUSE mount */
+	if (dir[0] == '/' && fuse_mount_of(dir, mp) == 0 &&
+	    (r2 = below(dir, mp)) && strlen(r2) < MB_PATH_MAX) {
+		snprintf(ctl, sizeof(ctl), "%s/%s", strcmp(mp, "/") ? mp : "",
+			 MB_CONTROL_NAME);
+		if (mb_control_read(ctl, c, err) == 0) {
+			snprintf(rel, MB_PATH_MAX, "%s", r2);
+			memcpy(mount_dir, mp, sizeof(mp));
+			return 0;
+		}
+		mb_err_clear(err);
+	}
 	r = mb_control_find(dir, c, rel, err);
 	if (r)
 		return r;
@@ -98,18 +179,6 @@ static int find_mount(const char *dir, struct mb_control *c,
 	memcpy(mount_dir, full, fl);
 	mount_dir[fl] = '\0';
 	return 0;
-}
-
-/* rel of path below dir, or NULL when path is not dir or below it. */
-static const char *below(const char *path, const char *dir)
-{
-	size_t n = strlen(dir);
-
-	if (!strcmp(dir, "/"))
-		return path + 1;
-	if (strncmp(path, dir, n) || (path[n] && path[n] != '/'))
-		return NULL;
-	return path[n] ? path + n + 1 : path + n;
 }
 
 static int fail(const char *fmt, const char *a, const char *b)

@@ -350,8 +350,17 @@ static int exec_wait(struct mbx_run *r)
 			r->timed_out = true;
 			terminate_once(r, st);
 		}
-		if (st->broken_pipe && !st->done)
-			terminate_once(r, st);
+		if (st->broken_pipe) {
+			/* nobody reads stdout any more: skip what is left of it */
+			if (!st->done)
+				terminate_once(r, st);
+			if (st->out_off < st->out_size)
+				st->out_off = st->out_size;
+			if (st->done && st->err_off >= st->err_size) {
+				st->complete = true;
+				break;
+			}
+		}
 		if (!st->done && mbx_uploader_failed(st->up, msg, sizeof(msg))) {
 			mbx_error("%s; stopping the command", msg);
 			terminate_once(r, st);
