@@ -299,12 +299,19 @@ def move(req):
         err = ctypes.get_errno()
         if err == errno.EEXIST:
             raise FsError("file_exists")
-        if err != errno.EXDEV:
+        if err in (errno.EINVAL, errno.ENOSYS) and not os.path.lexists(bdst):
+            try:                     # filesystem without RENAME_NOREPLACE: checked above, rename now
+                os.rename(bsrc, bdst)
+                err = 0
+            except OSError as e:
+                err = e.errno
+        if err == errno.EXDEV:
+            try:
+                _copy_across(bsrc, bdst)
+            except (OSError, shutil.Error):
+                raise FsError("file_access_denied")
+        elif err != 0:
             raise FsError("file_not_found" if err == errno.ENOENT else "file_access_denied")
-        try:
-            _copy_across(bsrc, bdst)
-        except (OSError, shutil.Error):
-            raise FsError("file_access_denied")
     if os.path.lexists(bsrc):
         raise FsError("file_exists")
     return {"path": path, "destination": dest, "ok": True}, b""

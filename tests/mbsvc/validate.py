@@ -137,11 +137,15 @@ def is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _reject_constant(name):
+    raise ValueError("not JSON: %s" % name)      # NaN / Infinity are not JSON
+
+
 def parse_json_object(data):
     """Strict UTF-8, then JSON, and it must be an object; else 400 invalid_request."""
     try:
         text = data.decode("utf-8")
-        doc = json.loads(text)
+        doc = json.loads(text, parse_constant=_reject_constant)
     except (UnicodeDecodeError, ValueError):
         raise ApiError(400, "invalid_request")
     if not isinstance(doc, dict):
