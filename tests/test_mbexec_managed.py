@@ -1,0 +1,151 @@
+"""mbexec: the managed strategy (--mode managed, -t), driven through a real
+pseudo-terminal for -t."""
+import fcntl
+import json
+import os
+import select
+import signal
+import struct
+import subprocess
+import termios
+import time
+
+import pytest
+
+import mbtest
+from test_mbexec_helpers import (jobs_created, mbx, module_mount, popen, remote_procs, unique,
+                                 wait_remote_gone)
+
+
+@pytest.fixture(scope="module")
+def mnt(service, container):
+    yield from module_mount(service, container)
+
+
+def test_managed_mode_runs_a_job(service, mnt):
+    before = jobs_created(service)
+    p = mbx(service, ["--mode", "managed", "sh", "-c", "echo out; echo err >&2; pwd; exit 5"],
+            mnt.mountpoint)
+    assert p.returncode == 5, p.stderr
+    assert p.stdout == b"out\n/workspace\n"
+    assert p.stderr == b"err\n"
+    assert jobs_created(service) == before + 1
+
+
+def test_managed_stdin_and_env(service, mnt):
+    p = mbx(service, ["--mode", "managed", "-e", "MBX_X=1 2", "sh", "-c", 'echo "$MBX_X"; wc -l'],
+            mnt.mountpoint, input=b"a\nb\nc\n")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == [b"1", b"2", b"3"]
+
+
+def test_managed_signal_death_is_128_plus_n(service, mnt):
+    p = mbx(service, ["--mode", "managed", "sh", "-c", "kill -9 $$"], mnt.mountpoint)
+    assert p.returncode == 137, p.stderr
+
+
+def test_managed_json(service, mnt):
+    p = mbx(service, ["--mode", "managed", "--json", "echo", "hi"], mnt.mountpoint)
+    doc = json.loads(p.stdout)
+    assert p.returncode == 0 and doc["exitCode"] == 0
+    assert doc["stdout"] == "hi\n" and doc["strategy"] == "managed" and doc["remoteId"]
+
+
+def test_managed_ctrl_c(service, container, mnt):
+    tag = unique("mgdint")
+    p = popen(service, ["--mode", "managed", "sh", "-c", "echo started; while :; do sleep 1; done # %s" % tag],
+              mnt.mountpoint)
+    assert p.stdout.readline() == b"started\n"
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert wait_remote_gone(service, container, tag)
+
+
+def test_managed_timeout(service, container, mnt):
+    tag = unique("mgdtmo")
+    p = mbx(service, ["--mode", "managed", "--timeout", "2", "sh", "-c",
+                      "while :; do sleep 1; done # %s" % tag], mnt.mountpoint, timeout=60)
+    assert p.returncode == 124, p.stderr
+    assert wait_remote_gone(service, container, tag)
+
+
+def run_in_pty(service, args, cwd, rows=33, cols=101, keys=(), timeout=60):
+    """Run mbexec on a fresh pty of the given size; returns (status, output,
+    terminal attributes before, after)."""
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    before = termios.tcgetattr(slave)
+    p = subprocess.Popen([mbtest.MBEXEC] + list(args), cwd=cwd, env=service.env(),
+                         stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
+    out = b""
+    deadline = time.time() + timeout
+    keys = list(keys)
+    try:
+        while time.time() < deadline:
+            r, _, _ = select.select([master], [], [], 0.1)
+            if r:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:
+                    break
+                out += data
+            if keys and keys[0][0] in out:
+                os.write(master, keys.pop(0)[1])
+            if p.poll() is not None and not r:
+                break
+        status = p.wait(timeout=max(1, deadline - time.time()))
+        after = termios.tcgetattr(slave)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        os.close(master)
+        os.close(slave)
+    return status, out, before, after
+
+
+def test_tty_runs_in_a_pty_of_the_local_size(service, mnt):
+    status, out, before, after = run_in_pty(service, ["-t", "sh", "-c", "tty; stty size"],
+                                            mnt.mountpoint, rows=33, cols=101)
+    assert status == 0, out
+    lines = out.replace(b"\r", b"").split(b"\n")
+    assert lines[0].startswith(b"/dev/pts/"), out
+    assert lines[1] == b"33 101", out
+    assert after == before   # the local terminal is restored
+
+
+def test_tty_interactive_input_and_ctrl_c(service, mnt):
+    status, out, before, after = run_in_pty(
+        service, ["-t", "sh", "-c", "read x; echo \"got $x\"; echo ready; sleep 100"],
+        mnt.mountpoint, keys=[(b"", b"hello\r"), (b"ready", b"\x03")])
+    assert b"got hello" in out, out
+    assert status == 130, out
+    assert after == before
+
+
+def test_tty_restored_after_sigterm(service, container, mnt):
+    tag = unique("ttyterm")
+    master, slave = os.openpty()
+    before = termios.tcgetattr(slave)
+    p = subprocess.Popen([mbtest.MBEXEC, "-t", "sh", "-c", "echo started; sleep 100 # %s" % tag],
+                         cwd=mnt.mountpoint, env=service.env(), stdin=slave, stdout=slave,
+                         stderr=slave, start_new_session=True)
+    out = b""
+    deadline = time.time() + 30
+    while b"started" not in out and time.time() < deadline:
+        r, _, _ = select.select([master], [], [], 0.1)
+        if r:
+            out += os.read(master, 4096)
+    assert b"started" in out
+    assert termios.tcgetattr(slave) != before   # raw now
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=60) == 143
+    assert termios.tcgetattr(slave) == before
+    os.close(master)
+    os.close(slave)
+    assert wait_remote_gone(service, container, tag)
+
+
+def test_dash_T_never_uses_a_pty(service, mnt):
+    p = mbx(service, ["-T", "--mode", "managed", "sh", "-c", "tty || true"], mnt.mountpoint)
+    assert p.stdout == b"not a tty\n"
