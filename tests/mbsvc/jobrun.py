@@ -115,7 +115,10 @@ def _finish(job, status, spawn_failed=False):
 def run(job):
     gen = job.gen
     spec = job.spec
-    hook = lambda: job_stop(job)  # noqa: E731
+    def hook():            # the container is stopping: the job ends as canceled before stop returns
+        job_stop(job)
+        with job.cond:
+            job.cond.wait_for(job.terminal, 2.0)
     timeout_ms = min(spec.get("timeoutMs", config.DEFAULT_TIMEOUT_MS), max(0, gen.remaining_ms()))
     deadline = time.monotonic() + timeout_ms / 1000.0
     if not gen.add_stop_hook(hook):

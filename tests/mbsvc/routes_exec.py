@@ -5,7 +5,7 @@ from .errors import ApiError, GuestError
 from .guestops import agent_call, container_query
 from .router import Route
 from .server import Response, json_response
-from .validate import is_int, valid_command, valid_container_id, valid_generation
+from .validate import is_int, valid_command, valid_container_id, valid_generation, wellformed
 
 
 def register(router, svc):
@@ -24,7 +24,7 @@ def register(router, svc):
         gen = account.live(req.query.get("id"), req.query.get("createdAt"))
         gen.acquire()
         try:
-            result = execrun.run(gen, doc["command"], timeout)
+            result = execrun.run(gen, wellformed(doc["command"]), timeout)
         except GuestError:
             if not gen.running:
                 raise ApiError(409, "container_not_running")

@@ -11,7 +11,7 @@ from .errors import ApiError
 from .guestops import container_query
 from .router import Route
 from .server import Response, json_response
-from .validate import is_int, utf8_len, valid_command, valid_idempotency_key, valid_path
+from .validate import is_int, utf8_len, valid_command, valid_idempotency_key, valid_path, wellformed
 
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _SPEC_KEYS = {"command", "argv", "timeoutMs", "stdin", "cwd", "env", "pty"}
@@ -51,7 +51,15 @@ def validate_spec(doc):
             raise bad
     if "pty" in doc and (not _valid_size(doc["pty"]) or doc.get("stdin") is not True):
         raise bad
-    return doc
+    spec = dict(doc)
+    for key in ("command", "cwd"):
+        if key in spec:
+            spec[key] = wellformed(spec[key])
+    if "argv" in spec:
+        spec["argv"] = [wellformed(a) for a in spec["argv"]]
+    if "env" in spec:
+        spec["env"] = {k: wellformed(v) for k, v in spec["env"].items()}
+    return spec
 
 
 def register(router, svc):

@@ -157,6 +157,14 @@ def utf8_len(text):
     return len(text.encode("utf-8", "surrogatepass"))
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def wellformed(text):
+    """Lone surrogates become U+FFFD, as a JS TextEncoder would encode them."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
 def valid_command(value):
     return (isinstance(value, str) and value.strip() != "" and "\0" not in value
             and utf8_len(value) <= config.MAX_COMMAND_BYTES)

@@ -41,6 +41,8 @@ def test_utf8_replacement(container):
     out = container.exec("printf 'caf\\303\\251 \\377 end'; printf '\\342\\202' >&2")
     assert out["stdout"] == "caf\u00e9 \ufffd end"
     assert out["stderr"] == "\ufffd"
+    lone = container.api.post("/containers/exec", container.q, b'{"command":"echo \\ud800"}')
+    assert lone.json()["stdout"] == "\ufffd\n"
 
 
 def test_background_process_does_not_hold_exec(container):
