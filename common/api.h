@@ -22,7 +22,10 @@
  *    transport errors and 503 (same generation only).
  * Each request that uses the container's operation pool (exec, file GET/PUT,
  * metadata, export, job create) holds a limiter slot (limiter.h) while in
- * flight. Total time per call is bounded by opts.op_timeout_ms.
+ * flight. Total time per call is bounded by opts.op_timeout_ms (waiting for
+ * a slot included), except where the server needs longer: one exec attempt
+ * may take its command timeout + 15 s, container create 130 s, export
+ * 150 s; mb_job_follow gives up after op_timeout_ms without any frame.
  */
 #ifndef MB_API_H
 #define MB_API_H

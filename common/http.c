@@ -201,8 +201,9 @@ int mb_http_perform(const struct mb_http_req *q, struct mb_http_resp *resp,
 	x.resp = resp;
 
 	if (q->bearer) {
-		mb_buf_appendf(&line, "Authorization: Bearer %s", q->bearer);
-		t = curl_slist_append(hdrs, line.data ? line.data : "");
+		if (mb_buf_appendf(&line, "Authorization: Bearer %s", q->bearer))
+			goto nomem;
+		t = curl_slist_append(hdrs, line.data);
 		explicit_bzero(line.data, line.len);
 		mb_buf_reset(&line);
 		if (!t)
@@ -210,8 +211,8 @@ int mb_http_perform(const struct mb_http_req *q, struct mb_http_resp *resp,
 		hdrs = t;
 	}
 	if (q->idempotency_key) {
-		mb_buf_appendf(&line, "Idempotency-Key: %s", q->idempotency_key);
-		if (!(t = curl_slist_append(hdrs, line.data)))
+		if (mb_buf_appendf(&line, "Idempotency-Key: %s", q->idempotency_key) ||
+		    !(t = curl_slist_append(hdrs, line.data)))
 			goto nomem;
 		hdrs = t;
 		mb_buf_reset(&line);
@@ -220,8 +221,8 @@ int mb_http_perform(const struct mb_http_req *q, struct mb_http_resp *resp,
 	body = q->has_body || strcmp(q->method, "POST") == 0 ||
 	       strcmp(q->method, "PUT") == 0 || strcmp(q->method, "PATCH") == 0;
 	if (body && q->content_type) {
-		mb_buf_appendf(&line, "Content-Type: %s", q->content_type);
-		if (!(t = curl_slist_append(hdrs, line.data)))
+		if (mb_buf_appendf(&line, "Content-Type: %s", q->content_type) ||
+		    !(t = curl_slist_append(hdrs, line.data)))
 			goto nomem;
 		hdrs = t;
 	}
@@ -265,7 +266,13 @@ int mb_http_perform(const struct mb_http_req *q, struct mb_http_resp *resp,
 	curl_easy_getinfo(h, CURLINFO_PRETRANSFER_TIME_T, &pre);
 	curl_easy_getinfo(h, CURLINFO_OS_ERRNO, &os_errno);
 	resp->status = (int)code;
-	resp->sent = code > 0 || pre > 0;
+	/* Nothing left this host only when connecting failed; everything else
+	 * (reset, timeout after the request, short answer) may have been
+	 * acted on. pre > 0: curl got as far as sending. */
+	resp->sent = code > 0 || pre > 0 ||
+		     !(rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
+		       rc == CURLE_COULDNT_RESOLVE_PROXY || rc == CURLE_SSL_CONNECT_ERROR ||
+		       rc == CURLE_OPERATION_TIMEDOUT || rc == CURLE_OUT_OF_MEMORY);
 	if (rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && resp->stopped))
 		goto out;
 	if (x.too_big)
