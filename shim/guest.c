@@ -23,6 +23,7 @@
 
 #include "common/util.h"
 #include "shim/guest.h"
+#include "shim/result.h"
 
 /* rep OO EO: one report from offsets (sets all=1 when it holds the end).
  * A finished run keeps its small files until the sweep, so a lost answer
@@ -111,6 +112,26 @@ static const char sweep[] =
 	"done) </dev/null >/dev/null 2>&1 &\n"
 	"fi\n";
 
+int mbx_sh_assign(struct mb_buf *b, const char *var, const char *value)
+{
+	char *b64 = NULL;
+	size_t n;
+	int r;
+
+	if (mbx_utf8_valid(value, strlen(value))) {
+		r = mb_buf_appendf(b, "%s=", var);
+		r = r ? r : mb_buf_append_shq(b, value);
+		return r ? r : mb_buf_appends(b, "\n");
+	}
+	/* the exec body is JSON, so UTF-8 only: other bytes travel as base64
+	 * (the trailing x keeps trailing newlines through $(...)) */
+	r = mb_base64_encode(value, strlen(value), &b64, &n);
+	r = r ? r : mb_buf_appendf(b, "%s=$(printf %%s '%s' | base64 -d; echo x); "
+				   "%s=${%s%%x}\n", var, b64, var, var);
+	free(b64);
+	return r;
+}
+
 static int run_dir(struct mb_buf *b, const char *run_id)
 {
 	return mb_buf_appendf(b, "R=%s/%s\n", MBX_RUN_BASE, run_id);
@@ -146,15 +167,12 @@ int mbx_guest_launch(struct mb_buf *b, const struct mbx_launch *l)
 		"if mkdir -m 700 \"$R\" 2>/dev/null ||"
 		" { mkdir -p -m 700 " MBX_RUN_BASE " 2>/dev/null &&"
 		" mkdir -m 700 \"$R\" 2>/dev/null; }; then\n"
-		"new=1\n"
-		"C=");
-	r = r ? r : mb_buf_append_shq(b, l->cwd);
+		"new=1\n");
+	r = r ? r : mbx_sh_assign(b, "C", l->cwd);
 	if (l->script) {
-		r = r ? r : mb_buf_appends(b, "\nS=");
-		r = r ? r : mb_buf_append_shq(b, l->script);
-		r = r ? r : mb_buf_appends(b, "\n");
+		r = r ? r : mbx_sh_assign(b, "S", l->script);
 	} else {
-		r = r ? r : mb_buf_appends(b, "\nS=$(cat ");
+		r = r ? r : mb_buf_appends(b, "S=$(cat ");
 		r = r ? r : mb_buf_append_shq(b, l->script_path);
 		r = r ? r : mb_buf_appends(b, ") && rm -f ");
 		r = r ? r : mb_buf_append_shq(b, l->script_path);

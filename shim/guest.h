@@ -51,6 +51,10 @@ struct mbx_launch {
 	unsigned guard_s;            /* guest-side KILL after this (0: none) */
 };
 
+/* Append `var=VALUE` (a shell assignment, newline-terminated) for any
+ * bytes: single-quoted when UTF-8, else decoded from base64 on the guest. */
+int mbx_sh_assign(struct mb_buf *b, const char *var, const char *value);
+
 /* Append the launch script to out. 0 or -ENOMEM/-E2BIG. */
 int mbx_guest_launch(struct mb_buf *out, const struct mbx_launch *l);
 

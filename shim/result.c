@@ -62,6 +62,20 @@ static size_t utf8_len(const unsigned char *p, size_t n)
 	return len;
 }
 
+bool mbx_utf8_valid(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t i = 0, l;
+
+	while (i < n) {
+		l = utf8_len(p + i, n - i);
+		if (!l)
+			return false;
+		i += l;
+	}
+	return true;
+}
+
 static int json_str(struct mb_buf *b, const char *s, size_t n)
 {
 	const unsigned char *p = (const unsigned char *)s;

@@ -23,6 +23,7 @@
 #include "common/limiter.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "shim/guest.h"
 #include "shim/pump.h"
 #include "shim/result.h"
 #include "shim/strategy.h"
@@ -201,6 +202,34 @@ static void managed_signal(struct mbx_run *r, enum mbx_action a, int signo)
 
 /* ---- start ---- */
 
+/* The job's command: the script, then `exit $?`, which keeps the shell
+ * alive so that a signal death reads 128+N. The JSON body must be UTF-8:
+ * other bytes (in the script or the directory) travel as base64. */
+static char *build_command(struct mbx_run *r)
+{
+	const char *cwd = r->target->remote_cwd;
+	struct mb_buf b;
+	int e = 0;
+
+	mb_buf_init(&b, 4u << 20);
+	if (!mbx_utf8_valid(cwd, strlen(cwd))) {
+		e = mbx_sh_assign(&b, "MBX_C", cwd);
+		e = e ? e : mb_buf_appends(&b, "cd \"$MBX_C\" || exit 1; unset MBX_C\n");
+	}
+	if (!e && mbx_utf8_valid(r->script, strlen(r->script))) {
+		e = mb_buf_appends(&b, r->script);
+	} else if (!e) {
+		e = mbx_sh_assign(&b, "MBX_S", r->script);
+		e = e ? e : mb_buf_appends(&b, "eval \"$MBX_S\"");
+	}
+	e = e ? e : mb_buf_appends(&b, "\nexit $?");
+	if (e) {
+		mb_buf_release(&b);
+		return NULL;
+	}
+	return mb_buf_detach(&b, NULL);
+}
+
 static int managed_start(struct mbx_run *r)
 {
 	struct managed_state *st = calloc(1, sizeof(*st));
@@ -216,8 +245,8 @@ static int managed_start(struct mbx_run *r)
 	}
 	st->stop_pipe[0] = st->stop_pipe[1] = -1;
 	r->priv = st;
-	/* `; exit $?` keeps the shell alive so a signal death reads 128+N */
-	if (asprintf(&cmd, "%s\nexit $?", r->script) < 0) {
+	cmd = build_command(r);
+	if (!cmd) {
 		mbx_error("out of memory");
 		return MBX_EXIT_FAIL;
 	}
@@ -235,7 +264,8 @@ static int managed_start(struct mbx_run *r)
 	}
 	memset(&req, 0, sizeof(req));
 	req.command = cmd;
-	req.cwd = r->target->remote_cwd;
+	if (mbx_utf8_valid(r->target->remote_cwd, strlen(r->target->remote_cwd)))
+		req.cwd = r->target->remote_cwd;   /* else build_command cd's */
 	req.stdin_enabled = r->forward_stdin || r->pty;
 	req.idempotency_key = st->key;
 	req.timeout_ms = MB_MAX_JOB_TIMEOUT_MS;

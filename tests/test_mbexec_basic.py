@@ -280,3 +280,10 @@ def test_bad_key_is_255_and_never_printed(service, container):
         assert bad.encode() not in p.stderr
     finally:
         rmtree(d)
+
+
+def test_arguments_that_are_not_utf8(service, wd):
+    args = [b"\xff\xfe", b"caf\xe9", b"ok\n"]
+    p = mbx(service, [b"printf", b"%s\\0"] + args, wd[0])
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split(b"\0")[:-1] == args

@@ -149,3 +149,11 @@ def test_tty_restored_after_sigterm(service, container, mnt):
 def test_dash_T_never_uses_a_pty(service, mnt):
     p = mbx(service, ["-T", "--mode", "managed", "sh", "-c", "tty || true"], mnt.mountpoint)
     assert p.stdout == b"not a tty\n"
+
+
+def test_managed_arguments_that_are_not_utf8(service, mnt):
+    args = [b"\xff\xfe", b"caf\xe9", b"ok\n\n"]
+    p = mbx(service, [b"--mode", b"managed", b"printf", b"%s|"] + args, mnt.mountpoint)
+    assert p.returncode == 0, p.stderr
+    # managed output is decoded as UTF-8 by the service
+    assert p.stdout == b"\xef\xbf\xbd\xef\xbf\xbd|caf\xef\xbf\xbd|ok\n\n|"
