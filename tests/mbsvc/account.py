@@ -121,28 +121,41 @@ class Account:
         with self.lock:
             self._prune_creations_locked()
             rec = self.creations.get(key) if key else None
-            if rec is not None:
-                return self._replay_locked(rec, fingerprint)
-            units = config.SIZES[size]["computeUnits"]
-            used, reserved, cu = self._usage_locked()
-            if cu + units > self.limits["maxConcurrentComputeUnits"]:
-                raise ApiError(409, "compute_capacity_exceeded")
-            if len(self.slots) >= self.limits["maxContainers"]:
-                raise ApiError(409, "container_limit_exceeded")
-            if self.starts >= self.limits["maxStartsPerMonth"]:
-                raise ApiError(429, "container_quota_exceeded")
-            hours = units * self.limits["maxSessionMs"] / 3600000.0
-            if used + reserved + hours > self.limits["maxComputeUnitHours"]:
-                raise ApiError(429, "compute_allowance_exhausted")
-            index = next(i for i in range(self.limits["maxContainers"]) if i not in self.slots)
-            res = Reservation(index, size, catalog, internet)
-            self.slots[index] = res
-            self.starts += 1
-            rec = None
-            if key:
-                rec = self.creations[key] = Creation(key, fingerprint, index)
-            created = max(now_ms(), self.last_gen.get(index, 0) + 1)
-            self.last_gen[index] = created
+            replay = self._replay_locked(rec, fingerprint) if rec is not None else None
+            if replay is None:
+                res, rec, created = self._reserve_locked(size, catalog, internet, key, fingerprint)
+        if replay is not None:
+            doc = self.doc()
+            doc["creation"] = replay
+            return doc
+        return self._start(res, rec, created)
+
+    def _reserve_locked(self, size, catalog, internet, key, fingerprint):
+        """Capacity and quota checks (§2.3 order), then reserve the lowest free slot."""
+        units = config.SIZES[size]["computeUnits"]
+        used, reserved, cu = self._usage_locked()
+        if cu + units > self.limits["maxConcurrentComputeUnits"]:
+            raise ApiError(409, "compute_capacity_exceeded")
+        if len(self.slots) >= self.limits["maxContainers"]:
+            raise ApiError(409, "container_limit_exceeded")
+        if self.starts >= self.limits["maxStartsPerMonth"]:
+            raise ApiError(429, "container_quota_exceeded")
+        hours = units * self.limits["maxSessionMs"] / 3600000.0
+        if used + reserved + hours > self.limits["maxComputeUnitHours"]:
+            raise ApiError(429, "compute_allowance_exhausted")
+        index = next(i for i in range(self.limits["maxContainers"]) if i not in self.slots)
+        res = Reservation(index, size, catalog, internet)
+        self.slots[index] = res
+        self.starts += 1
+        rec = None
+        if key:
+            rec = self.creations[key] = Creation(key, fingerprint, index)
+        created = max(now_ms(), self.last_gen.get(index, 0) + 1)
+        self.last_gen[index] = created
+        return res, rec, created
+
+    def _start(self, res, rec, created):
+        index = res.index
         gen = self._boot(res, created)
         with self.lock:
             if gen is None or self.slots.get(index) is not res:
@@ -176,13 +189,7 @@ class Account:
         else:
             raise ApiError(409, "creation_no_longer_running",
                            {"creation": {"id": rec.id, "containerId": cid, "status": "stopped"}})
-        self.lock.release()
-        try:
-            doc = self.doc()
-        finally:
-            self.lock.acquire()
-        doc["creation"] = creation
-        return doc
+        return creation
 
     def _boot(self, res, created):
         root = os.path.join(self.state_dir, "slots", "small" if res.index == 0 else "c%d" % res.index,

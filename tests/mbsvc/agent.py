@@ -92,8 +92,7 @@ class Agent:
             for k in orig:
                 if k in req:
                     req[k] = self._to_host(req[k])
-        fn = agent_fs.OPS[op] if op != "write" else None
-        res, out = (agent_fs.write(req, payload) if op == "write" else fn(req))
+        res, out = agent_fs.write(req, payload) if op == "write" else agent_fs.OPS[op](req)
         if not self.args.isolated:
             for k, v in orig.items():
                 if k in res:
