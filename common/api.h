@@ -57,8 +57,8 @@ struct mb_client_opts {
 	long connect_timeout_ms;    /* default 10000 when 0 */
 	long op_timeout_ms;         /* total time for one call incl. retries;
 	                               default 60000 when 0 */
-	bool use_limiter;           /* take machine-wide slots (default on: set
-	                               false only in tests of the 429 path) */
+	bool use_limiter;           /* take machine-wide slots: set it true;
+	                               false only in tests of the 429 path */
 };
 
 int mb_client_new(const struct mb_client_opts *opts, struct mb_client **out,

@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.parse
 
 import pytest
 
@@ -369,6 +370,75 @@ def test_sse_follow_parsing_rotation_and_dedupe(scripted_sse):
     assert sum(1 for e in events if e["kind"] == 3) >= 3     # comments and the reconnect
     statuses = [e["job"]["status"] for e in events if e["kind"] == 4]
     assert statuses == ["running", "succeeded"]
+
+
+class ScriptedJSON(http.server.BaseHTTPRequestHandler):
+    """Answers stat/list with the entry named by the path's last segment."""
+    protocol_version = "HTTP/1.0"
+    entries = {
+        "good": {"name": "good", "path": "/w/good", "type": "file", "size": 3, "mode": "4755",
+                 "uid": 1000, "gid": 1000, "modifiedAt": "2026-10-05T12:00:07.000Z",
+                 "someday": {"new": True}},
+        "newtype": {"name": "newtype", "type": "door", "size": 0, "mode": "0644", "uid": 0,
+                    "gid": 0, "modifiedAt": "2026-10-05T12:00:07.000Z"},
+        "strsize": {"name": "strsize", "type": "file", "size": "3", "mode": "0644"},
+        "intmode": {"name": "intmode", "type": "file", "size": 3, "mode": 420},
+        "hexmode": {"name": "hexmode", "type": "file", "size": 3, "mode": "0x1ff"},
+        "badtime": {"name": "badtime", "type": "file", "size": 3, "mode": "0644",
+                    "modifiedAt": "last tuesday"},
+        "noname": {"type": "file", "size": 3, "mode": "0644"},
+    }
+
+    def log_message(self, *a):
+        pass
+
+    def do_GET(self):
+        q = dict(urllib.parse.parse_qsl(self.path.partition("?")[2]))
+        name = q.get("path", "").rsplit("/", 1)[-1]
+        if self.path.startswith("/containers/files/stat"):
+            body = self.entries[name] if name in self.entries else None
+        elif name == "notjson":
+            body = "<html>"
+        elif name == "noentries":
+            body = {"path": "/w", "nextOffset": None}
+        else:
+            body = {"path": "/w", "entries": [self.entries["good"], self.entries[name]],
+                    "nextOffset": None}
+        data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def scripted_json():
+    srv = socketserver.ThreadingTCPServer(("127.0.0.1", 0), ScriptedJSON)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield bare_env(MAINBRELLA_API_URL="http://127.0.0.1:%d" % srv.server_address[1],
+                   MAINBRELLA_API_KEY="mb_" + "2" * 64)
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_answers_checked_field_by_field(scripted_json):
+    gen = ["c1", "2026-10-05T12:00:00.000Z"]
+    st = ok_json(["stat", *gen, "/w/good"], env=scripted_json)
+    assert st["mode"] == "4755" and st["mtime"] == 1791201607 and st["size"] == 3
+    assert ok_json(["stat", *gen, "/w/newtype"], env=scripted_json)["type"] == "other"
+    for name, field in [("strsize", "'size'"), ("intmode", "'mode'"), ("hexmode", "'mode'"),
+                        ("badtime", "'modifiedAt'"), ("noname", "'name'")]:
+        msg, info = failure(["stat", *gen, "/w/" + name], env=scripted_json)
+        assert info["errno"] == "EPROTO" and field in msg, (name, msg)
+        assert msg.startswith("cannot stat '/w/%s': " % name)
+        msg, info = failure(["ls", *gen, "/w/" + name], env=scripted_json)
+        assert info["errno"] == "EPROTO" and field in msg, (name, msg)
+    msg, info = failure(["ls", *gen, "/w/notjson"], env=scripted_json)
+    assert info["errno"] == "EPROTO" and "not valid JSON" in msg
+    msg, info = failure(["ls", *gen, "/w/noentries"], env=scripted_json)
+    assert info["errno"] == "EPROTO" and "'entries' missing" in msg
 
 
 # ------------------------------------------------------------- against the service
