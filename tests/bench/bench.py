@@ -394,12 +394,17 @@ class MbfsBackend(Backend):
         self.ctx = ctx
         self.latency = latency
         self.mount = None
+        self._mnt_undo = None
         self.service = mbtest.Service(latency_ms=latency)
         self._svc_undo = CLEANUP.push(self.service.stop)
-        self.ident = self.service.create_container()
-        self.mnt = os.path.join(ctx.tmp, "mnt-mbfs-%dms" % latency)
-        os.makedirs(self.mnt)
-        self._mount()
+        try:
+            self.ident = self.service.create_container()
+            self.mnt = os.path.join(ctx.tmp, "mnt-mbfs-%dms" % latency)
+            os.makedirs(self.mnt)
+            self._mount()
+        except BaseException:
+            self.stop()
+            raise
 
     def _mount(self):
         self.mount = mbtest.Mount(self.service, self.ident, options=self.ctx.mbfs_opts, mountpoint=self.mnt)
@@ -407,8 +412,12 @@ class MbfsBackend(Backend):
 
     def _unmount(self):
         if self.mount is not None:
+            t0 = time.monotonic()
             rc = self.mount.unmount()
+            dt = time.monotonic() - t0
             tail = self.mount.log()[-1500:]
+            if dt > 5:
+                log("mbfs took %.1fs to unmount and exit" % dt)
             if rc not in (0, None):
                 log("mbfs exited %s; log tail:\n%s" % (rc, tail))
             if mbtest.sanitizer_report(tail):
@@ -426,15 +435,34 @@ class MbfsBackend(Backend):
         doc = self.service.stats()
         return {k: v for k, v in doc.get("requests", {}).items() if "/_local" not in k}
 
+    def seed_tar(self, tar, subdir):
+        """Unpack a local tar into /workspace/SUBDIR on the guest, behind the mount."""
+        stage = "/tmp/mbbench-seed"
+        with open(tar, "rb") as f:
+            data = f.read()
+        self._guest("rm -rf %s && mkdir -p %s" % (stage, stage))
+        for i in range(0, len(data), MIB):
+            self.service.put_file(self.ident, "%s/part.%06d" % (stage, i // MIB), data[i:i + MIB])
+        self._guest("mkdir -p /workspace/%s && cat %s/part.* | tar -x -C /workspace/%s && rm -rf %s"
+                    % (subdir, stage, subdir, stage))
+
+    def _guest(self, command):
+        doc = self.service.exec(self.ident, command, timeout_ms=60000)
+        if doc.get("exitCode") != 0:
+            raise Failed("guest command failed: %s: %s" % (command, (doc.get("stderr") or str(doc))[:160]))
+        return doc
+
     def exec_true(self):
         if not os.path.exists(mbtest.MBEXEC):
             raise Failed("%s is missing" % mbtest.MBEXEC)
         return [mbtest.MBEXEC, "true"], self.mnt, self.service.env()
 
     def stop(self):
-        CLEANUP.run(self._mnt_undo)
-        with contextlib.suppress(Exception):
-            self.service.delete_container(self.ident)
+        if self._mnt_undo:
+            CLEANUP.run(self._mnt_undo)
+        if getattr(self, "ident", None):
+            with contextlib.suppress(Exception):
+                self.service.delete_container(self.ident)
         CLEANUP.run(self._svc_undo)
 
 
@@ -447,16 +475,21 @@ class SshfsBackend(Backend):
         self.proxy = None
         self.proc = None
         self.port = self.sshd.port
+        self._mnt_undo = None
         if latency > 0:
             self.proxy = DelayProxy(self.sshd.port, latency, ctx.max_seconds)
             self._proxy_undo = CLEANUP.push(self.proxy.stop)
             self.port = self.proxy.port
-        self.export = os.path.join(ctx.tmp, "sshfs-export-%dms" % latency)
-        os.makedirs(self.export)
-        self.mnt = os.path.join(ctx.tmp, "mnt-sshfs-%dms" % latency)
-        os.makedirs(self.mnt)
-        self.log_path = os.path.join(ctx.tmp, "sshfs-%dms.log" % latency)
-        self._mount()
+        try:
+            self.export = os.path.join(ctx.tmp, "sshfs-export-%dms" % latency)
+            os.makedirs(self.export)
+            self.mnt = os.path.join(ctx.tmp, "mnt-sshfs-%dms" % latency)
+            os.makedirs(self.mnt)
+            self.log_path = os.path.join(ctx.tmp, "sshfs-%dms.log" % latency)
+            self._mount()
+        except BaseException:
+            self.stop()
+            raise
 
     def _mount(self):
         opts = ",".join(self.sshd.ssh_options() + self.ctx.sshfs_opts)
@@ -497,11 +530,18 @@ class SshfsBackend(Backend):
         CLEANUP.run(self._mnt_undo)
         self._mount()
 
+    def seed_tar(self, tar, subdir):
+        """Unpack a local tar into the exported directory, behind the mount."""
+        d = os.path.join(self.export, subdir)
+        os.makedirs(d, exist_ok=True)
+        run(["tar", "-x", "-f", tar, "-C", d])
+
     def exec_true(self):
         return self.sshd.ssh_argv(self.port, "true"), None, None
 
     def stop(self):
-        CLEANUP.run(self._mnt_undo)
+        if self._mnt_undo:
+            CLEANUP.run(self._mnt_undo)
         if self.proxy is not None:
             CLEANUP.run(self._proxy_undo)
 
@@ -512,11 +552,11 @@ class Failed(Exception):
     pass
 
 
-def run(argv, cwd=None, env=None, timeout=900, ok=(0,), shell=False):
+def run(argv, cwd=None, env=None, timeout=1200, ok=(0,)):
     """Run a command; return seconds of wall time. Raises Failed on a bad exit."""
     t0 = time.perf_counter()
     try:
-        p = subprocess.run(argv, cwd=cwd, env=env, timeout=timeout, shell=shell,
+        p = subprocess.run(argv, cwd=cwd, env=env, timeout=timeout,
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     except subprocess.TimeoutExpired:
         raise Failed("timed out after %ds" % timeout)
@@ -546,96 +586,97 @@ def git_argv(path, *args):
     return ["git", "-c", "safe.directory=*", "-c", "core.fsmonitor=false", "-C", path] + list(args)
 
 
-def wl_seq_write(ctx, b):
+# Each workload: result keys, an optional setup(ctx, b) run once untimed, and
+# one(ctx, b, r) for run r, returning one Sample per key.
+
+def seqwrite_setup(ctx, b):
     os.makedirs(b.path("seq"), exist_ok=True)
-    out = []
-    for r in range(ctx.runs("seqwrite")):
-        dst = b.path("seq", "big-%d" % r)
-        out.append(measure(b, lambda: run(["dd", "if=" + ctx.data.big, "of=" + dst, "bs=1M", "status=none"])))
-    return out
 
 
-def wl_seq_read(ctx, b):
+def seqwrite_one(ctx, b, r):
+    dst = b.path("seq", "big-%d" % r)
+    return [measure(b, lambda: run(["dd", "if=" + ctx.data.big, "of=" + dst, "bs=1M", "status=none"]))]
+
+
+def seqread_setup(ctx, b):
+    if not os.path.exists(b.path("seq", "big-0")):
+        seqwrite_setup(ctx, b)
+        run(["dd", "if=" + ctx.data.big, "of=" + b.path("seq", "big-0"), "bs=1M", "status=none"])
+
+
+def seqread_one(ctx, b, r):
     b.remount()  # nothing cached, in the kernel or in the filesystem
-    out = []
-    for r in range(ctx.runs("seqread")):
-        src = b.path("seq", "big-%d" % r)
-        out.append(measure(b, lambda: run(["dd", "if=" + src, "of=/dev/null", "bs=1M", "status=none"])))
-    # Check the bytes once, untimed.
-    try:
-        run(["cmp", "-s", ctx.data.big, b.path("seq", "big-0")], timeout=600)
-    except Failed as e:
-        out[0].note = "content MISMATCH (%s)" % e
-    return out
+    src = b.path("seq", "big-0")
+    sample = measure(b, lambda: run(["dd", "if=" + src, "of=/dev/null", "bs=1M", "status=none"]))
+    if r == 0:  # check the bytes once, untimed
+        try:
+            run(["cmp", "-s", ctx.data.big, src], timeout=600)
+        except Failed as e:
+            sample.note = "content MISMATCH (%s)" % e
+    return [sample]
 
 
-def wl_untar(ctx, b):
-    out = []
-    for r in range(ctx.runs("untar")):
-        d = b.path("tree-%d" % r)
-        os.mkdir(d)
-        out.append(measure(b, lambda: run(["tar", "-x", "--no-same-owner", "-f", ctx.data.tree_tar, "-C", d])))
-    return out
+def untar_one(ctx, b, r):
+    d = b.path("tree-%d" % r)
+    os.mkdir(d)
+    return [measure(b, lambda: run(["tar", "-x", "--no-same-owner", "-f", ctx.data.tree_tar, "-C", d]))]
 
 
-def wl_ls(ctx, b):
-    out = []
-    for _ in range(ctx.runs("ls")):
-        b.remount()
-        out.append(measure(b, lambda: run(["ls", "-lR", b.path("tree-0")])))
-    return out
+def tree_setup(ctx, b):
+    if not os.path.isdir(b.path("tree-0")):
+        untar_one(ctx, b, 0)
 
 
-def wl_find(ctx, b):
-    out = []
-    for _ in range(ctx.runs("find")):
-        b.remount()
-        out.append(measure(b, lambda: run(["find", b.path("tree-0")])))
-    return out
+def ls_one(ctx, b, r):
+    b.remount()
+    return [measure(b, lambda: run(["ls", "-lR", b.path("tree-0")]))]
 
 
-def wl_grep(ctx, b):
-    cold, warm = [], []
+def find_one(ctx, b, r):
+    b.remount()
+    return [measure(b, lambda: run(["find", b.path("tree-0")]))]
+
+
+def grep_one(ctx, b, r):
     argv = ["grep", "-r", "-c", NEEDLE, b.path("tree-0")]
-    for _ in range(ctx.runs("grep")):
-        b.remount()
-        cold.append(measure(b, lambda: run(argv, ok=(0, 1))))
-        warm.append(measure(b, lambda: run(argv, ok=(0, 1))))
-    return cold, warm
+    b.remount()
+    cold = measure(b, lambda: run(argv, ok=(0, 1)))
+    warm = measure(b, lambda: run(argv, ok=(0, 1)))
+    return [cold, warm]
 
 
-def wl_git(ctx, b):
-    repo = b.path("repo")
-    if not os.path.isdir(repo):
-        os.mkdir(repo)
-        t = run(["tar", "-x", "--no-same-owner", "-f", ctx.data.repo_tar, "-C", repo], timeout=1800)
-        log("  %s: copied the repository in %.1fs" % (b.name, t))
-        # Once, untimed: let git write the index stat data for this filesystem.
-        run(git_argv(repo, "status", "--porcelain"), timeout=1800)
-    cold, warm = [], []
-    argv = git_argv(repo, "status", "--porcelain")
-    for _ in range(ctx.runs("git")):
-        b.remount()
-        cold.append(measure(b, lambda: run(argv)))
-        warm.append(measure(b, lambda: run(argv)))
-    # A clean tree must stay clean.
-    p = subprocess.run(argv, capture_output=True, timeout=600)
-    if p.stdout.strip():
-        cold[0].note = "git status not clean: %s" % p.stdout.decode(errors="replace").splitlines()[0][:80]
-    return cold, warm
+def git_setup(ctx, b):
+    """The repository goes in behind the mount (it is set-up, not a workload),
+    then one untimed `git status` through the mount writes the index's stat
+    data as this filesystem reports them."""
+    t0 = time.perf_counter()
+    b.seed_tar(ctx.data.repo_tar, "repo")
+    b.remount()
+    run(git_argv(b.path("repo"), "status", "--porcelain"))
+    log("  %s: repository seeded and indexed in %.1fs" % (b.name, time.perf_counter() - t0))
 
 
-def wl_exec(ctx, b):
+def git_one(ctx, b, r):
+    argv = git_argv(b.path("repo"), "status", "--porcelain")
+    b.remount()
+    cold = measure(b, lambda: run(argv))
+    warm = measure(b, lambda: run(argv))
+    if r == 0:  # a clean tree must stay clean
+        p = subprocess.run(argv, capture_output=True, timeout=600)
+        if p.returncode or p.stdout.strip():
+            cold.note = "git status not clean: %s" % (p.stdout + p.stderr).decode(errors="replace").splitlines()[0][:80]
+    return [cold, warm]
+
+
+def exec_one(ctx, b, r):
     argv, cwd, env = b.exec_true()
-    out = []
-    for _ in range(ctx.runs("exec")):
-        def loop():
-            total = 0.0
-            for _ in range(ctx.exec_count):
-                total += run(argv, cwd=cwd, env=env, timeout=120)
-            return total
-        out.append(measure(b, loop))
-    return out
+
+    def loop():
+        total = 0.0
+        for _ in range(ctx.exec_count):
+            total += run(argv, cwd=cwd, env=env, timeout=120)
+        return total
+    return [measure(b, loop)]
 
 
 class Raw:
@@ -697,34 +738,58 @@ class Raw:
         return dt, sum(moved)
 
 
-def wl_raw(ctx, b):
-    """Parallel (4) 1 MiB GETs of the 64 MiB file pre-split on the guest, and
-    parallel 1 MiB PUTs of the same bytes."""
-    remote = "/workspace/raw"
+RAW_DIR = "/workspace/.bench-raw"
+
+
+def split_names(n):
+    return ["part.%s" % "".join(chr(97 + (i // 26 ** k) % 26) for k in (3, 2, 1, 0)) for i in range(n)]
+
+
+def raw_setup(ctx, b):
+    seqread_setup(ctx, b)
     doc = b.service.exec(b.ident, "rm -rf %s && mkdir -p %s && split -b 1048576 -a 4 /workspace/seq/big-0 %s/part."
-                         % (remote, remote, remote), timeout_ms=60000)
+                         % (RAW_DIR, RAW_DIR, RAW_DIR), timeout_ms=60000)
     if doc.get("exitCode") != 0:
         raise Failed("split on the guest failed: %s" % (doc.get("stderr") or doc)[:160])
-    names = ["part." + "".join(chr(97 + (i // 26 ** k) % 26) for k in (3, 2, 1, 0)) for i in range(ctx.data.big_mib)]
-    gets, puts = [], []
     with open(ctx.data.big, "rb") as f:
-        chunks = [f.read(MIB) for _ in range(ctx.data.big_mib)]
+        b.raw_chunks = [f.read(MIB) for _ in range(ctx.data.big_mib)]
+
+
+def raw_one(ctx, b, r):
+    """Parallel (4) 1 MiB GETs of the file pre-split on the guest, and parallel
+    1 MiB PUTs of the same bytes."""
     raw = Raw(b.service, b.ident)
-    for r in range(ctx.runs("raw")):
-        b.reset_stats()
-        dt, n = raw.parallel([("GET", "%s/%s" % (remote, nm), None) for nm in names])
-        gets.append(Sample(dt, b.requests(), None if n == ctx.data.big_mib * MIB else "got %d bytes" % n))
-        b.reset_stats()
-        dt, n = raw.parallel([("PUT", "%s/up-%d.%04d" % (remote, r, i), c) for i, c in enumerate(chunks)])
-        puts.append(Sample(dt, b.requests()))
-    return gets, puts
+    b.reset_stats()
+    dt, n = raw.parallel([("GET", "%s/%s" % (RAW_DIR, nm), None) for nm in split_names(ctx.data.big_mib)])
+    get = Sample(dt, b.requests(), None if n == ctx.data.big_mib * MIB else "got %d bytes" % n)
+    b.reset_stats()
+    dt, n = raw.parallel([("PUT", "%s/up-%d.%04d" % (RAW_DIR, r, i), c) for i, c in enumerate(b.raw_chunks)])
+    return [get, Sample(dt, b.requests())]
+
+
+class Workload:
+    def __init__(self, name, keys, one, setup=None, backends=("mbfs", "sshfs")):
+        self.name, self.keys, self.one, self.setup, self.backends = name, keys, one, setup, backends
+
+
+WORKLOADS = [
+    Workload("seqwrite", ["seqwrite"], seqwrite_one, seqwrite_setup),
+    Workload("seqread", ["seqread"], seqread_one, seqread_setup),
+    Workload("raw", ["raw-get", "raw-put"], raw_one, raw_setup, backends=("mbfs",)),
+    Workload("untar", ["untar"], untar_one),
+    Workload("ls", ["ls"], ls_one, tree_setup),
+    Workload("find", ["find"], find_one, tree_setup),
+    Workload("grep", ["grep-cold", "grep-warm"], grep_one, tree_setup),
+    Workload("git", ["git-cold", "git-warm"], git_one, git_setup),
+    Workload("exec", ["exec"], exec_one),
+]
 
 
 # ---------------------------------------------------------------- driver
 
 class Result:
     def __init__(self):
-        # (latency, workload key) -> {backend name: [Sample] or Failed}
+        # (latency, key) -> {backend name: [Sample] or Failed}
         self.rows = {}
         self.order = []
 
@@ -734,9 +799,6 @@ class Result:
             self.rows[k] = {}
             self.order.append(k)
         self.rows[k][backend] = value
-
-
-WORKLOADS = ["seqwrite", "seqread", "untar", "ls", "find", "grep", "git", "exec", "raw"]
 
 
 def label(ctx, key):
@@ -757,79 +819,37 @@ def label(ctx, key):
     }[key]
 
 
-def result_keys(workload):
-    return {"grep": ["grep-cold", "grep-warm"], "git": ["git-cold", "git-warm"],
-            "raw": ["raw-get", "raw-put"]}.get(workload, [workload])
+def run_workload(ctx, w, b, latency, result):
+    """Up to --repeat runs of w on b; no new run once --budget seconds are spent."""
+    def fail(e):
+        log("  %s failed: %s" % (w.name, e))
+        for k in w.keys:
+            result.add(latency, k, b.name, e if isinstance(e, Failed) else Failed(repr(e)[:200]))
 
-
-def run_suite(ctx, b, latency, result):
-    def record(key, fn):
-        if time.monotonic() > ctx.deadline:
-            for k in result_keys(key):
-                result.add(latency, k, b.name, Failed("skipped: over --max-minutes"))
-            return None
-        log("%s @ %d ms: %s" % (b.name, latency, key))
-        try:
-            return fn()
-        except Failed as e:
-            log("  %s failed: %s" % (key, e))
-            return e
-        except (OSError, RuntimeError, AssertionError) as e:
-            log("  %s failed: %r" % (key, e))
-            return Failed(repr(e)[:200])
-
-    def single(key, fn):
-        v = record(key, fn)
-        if v is not None:
-            result.add(latency, key, b.name, v)
-            show(v)
-
-    def double(key, fn):
-        v = record(key, fn)
-        if v is None:
-            return
-        if isinstance(v, Failed):
-            result.add(latency, key + "-cold", b.name, v)
-            result.add(latency, key + "-warm", b.name, v)
-            return
-        result.add(latency, key + "-cold", b.name, v[0])
-        result.add(latency, key + "-warm", b.name, v[1])
-        show(v[0])
-        show(v[1])
-
-    def show(v):
-        if isinstance(v, list):
-            log("  " + " ".join("%.3fs" % s.seconds for s in v)
-                + ("  requests: %s" % [sum(s.requests.values()) for s in v] if v and v[0].requests is not None else ""))
-
-    sel = ctx.workloads
-    if "seqwrite" in sel or "seqread" in sel or "raw" in sel:
-        single("seqwrite", lambda: wl_seq_write(ctx, b))
-    if "seqread" in sel:
-        single("seqread", lambda: wl_seq_read(ctx, b))
-    if "raw" in sel and isinstance(b, MbfsBackend):
-        double_raw = record("raw", lambda: wl_raw(ctx, b))
-        if isinstance(double_raw, Failed):
-            result.add(latency, "raw-get", b.name, double_raw)
-            result.add(latency, "raw-put", b.name, double_raw)
-        elif double_raw is not None:
-            result.add(latency, "raw-get", b.name, double_raw[0])
-            result.add(latency, "raw-put", b.name, double_raw[1])
-            show(double_raw[0])
-            show(double_raw[1])
-    trees = {"untar", "ls", "find", "grep"} & set(sel)
-    if trees:
-        single("untar", lambda: wl_untar(ctx, b))
-    if "ls" in sel:
-        single("ls", lambda: wl_ls(ctx, b))
-    if "find" in sel:
-        single("find", lambda: wl_find(ctx, b))
-    if "grep" in sel:
-        double("grep", lambda: wl_grep(ctx, b))
-    if "git" in sel:
-        double("git", lambda: wl_git(ctx, b))
-    if "exec" in sel:
-        single("exec", lambda: wl_exec(ctx, b))
+    if time.monotonic() > ctx.deadline:
+        for k in w.keys:
+            result.add(latency, k, b.name, Failed("skipped: over --max-minutes"))
+        return
+    log("%s @ %d ms: %s" % (b.name, latency, w.name))
+    samples = [[] for _ in w.keys]
+    try:
+        if w.setup:
+            w.setup(ctx, b)
+        t0 = time.monotonic()
+        for r in range(ctx.repeat):
+            if r and (time.monotonic() - t0 > ctx.budget or time.monotonic() > ctx.deadline):
+                break
+            for lst, smp in zip(samples, w.one(ctx, b, r)):
+                lst.append(smp)
+    except (Failed, OSError, RuntimeError, AssertionError, subprocess.SubprocessError) as e:
+        if not samples[0]:
+            return fail(e)
+        log("  %s: run %d failed, keeping the earlier runs: %s" % (w.name, len(samples[0]) + 1, e))
+    for k, lst in zip(w.keys, samples):
+        result.add(latency, k, b.name, lst)
+        log("  %-9s %s%s" % (k, " ".join("%.3fs" % x.seconds for x in lst),
+                             "  requests %s" % [sum(x.requests.values()) for x in lst]
+                             if lst[0].requests is not None else ""))
 
 
 def fmt_seconds(v):
@@ -857,19 +877,18 @@ def build_report(ctx, result, started):
         sshfs_ver = "sshfs " + (m.group(1) if m else "?")
     lines.append("## Benchmark results%s" % (" (quick run)" if ctx.quick else ""))
     lines.append("")
-    lines.append("`make bench` (`tests/bench/bench.py%s`) on %s, commit %s, %d CPUs, %s. "
-                 "Median of %d runs (%s at latencies > 0: %d), seconds; lower is better. "
-                 "mbfs runs on the local service (`tests/localservice.py --latency-ms L`); "
-                 "sshfs (%s, default options) on a private sshd over loopback, "
+    lines.append("`tests/bench/bench.py%s` on %s, commit %s, %d CPUs, %s. "
+                 "Seconds, median of up to %d runs (no further run of a workload once its runs took %g s; "
+                 "the runs column says how many), lower is better. "
+                 "mbfs: the local service (`tests/localservice.py --latency-ms L`). "
+                 "sshfs: %s with default options, on a private sshd over loopback, "
                  "through `tests/bench/delayproxy.py` adding L ms per round trip when L > 0. "
-                 "Requests: API requests per mbfs run, from `/_local/stats`."
+                 "mbfs requests: API requests of one mbfs run, from `/_local/stats`."
                  % (" " + " ".join(ctx.argv) if ctx.argv else "", time.strftime("%Y-%m-%d"), commit or "?",
-                    os.cpu_count(), platform_name(), ctx.repeat,
-                    "tar x, grep, git status, exec", min(ctx.repeat, ctx.repeat_slow),
-                    sshfs_ver))
+                    os.cpu_count(), platform_name(), ctx.repeat, ctx.budget, sshfs_ver))
     lines.append("")
-    lines.append("| latency | workload | mbfs s | sshfs s | mbfs/sshfs | mbfs requests | notes |")
-    lines.append("|---:|---|---:|---:|---:|---:|---|")
+    lines.append("| latency | workload | mbfs s | sshfs s | mbfs/sshfs | mbfs requests | runs | notes |")
+    lines.append("|---:|---|---:|---:|---:|---:|---:|---|")
     details = []
     for (lat, key) in result.order:
         row = result.rows[(lat, key)]
@@ -894,9 +913,10 @@ def build_report(ctx, result, started):
             for v, who in ((m, "mbexec"), (s, "ssh")):
                 if isinstance(v, list) and v:
                     notes.append("%s %.0f ms/call" % (who, 1000 * statistics.median(x.seconds for x in v) / ctx.exec_count))
-        lines.append("| %d ms | %s | %s | %s | %s | %s | %s |" % (
+        runs = "/".join(str(len(v)) if isinstance(v, list) else "0" for v in (m, s) if v is not None)
+        lines.append("| %d ms | %s | %s | %s | %s | %s | %s | %s |" % (
             lat, label(ctx, key), fmt_seconds(m), fmt_seconds(s), ratio,
-            "—" if req is None else "%g" % req, "; ".join(notes)))
+            "—" if req is None else "%g" % req, runs, "; ".join(notes)))
         if isinstance(m, list) and m and m[0].requests:
             routes = {}
             for x in m:
@@ -948,19 +968,31 @@ def platform_name():
     return sys.platform
 
 
-# Cheap at any latency: these get --repeat runs everywhere; the others get
-# --repeat-slow runs when latency > 0 (one grep -r of 2,000 files over sshfs at
-# 20 ms takes a minute and a half).
-CHEAP = {"seqwrite", "seqread", "ls", "find", "raw"}
-
-
 class Ctx:
-    latency = 0
+    pass
 
-    def runs(self, key):
-        if self.latency == 0 or key in CHEAP:
-            return self.repeat
-        return min(self.repeat, self.repeat_slow)
+
+def run_latency(ctx, names, latency, result):
+    """Both sides mounted at once; each workload runs on one, then the other,
+    so a time limit cuts both at the same place."""
+    started = []
+    try:
+        for name in names:
+            cls = MbfsBackend if name == "mbfs" else SshfsBackend
+            try:
+                started.append(cls(ctx, latency))
+            except (RuntimeError, OSError, AssertionError, subprocess.SubprocessError) as e:
+                log("%s @ %d ms: could not start: %s" % (name, latency, e))
+                for w in ctx.workloads:
+                    for k in w.keys:
+                        result.add(latency, k, name, Failed("did not start"))
+        for w in ctx.workloads:
+            for b in started:
+                if b.name in w.backends:
+                    run_workload(ctx, w, b, latency, result)
+    finally:
+        for b in reversed(started):
+            b.stop()
 
 
 def main(argv=None):
@@ -968,11 +1000,11 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description="mbfs vs sshfs benchmarks (figures only, nothing asserted)")
     ap.add_argument("--quick", action="store_true", help="smoke run: small sizes, one run each")
     ap.add_argument("--repeat", type=int, help="runs of each timed workload (default 3, quick 1)")
-    ap.add_argument("--repeat-slow", type=int, default=1,
-                    help="runs of tar x, grep, git status and exec when latency > 0 (default 1)")
+    ap.add_argument("--budget", type=float, default=60,
+                    help="no further run of a workload once its runs took this many seconds (default 60)")
     ap.add_argument("--latencies", default="0,20", help="added round-trip latencies in ms (default 0,20)")
     ap.add_argument("--backends", default="mbfs,sshfs", help="mbfs,sshfs (default both)")
-    ap.add_argument("--workloads", default=",".join(WORKLOADS), help="subset of " + ",".join(WORKLOADS))
+    ap.add_argument("--workloads", default=",".join(w.name for w in WORKLOADS), help="subset of " + ",".join(w.name for w in WORKLOADS))
     ap.add_argument("--size-mib", type=int, help="size of the sequential file (default 64, quick 8)")
     ap.add_argument("--files", type=int, help="small files in the tar (default 2000, quick 200)")
     ap.add_argument("--repo-files", type=int, help="files in the git repository (default 1000, quick 100)")
@@ -989,11 +1021,12 @@ def main(argv=None):
     ctx.quick = args.quick
     ctx.repeat = args.repeat or (1 if args.quick else 3)
     ctx.latencies = [int(x) for x in args.latencies.split(",") if x != ""]
-    ctx.repeat_slow = max(1, args.repeat_slow)
-    ctx.workloads = [w for w in args.workloads.split(",") if w]
-    bad = set(ctx.workloads) - set(WORKLOADS)
+    ctx.budget = args.budget
+    chosen = [w for w in args.workloads.split(",") if w]
+    bad = set(chosen) - {w.name for w in WORKLOADS}
     if bad:
         ap.error("unknown workloads: %s" % ", ".join(sorted(bad)))
+    ctx.workloads = [w for w in WORKLOADS if w.name in chosen]
     backends = [x for x in args.backends.split(",") if x]
     ctx.exec_count = args.exec_count or (10 if args.quick else 50)
     ctx.mbfs_opts = args.mbfs_opt
@@ -1036,21 +1069,7 @@ def main(argv=None):
                 log("sshfs side skipped: %s" % e)
                 backends.remove("sshfs")
         for latency in ctx.latencies:
-            ctx.latency = latency
-            for name in backends:
-                cls = MbfsBackend if name == "mbfs" else SshfsBackend
-                try:
-                    b = cls(ctx, latency)
-                except (RuntimeError, OSError, AssertionError, subprocess.CalledProcessError) as e:
-                    log("%s @ %d ms: could not start: %s" % (name, latency, e))
-                    for w in ctx.workloads:
-                        for key in result_keys(w):
-                            result.add(latency, key, name, Failed("did not start"))
-                    continue
-                try:
-                    run_suite(ctx, b, latency, result)
-                finally:
-                    b.stop()
+            run_latency(ctx, backends, latency, result)
         report = build_report(ctx, result, started)
     finally:
         CLEANUP.run_all()
