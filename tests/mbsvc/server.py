@@ -325,4 +325,6 @@ class Server(http.server.ThreadingHTTPServer):
 
     def __init__(self, addr, service):
         self.service = service
+        if ":" in addr[0]:
+            self.address_family = socket.AF_INET6
         super().__init__(addr, Handler)
