@@ -135,6 +135,24 @@ def stop_process(proc, timeout=10):
         proc.wait()
 
 
+def threads_of(pid):
+    """Where each thread of a process waits: for a daemon slow to exit."""
+    out = []
+    try:
+        for tid in sorted(os.listdir("/proc/%d/task" % pid), key=int):
+            try:
+                with open("/proc/%d/task/%s/wchan" % (pid, tid)) as f:
+                    wchan = f.read().strip()
+                with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            out.append("%s:%s:%s" % (tid, state, wchan))
+    except OSError:
+        pass
+    return " ".join(out)
+
+
 def on_signal(signum, frame):
     raise SystemExit(128 + signum)
 
@@ -413,7 +431,14 @@ class MbfsBackend(Backend):
     def _unmount(self):
         if self.mount is not None:
             t0 = time.monotonic()
-            rc = self.mount.unmount()
+            proc = self.mount.proc
+            watch = threading.Timer(5, lambda: log("mbfs still running 5s after unmount began: mounted=%s threads %s"
+                                                   % (os.path.ismount(self.mnt), threads_of(proc.pid))))
+            watch.start()
+            try:
+                rc = self.mount.unmount()
+            finally:
+                watch.cancel()
             dt = time.monotonic() - t0
             tail = self.mount.log()[-1500:]
             if dt > 5:
@@ -511,20 +536,25 @@ class SshfsBackend(Backend):
             raise RuntimeError("sshfs did not mount: %s" % f.read().decode(errors="replace")[-2000:])
 
     def _unmount(self):
+        t0 = time.monotonic()
         if os.path.ismount(self.mnt):
-            subprocess.run(["fusermount3", "-u", self.mnt], capture_output=True)
+            p = subprocess.run(["fusermount3", "-u", self.mnt], capture_output=True)
             deadline = time.time() + 20
             while os.path.ismount(self.mnt) and time.time() < deadline:
                 time.sleep(0.1)
-                subprocess.run(["fusermount3", "-u", self.mnt], capture_output=True)
+                p = subprocess.run(["fusermount3", "-u", self.mnt], capture_output=True)
             if os.path.ismount(self.mnt):
+                log("sshfs: fusermount3 -u: %s; unmounting lazily" % p.stderr.decode(errors="replace").strip())
                 subprocess.run(["fusermount3", "-uz", self.mnt], capture_output=True)
         if self.proc is not None:
             try:
                 self.proc.wait(20)
             except subprocess.TimeoutExpired:
+                log("sshfs did not exit after unmount; killing it; threads %s" % threads_of(self.proc.pid))
                 stop_process(self.proc)
             self.proc = None
+        if time.monotonic() - t0 > 5:
+            log("sshfs took %.1fs to unmount and exit" % (time.monotonic() - t0))
 
     def remount(self):
         CLEANUP.run(self._mnt_undo)
