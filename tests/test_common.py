@@ -788,3 +788,16 @@ def test_delete_container(service):
     ok(["delete", c["id"], c["createdAt"]], env=env)
     msg, info = failure(["delete", c["id"], c["createdAt"]], env=env)
     assert info["errno"] == "ENOTCONN" and info["code"] == "container_not_running"
+
+
+@pytest.mark.slow
+def test_follow_across_the_30s_rotation(api, service):
+    job = json.loads(api.ok("job", *api.gen, "echo before; sleep 33; echo after",
+                                   "-", "-", "60000").stdout)
+    service.reset_stats()
+    p = api.ok("follow", *api.gen, job["id"], "--json", timeout=120)
+    events = [json.loads(l) for l in p.stdout.splitlines()]
+    assert "".join(e["data"] for e in events if e["kind"] == 1) == "before\nafter\n"
+    statuses = [e["job"]["status"] for e in events if e["kind"] == 4]
+    assert statuses[0] == "running" and statuses[-1] == "succeeded"
+    assert mbtest.requests_for(service.stats(), "GET /containers/executions/{eid}/events") == 2

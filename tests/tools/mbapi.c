@@ -35,7 +35,8 @@ static const char usage[] =
 "         mkdir ID GEN PATH [-p] [MODE] | rm ID GEN PATH [-r]\n"
 "         mv ID GEN SRC DST | chmod ID GEN PATH MODE\n"
 "         exec ID GEN CMD [TIMEOUT_MS] | export ID GEN >out.tgz\n"
-"         job ID GEN CMD [KEY] [stdin] | job-get ID GEN EID | job-list ID GEN\n"
+"         job ID GEN CMD [KEY|-] [stdin|-] [TIMEOUT_MS] | job-get ID GEN EID\n"
+"         job-list ID GEN\n"
 "         follow ID GEN EID [CURSOR] [--json] | cancel ID GEN EID\n"
 "         stdin ID GEN EID <in | stdin-close ID GEN EID | signal ID GEN EID SIG\n"
 "local:   spec-parse SPEC | control-format URL ID GEN ROOT MNT PID\n"
@@ -557,13 +558,14 @@ static int job_cmd(struct mb_client *c, const struct mb_ident *who,
 		need(argc, 4);
 		memset(&q, 0, sizeof(q));
 		q.command = argv[3];
-		if (argc > 4) {
+		if (argc > 4 && strcmp(argv[4], "-") != 0) {
 			q.idempotency_key = argv[4];
 		} else {
 			mb_random_hex(key, 16);
 			q.idempotency_key = key;
 		}
 		q.stdin_enabled = argc > 5 && strcmp(argv[5], "stdin") == 0;
+		q.timeout_ms = argc > 6 ? atol(argv[6]) : 0;
 		if (!(r = mb_job_create(c, who, &q, &j, &err)))
 			print_json(job_json(&j));
 	} else if (strcmp(cmd, "job-get") == 0) {
