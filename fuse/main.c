@@ -32,6 +32,7 @@
 #include "fuse/create.h"
 #include "fuse/data.h"
 #include "fuse/ops.h"
+#include "fuse/watch.h"
 
 #define DEFAULT_ROOT "/workspace"
 #define DEFAULT_TIMEOUT_MS 20000
@@ -418,12 +419,15 @@ static int run_session(struct mbfs *fs, struct fuse_args *args,
 	struct fuse_session *se = fuse_get_session(f);
 	if (fuse_set_signal_handlers(se))
 		goto out_unmount;
+	if (mbfs_watch_start(fs->mountpoint))
+		mb_log(MB_LOG_DEBUG, "cannot watch '%s' for unmounts", fs->mountpoint);
 	ret = cmd.singlethread ? fuse_loop(f) : fuse_loop_mt(f, cmd.clone_fd);
 	/* a loop ended by SIGTERM/SIGINT/SIGHUP is a normal unmount */
 	ret = (ret == 0 || ret == SIGTERM || ret == SIGINT || ret == SIGHUP) ? 0 : 1;
 	fuse_remove_signal_handlers(se);
 out_unmount:
-	fuse_unmount(f);
+	if (!atomic_load(&mbfs_watch_gone))
+		fuse_unmount(f);
 out_destroy:
 	fuse_destroy(f);
 out:

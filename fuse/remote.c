@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,13 +150,18 @@ int mbfs_stderr_errno(const char *t)
 	return -EIO;
 }
 
-int mbfs_exec_simple(struct mbfs *fs, const char *cmd, long timeout_ms)
+/* mbfs_exec_simple, telling whether a failed request may have run. */
+static int exec_simple_amb(struct mbfs *fs, const char *cmd, long timeout_ms,
+			   bool *ambiguous)
 {
 	struct mb_exec_result res;
 	struct mb_err err;
+	*ambiguous = false;
 	int rc = mbfs_exec(fs, cmd, timeout_ms, &res, &err);
-	if (rc)
+	if (rc) {
+		*ambiguous = err.ambiguous && !mb_err_is_stopped(&err);
 		return mbfs_fail(fs, rc, &err);
+	}
 	if (!mbfs_exec_ok(&res)) {
 		rc = res.timed_out ? -ETIMEDOUT : mbfs_stderr_errno(res.errout);
 		mb_log(MB_LOG_DEBUG, "command failed (%s): %.300s", strerror(-rc),
@@ -163,6 +169,12 @@ int mbfs_exec_simple(struct mbfs *fs, const char *cmd, long timeout_ms)
 	}
 	mb_exec_result_release(&res);
 	return rc;
+}
+
+int mbfs_exec_simple(struct mbfs *fs, const char *cmd, long timeout_ms)
+{
+	bool amb;
+	return exec_simple_amb(fs, cmd, timeout_ms, &amb);
 }
 
 /* Append the guest path of a mount path, quoted for sh. */
@@ -175,15 +187,74 @@ static int append_rpath(struct mbfs *fs, struct mb_buf *b, const char *path)
 	return mb_buf_append_shq(b, rpath);
 }
 
-/* Run the command built in b (released here). */
-static int run_built(struct mbfs *fs, struct mb_buf *b, int rc)
+/* What a command should have done, to look for after an ambiguous failure
+ * (an exec is never repeated blindly). */
+enum check_kind { CHK_NONE, CHK_SYMLINK, CHK_EXISTS, CHK_MOVED, CHK_SIZE };
+
+struct outcome {
+	enum check_kind kind;
+	const char *path, *path2;   /* mount paths */
+	const char *target;         /* CHK_SYMLINK */
+	uint64_t size;              /* CHK_SIZE */
+};
+
+/* 1 when an lstat of the mount path succeeds (entry in *e, to release),
+ * 0 when missing, -1 when unknown. */
+static int look(struct mbfs *fs, const char *path, struct mb_entry *e)
 {
+	char rpath[MB_PATH_MAX];
+	struct mb_err err;
+	mb_err_clear(&err);
+	if (mbfs_remote_path(fs, path, rpath))
+		return -1;
+	int rc = mb_fs_stat(fs->client, &fs->ident, rpath, false, e, &err);
+	return rc == 0 ? 1 : rc == -ENOENT ? 0 : -1;
+}
+
+static bool took_effect(struct mbfs *fs, const struct outcome *o)
+{
+	struct mb_entry e;
+	int r = look(fs, o->path, &e);
+	if (o->kind == CHK_MOVED) {
+		if (r == 1)
+			mb_entry_release(&e);
+		if (r != 0 || look(fs, o->path2, &e) != 1)
+			return false;
+		mb_entry_release(&e);
+		return true;
+	}
+	if (r != 1)
+		return false;
+	bool ok = o->kind == CHK_EXISTS ||
+		  (o->kind == CHK_SIZE && e.size == o->size) ||
+		  (o->kind == CHK_SYMLINK && e.type == MB_FT_SYMLINK &&
+		   e.link_target && strcmp(e.link_target, o->target) == 0);
+	mb_entry_release(&e);
+	return ok;
+}
+
+/* Run the command built in b (released here); o (may be NULL) says how to
+ * recognise success after an ambiguous failure. */
+static int run_checked(struct mbfs *fs, struct mb_buf *b, int rc,
+		       const struct outcome *o)
+{
+	bool amb = false;
 	if (rc == 0 && b->len > MB_MAX_COMMAND_BYTES)
 		rc = -ENAMETOOLONG;
 	if (rc == 0)
-		rc = mbfs_exec_simple(fs, b->data, EXEC_TIMEOUT_MS);
+		rc = exec_simple_amb(fs, b->data, EXEC_TIMEOUT_MS, &amb);
 	mb_buf_release(b);
+	if (rc && amb && o && took_effect(fs, o)) {
+		mb_log(MB_LOG_INFO, "an unconfirmed command on '%s' took effect",
+		       o->path);
+		rc = 0;
+	}
 	return rc;
+}
+
+static int run_built(struct mbfs *fs, struct mb_buf *b, int rc)
+{
+	return run_checked(fs, b, rc, NULL);
 }
 
 int mbfs_remote_sha256(struct mbfs *fs, const char *rpath, char hex[65])
@@ -272,7 +343,8 @@ int mbfs_remote_symlink(struct mbfs *fs, const char *target, const char *path)
 		rc = mb_buf_appends(&b, " ");
 	if (!rc)
 		rc = append_rpath(fs, &b, path);
-	return run_built(fs, &b, rc);
+	struct outcome o = { .kind = CHK_SYMLINK, .path = path, .target = target };
+	return run_checked(fs, &b, rc, &o);
 }
 
 int mbfs_remote_link(struct mbfs *fs, const char *from, const char *to)
@@ -286,7 +358,8 @@ int mbfs_remote_link(struct mbfs *fs, const char *from, const char *to)
 		rc = mb_buf_appends(&b, " ");
 	if (!rc)
 		rc = append_rpath(fs, &b, to);
-	return run_built(fs, &b, rc);
+	struct outcome o = { .kind = CHK_EXISTS, .path = to };
+	return run_checked(fs, &b, rc, &o);
 }
 
 int mbfs_remote_truncate(struct mbfs *fs, const char *path, uint64_t size)
@@ -296,7 +369,8 @@ int mbfs_remote_truncate(struct mbfs *fs, const char *path, uint64_t size)
 	int rc = mb_buf_appendf(&b, "truncate -s %" PRIu64 " -- ", size);
 	if (!rc)
 		rc = append_rpath(fs, &b, path);
-	return run_built(fs, &b, rc);
+	struct outcome o = { .kind = CHK_SIZE, .path = path, .size = size };
+	return run_checked(fs, &b, rc, &o);
 }
 
 /* One touch invocation: flag is "" (both), "-a " or "-m "; ts NULL = now. */
@@ -359,7 +433,9 @@ int mbfs_remote_rename_over(struct mbfs *fs, const char *from, const char *to)
 		rc = mb_buf_appends(&b, " ");
 	if (!rc)
 		rc = append_rpath(fs, &b, to);
-	return run_built(fs, &b, rc);
+	/* done when the source is gone and the destination is there */
+	struct outcome o = { .kind = CHK_MOVED, .path = from, .path2 = to };
+	return run_checked(fs, &b, rc, &o);
 }
 
 int mbfs_remote_chmod_exec(struct mbfs *fs, const char *path, unsigned mode)

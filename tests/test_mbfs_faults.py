@@ -164,8 +164,7 @@ def test_dead_service_fails_within_bounded_time(need_fuse):
         m = mbtest.Mount(svc, ident, options=["op_timeout=5"])
         try:
             write_file(m.path("f"), b"x")
-            svc.proc.kill()
-            svc.proc.wait()
+            svc.stop()                # its sandboxes go with it
             invalidate(m)
             with pytest.raises(OSError):
                 os.listdir(m.mountpoint)
@@ -195,3 +194,25 @@ def test_sigterm_uploads_open_dirty_file(service, container, need_fuse):
         m.unmount()
     assert not mbtest.sanitizer_report(m.log())
     assert sh(service, container, "cat /workspace/" + name) == "dirty at shutdown\n"
+
+
+def test_ambiguous_exec_namespace_ops_are_reconciled(service, container, mount):
+    # the command ran but the answer was lost: the outcome is read back
+    d = mount.path(unique("amb"))
+    os.mkdir(d)
+    write_file(os.path.join(d, "a"), b"A")
+    write_file(os.path.join(d, "b"), b"B")
+    service.fault(route="POST /containers/exec", count=1, status=503,
+                  error="execution_unavailable", when="after")
+    os.symlink("a", os.path.join(d, "link"))
+    assert os.readlink(os.path.join(d, "link")) == "a"
+    service.fault(route="POST /containers/exec", count=1, status=503,
+                  error="execution_unavailable", when="after")
+    os.rename(os.path.join(d, "a"), os.path.join(d, "b"))   # replaces b: mv -fT
+    assert read_file(os.path.join(d, "b")) == b"A"
+    assert not os.path.exists(os.path.join(d, "a"))
+    service.fault(route="POST /containers/exec", count=1, status=503,
+                  error="execution_unavailable", when="before")
+    with pytest.raises(OSError):
+        os.symlink("b", os.path.join(d, "link2"))           # really did not happen
+    assert not os.path.lexists(os.path.join(d, "link2"))
