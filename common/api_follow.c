@@ -186,6 +186,7 @@ int mb_job_follow(struct mb_client *c, const struct mb_ident *who,
 	struct mb_err e;
 	uint64_t stall_deadline;
 	unsigned fails = 0;
+	uint64_t opened;
 	int r;
 
 	if (!cursor || *cursor < 0)
@@ -210,6 +211,7 @@ int mb_job_follow(struct mb_client *c, const struct mb_ident *who,
 		f.got_status = false;
 		f.progress = false;
 		snprintf(cur, sizeof(cur), "%ld", *cursor);
+		opened = mb_now_ms();
 		r = mb_call_run(c, &k, &resp, &e);
 		if (f.stop) {
 			r = f.stop;
@@ -231,8 +233,13 @@ int mb_job_follow(struct mb_client *c, const struct mb_ident *who,
 			fails = 0;
 			stall_deadline = mb_now_ms() + (uint64_t)c->op_timeout_ms;
 		}
-		if (f.got_status)
-			continue;   /* the 30 s rotation: resume at once */
+		if (f.got_status) {
+			/* the 30 s rotation: resume at once (but never spin on a
+			 * server that rotates at once) */
+			if (mb_now_ms() - opened < 1000)
+				mb_sleep_ms(100);
+			continue;
+		}
 		if (r && e.http_status >= 400 && e.http_status < 500 &&
 		    !(e.http_status == 429 && strcmp(e.code, "execution_stream_limit") == 0)) {
 			/* 404: the record is gone; 400: bad cursor; 409... */
