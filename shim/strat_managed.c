@@ -314,6 +314,8 @@ out:
 
 /* ---- wait ---- */
 
+/* Runs inside the SSE transfer: no requests from here (one curl handle per
+ * thread), so a needed cancel stops the follow and is done by the caller. */
 static int on_event(const struct mb_job_event *ev, void *ud)
 {
 	struct mbx_run *r = ud;
@@ -324,7 +326,7 @@ static int on_event(const struct mb_job_event *ev, void *ud)
 		if (mbx_sink_write(&r->out, ev->data, ev->len) == -EPIPE &&
 		    !st->broken_pipe) {
 			st->broken_pipe = true;
-			cancel(r, st);
+			return 1;
 		}
 		break;
 	case MB_JOB_EV_STDERR:
@@ -335,7 +337,7 @@ static int on_event(const struct mb_job_event *ev, void *ud)
 	}
 	if (r->deadline_ms && !r->timed_out && mb_now_ms() >= r->deadline_ms) {
 		r->timed_out = true;
-		cancel(r, st);
+		return 1;
 	}
 	return 0;
 }
@@ -345,11 +347,19 @@ static int managed_wait(struct mbx_run *r)
 	struct managed_state *st = r->priv;
 	struct mb_job fin;
 	struct mb_err err;
-	int by;
+	int by, e;
 
-	mb_err_clear(&err);
-	if (mb_job_follow(r->client, &r->ident, st->eid, &st->cursor, on_event, r,
-			  &fin, &err)) {
+	for (;;) {
+		mb_err_clear(&err);
+		e = mb_job_follow(r->client, &r->ident, st->eid, &st->cursor, on_event,
+				  r, &fin, &err);
+		if (e <= 0)
+			break;
+		/* the callback asked for a cancel (timeout, closed stdout) */
+		if (!st->canceled)
+			cancel(r, st);
+	}
+	if (e) {
 		mbx_term_restore();
 		mbx_error("lost the output of the command: %s; it may still be "
 			  "running (execution %s)", err.msg, st->eid);
