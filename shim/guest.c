@@ -233,34 +233,38 @@ int mbx_guest_launch(struct mb_buf *b, const struct mbx_launch *l)
 	return r;
 }
 
+/* The long poll: one stat to see whether anything is pending already; if
+ * not, a marker file is touched and the loop waits with builtin tests only
+ * (out, err or in.pos newer than the marker, rc written, or the timer's
+ * .tick newer: wall-clock bound however slow process creation is), so each
+ * 50 ms step costs one process (sleep), not two. */
 int mbx_guest_poll(struct mb_buf *b, const char *run_id, uint64_t oo,
 		   uint64_t eo, long in_pos, unsigned wait_ms)
 {
-	char cond[512];
-	int r;
+	int r = run_dir(b, run_id);
 
-	if (in_pos >= 0)
-		snprintf(cond, sizeof(cond),
-			 "[ -d \"$R\" ] && [ ! -s \"$R/rc\" ] && [ ! -s \"$R/result\" ] && "
-			 "{ set -- $(stat -c %%s \"$R/out\" \"$R/err\" 2>/dev/null); "
-			 "p=0; [ -s \"$R/in.pos\" ] && read -r p <\"$R/in.pos\"; "
-			 "[ \"${1:-0}\" -le %llu ] && [ \"${2:-0}\" -le %llu ] && "
-			 "[ \"$p\" = %ld ]; }",
-			 (unsigned long long)oo, (unsigned long long)eo, in_pos);
-	else
-		snprintf(cond, sizeof(cond),
-			 "[ -d \"$R\" ] && [ ! -s \"$R/rc\" ] && [ ! -s \"$R/result\" ] && "
-			 "{ set -- $(stat -c %%s \"$R/out\" \"$R/err\" 2>/dev/null); "
-			 "[ \"${1:-0}\" -le %llu ] && [ \"${2:-0}\" -le %llu ]; }",
-			 (unsigned long long)oo, (unsigned long long)eo);
-	r = run_dir(b, run_id);
 	r = r ? r : mb_buf_appends(b, funcs);
-	/* long poll: slow steps only, the answer is due within ~1 s anyway */
 	r = r ? r : mb_buf_appendf(b,
-		"i=0\nwhile [ $i -lt %u ] && %s; do sleep 0.05; i=$((i + 1)); done\n",
-		wait_ms / 50, cond);
-	r = r ? r : mb_buf_appendf(b, "rep %llu %llu\n", (unsigned long long)oo,
-				   (unsigned long long)eo);
+		"if [ -d \"$R\" ] && [ ! -s \"$R/rc\" ] && [ ! -s \"$R/result\" ]; then\n"
+		"set -- $(stat -c %%s \"$R/out\" \"$R/err\" 2>/dev/null)\n"
+		"p=0; [ -s \"$R/in.pos\" ] && read -r p <\"$R/in.pos\"\n"
+		"if [ \"${1:-0}\" -le %llu ] && [ \"${2:-0}\" -le %llu ] &&"
+		" { [ %ld -lt 0 ] || [ \"$p\" = %ld ]; }; then\n"
+		": >\"$R/.mark\"\n"
+		"(sleep %u.%03u; : >\"$R/.tick\") </dev/null >/dev/null 2>&1 &\n"
+		"tp=$!; i=0\n"
+		"while [ $i -lt %u ] && [ ! -s \"$R/rc\" ] && [ -d \"$R\" ] &&"
+		" ! [ \"$R/.tick\" -nt \"$R/.mark\" ] &&"
+		" ! [ \"$R/out\" -nt \"$R/.mark\" ] && ! [ \"$R/err\" -nt \"$R/.mark\" ] &&"
+		" { [ %ld -lt 0 ] || ! [ \"$R/in.pos\" -nt \"$R/.mark\" ]; }; do"
+		" sleep 0.05; i=$((i + 1)); done\n"
+		"kill $tp 2>/dev/null\n"
+		"fi\n"
+		"fi\n"
+		"rep %llu %llu\n",
+		(unsigned long long)oo, (unsigned long long)eo, in_pos, in_pos,
+		wait_ms / 1000, wait_ms % 1000, 2 * wait_ms / 50 + 1, in_pos,
+		(unsigned long long)oo, (unsigned long long)eo);
 	return r;
 }
 
