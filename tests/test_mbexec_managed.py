@@ -157,3 +157,34 @@ def test_managed_arguments_that_are_not_utf8(service, mnt):
     assert p.returncode == 0, p.stderr
     # managed output is decoded as UTF-8 by the service
     assert p.stdout == b"\xef\xbf\xbd\xef\xbf\xbd|caf\xef\xbf\xbd|ok\n\n|"
+
+
+def test_tty_window_size_follows_sigwinch(service, mnt):
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    p = subprocess.Popen([mbtest.MBEXEC, "-t", "sh", "-c", "stty size; echo started; read x; stty size"],
+                         cwd=mnt.mountpoint, env=service.env(), stdin=slave, stdout=slave,
+                         stderr=slave, start_new_session=True)
+    out = b""
+    deadline = time.time() + 30
+    try:
+        while b"started" not in out and time.time() < deadline:
+            r, _, _ = select.select([master], [], [], 0.1)
+            if r:
+                out += os.read(master, 4096)
+        assert b"24 80" in out, out
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+        p.send_signal(signal.SIGWINCH)   # the pty is not mbexec's controlling tty
+        time.sleep(1.5)
+        os.write(master, b"\r")
+        while p.poll() is None and time.time() < deadline:
+            r, _, _ = select.select([master], [], [], 0.1)
+            if r:
+                out += os.read(master, 4096)
+        assert p.wait(timeout=30) == 0, out
+        assert b"40 120" in out, out
+    finally:
+        if p.poll() is None:
+            p.kill()
+        os.close(master)
+        os.close(slave)
