@@ -1,15 +1,18 @@
 /* guest.h: the shell scripts the exec strategy sends, and their reports.
  *
- * A run lives in the guest directory /tmp/.mbexec/RUNID:
- *   .spawn       mkdir'd by the one launch that starts the command (the
- *                idempotency guard: a retried launch only reports)
+ * A run lives in the guest directory /tmp/.mbexec/RUNID (mode 0700):
+ *   (the directory)  created by the one launch that starts the command: the
+ *                    idempotency guard, so a retried launch only reports
  *   pgid         the command's process group (it runs in its own session)
  *   out, err     its output; in (embedded stdin) or fifo + in.NNNNNN chunks
- *                + in.eof (streamed stdin, see stdin_exec.c); in.pos counts
+ *                + in.eof (streamed stdin, see stdin_exec.h); in.pos counts
  *                the chunks the guest reader has consumed
- *   rc           its exit status ($?: 128+N for signal N), written atomically
- *   result       the last report, once it held everything: the rest of the
- *                directory is then deleted and a lost answer re-fetched
+ *   rc           its exit status ($?: 128+N for signal N), one write
+ *   result       a final one-line report (remote directory missing...)
+ *   .mark .tick  long-poll bookkeeping
+ * A finished run keeps its files, so a lost answer can be fetched again by
+ * repeating the same request; the client removes big ones, the sweep in
+ * every 16th launch removes runs finished (or dead) for over 60 minutes.
  * Every report is ASCII (output is base64), so the UTF-8 decoding of exec
  * output cannot damage it. Nothing here does I/O.
  */
