@@ -10,6 +10,7 @@
  * argv, the logs or the control file.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -31,6 +32,7 @@
 #include "fuse/cache.h"
 #include "fuse/create.h"
 #include "fuse/data.h"
+#include "fuse/node.h"
 #include "fuse/ops.h"
 #include "fuse/watch.h"
 
@@ -393,6 +395,27 @@ static int prepare(struct mbfs *fs, struct mbfs_opts *o, const char *key)
 	return 0;
 }
 
+/* fuse_unmount, without libfuse's complaint when the mount is already gone
+ * from our namespace (see watch.c); it also releases libfuse's state. */
+static void unmount_quietly(struct fuse *f)
+{
+	int saved = -1, null = -1;
+	if (atomic_load(&mbfs_watch_gone)) {
+		fflush(stderr);
+		saved = dup(2);
+		null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		if (saved >= 0 && null >= 0)
+			dup2(null, 2);
+	}
+	fuse_unmount(f);
+	if (saved >= 0) {
+		dup2(saved, 2);
+		close(saved);
+	}
+	if (null >= 0)
+		close(null);
+}
+
 /* Mount, daemonise, loop; the libfuse steps of fuse_main, with the API
  * client created after the fork. */
 static int run_session(struct mbfs *fs, struct fuse_args *args,
@@ -424,10 +447,10 @@ static int run_session(struct mbfs *fs, struct fuse_args *args,
 	ret = cmd.singlethread ? fuse_loop(f) : fuse_loop_mt(f, cmd.clone_fd);
 	/* a loop ended by SIGTERM/SIGINT/SIGHUP is a normal unmount */
 	ret = (ret == 0 || ret == SIGTERM || ret == SIGINT || ret == SIGHUP) ? 0 : 1;
+	mbfs_watch_stop();
 	fuse_remove_signal_handlers(se);
 out_unmount:
-	if (!atomic_load(&mbfs_watch_gone))
-		fuse_unmount(f);
+	unmount_quietly(f);
 out_destroy:
 	fuse_destroy(f);
 out:
@@ -437,6 +460,7 @@ out:
 
 static void fs_free(struct mbfs *fs)
 {
+	mbfs_node_free_all(fs);
 	mbfs_cache_free(fs->cache);
 	mbfs_data_free(fs->data);
 	if (fs->client)

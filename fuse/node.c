@@ -560,3 +560,13 @@ void mbfs_node_flush_all(struct mbfs *fs)
 		mbfs_node_release(fs, n);
 	}
 }
+
+void mbfs_node_free_all(struct mbfs *fs)
+{
+	struct mbfs_node *n = fs->nodes, *next;
+	fs->nodes = NULL;
+	for (; n; n = next) {
+		next = n->next;
+		node_free(n);
+	}
+}

@@ -68,5 +68,7 @@ void mbfs_node_unlinked(struct mbfs *fs, const char *path);
 void mbfs_node_invalidate_all(struct mbfs *fs);
 /* Upload every dirty node (unmount). */
 void mbfs_node_flush_all(struct mbfs *fs);
+/* Free the nodes still open at exit (after flush_all; no other thread). */
+void mbfs_node_free_all(struct mbfs *fs);
 
 #endif

@@ -23,6 +23,8 @@
 #include "fuse/watch.h"
 
 atomic_int mbfs_watch_gone;
+static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool watch_stopped;      /* protected by watch_lock */
 static char watch_dev[32];      /* "major:minor" of our mount */
 static char watch_mnt[4096];
 
@@ -72,10 +74,23 @@ static void *watcher(void *arg)
 		if (!find_mount(watch_mnt, watch_dev, NULL, 0))
 			break;
 	}
-	mb_log(MB_LOG_INFO, "'%s' was unmounted; exiting", watch_mnt);
-	atomic_store(&mbfs_watch_gone, 1);
-	kill(getpid(), SIGTERM);
+	/* under the lock: once mbfs_watch_stop returned, the session's signal
+	 * handlers may be gone and a SIGTERM would kill us */
+	pthread_mutex_lock(&watch_lock);
+	if (!watch_stopped) {
+		mb_log(MB_LOG_INFO, "'%s' was unmounted; exiting", watch_mnt);
+		atomic_store(&mbfs_watch_gone, 1);
+		kill(getpid(), SIGTERM);
+	}
+	pthread_mutex_unlock(&watch_lock);
 	return NULL;
+}
+
+void mbfs_watch_stop(void)
+{
+	pthread_mutex_lock(&watch_lock);
+	watch_stopped = true;
+	pthread_mutex_unlock(&watch_lock);
 }
 
 int mbfs_watch_start(const char *mountpoint)

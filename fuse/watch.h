@@ -12,4 +12,7 @@ extern atomic_int mbfs_watch_gone;
  * the session with SIGTERM). 0, or -1 when the mount cannot be watched. */
 int mbfs_watch_start(const char *mountpoint);
 
+/* Stop watching; call before removing the session's signal handlers. */
+void mbfs_watch_stop(void);
+
 #endif

@@ -193,3 +193,21 @@ def test_create_mounts_new_container(service, mnt, tmp_path, need_fuse):
         p.wait(30)
         if ident:
             service.delete_container(ident)
+
+
+def test_unmount_ends_daemon_despite_namespace_copies(service, container, need_fuse):
+    # a process that made a new mount namespace holds a copy of the mount;
+    # fusermount3 -u must still end mbfs (and detach the copy)
+    import shutil
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root and unshare")
+    m = mbtest.Mount(service, container)
+    holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sleep", "120"])
+    try:
+        import time
+        time.sleep(0.3)
+        rc = m.unmount()
+        assert rc == 0, m.log()
+    finally:
+        holder.kill()
+        holder.wait()
