@@ -1,21 +1,28 @@
 /* mbfs.h: the state one mount shares between its modules.
  *
  * Module map (fuse/):
- *   main.c     options, validation, session (fuse_new/mount/daemonise/loop)
- *   create.c   `mbfs --create`: keyed container creation with saved key
+ *   main.c     options (fuse_opt), one validation block, session
+ *              (fuse_new / mount / daemonise / loop / unmount)
+ *   create.c   `mbfs --create`: keyed container creation with a saved key
  *   ops.c      the fuse_operations table: thin translation to the modules
- *   cache.c    attribute / listing / negative cache (decorator over remote.c)
- *   node.c     open files: one shared node per path, local data, dirty state
- *   data.c     the local data cache directory (clean copies, kept uploads)
- *   xfer.c     chunked transfer: downloads (split on the guest) and uploads
- *              (staged parts + one atomic exec)
- *   remote.c   path mapping, exec helpers and namespace ops done by exec
+ *   cache.c    attribute / listing / negative cache (decorator over the
+ *              stat and list routes, with a write counter)
+ *   node.c     open files: one shared node per path, local working copy,
+ *              dirty state, upload on flush/fsync/release/unmount
+ *   data.c     the local cache directory (clean copies, kept uploads)
+ *   xfer.c     chunked transfer: split downloads, staged atomic uploads
+ *   ns.c       namespace changes through the metadata routes
+ *   remote.c   path mapping, failure reporting, exec-based operations
  *   control.c  the virtual control file MOUNTPOINT/.mainbrella
+ *   watch.c    exit when unmounted while other namespaces hold copies
  *
- * Lock order (a thread holding one lock only takes locks further right):
- *   node->lock  ->  node->meta  ->  fs->nodes_lock  ->  cache->lock
- *   and data->lock is a leaf. node->lock may be held across network calls;
- *   no other lock is ever held across a network call.
+ * Threads: libfuse runs ops on several threads; transfers add up to
+ * MBFS_XFER_THREADS helpers. Lock order (a thread holding one lock only
+ * takes locks further right):
+ *   node->lock  ->  fs->nodes_lock  ->  cache->lock
+ *   data->lock, statfs_lock and watch_lock are leaves.
+ * node->lock may be held across network calls; no other lock ever is.
+ * Errors: every op returns -errno and never exits; only main() exits.
  */
 #ifndef MBFS_H
 #define MBFS_H
