@@ -183,3 +183,24 @@ def test_cp_and_make(service, container, mount, tmp_path):
     assert read_file(os.path.join(d, "out.txt")) == b"input\ndone\n"
     r = subprocess.run(["make", "-C", d, "-q"], capture_output=True, timeout=120)
     assert r.returncode == 0, r    # up to date: mtimes are consistent
+
+
+def test_parallel_readers_and_writers(service, container, mount):
+    import concurrent.futures
+    d = mount.path(unique("par"))
+    os.mkdir(d)
+    blobs = {"f%d" % i: os.urandom((i % 3) * MiB + 1000 * i) for i in range(8)}
+
+    def put(name):
+        write_file(os.path.join(d, name), blobs[name])
+        return read_file(os.path.join(d, name)) == blobs[name]
+
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        assert all(ex.map(put, sorted(blobs)))
+    invalidate(mount)
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        got = list(ex.map(lambda n: read_file(os.path.join(d, n)), sorted(blobs)))
+    assert got == [blobs[n] for n in sorted(blobs)]
+    sums = sh(service, container, "cd /workspace/%s && sha256sum f*" % os.path.basename(d))
+    assert {l.split()[1]: l.split()[0] for l in sums.splitlines()} == \
+        {n: sha(b) for n, b in blobs.items()}
