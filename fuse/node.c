@@ -239,16 +239,20 @@ int mbfs_node_create(struct mbfs *fs, const char *path, unsigned mode,
 	mbfs_data_drop(fs->data, path);
 	if (rc)
 		return rc;
-	struct mbfs_node *fresh = node_new(path);
-	if (!fresh)
+	struct mbfs_node *n = node_new(path);
+	if (!n)
 		return -ENOMEM;
-	struct mbfs_node *n = get_or_insert(fs, path, fresh);
-	pthread_mutex_lock(&n->lock);
+	/* the exclusive create proves the guest had no such file: a node
+	 * still shared under this name holds something older */
 	pthread_mutex_lock(&fs->nodes_lock);
-	bool loaded = n->loaded;
+	for (struct mbfs_node *o = fs->nodes; o; o = o->next)
+		if (o->shared && strcmp(o->path, path) == 0)
+			o->shared = false;
+	n->next = fs->nodes;
+	fs->nodes = n;
 	pthread_mutex_unlock(&fs->nodes_lock);
-	if (!loaded)
-		rc = load_empty(fs, n);
+	pthread_mutex_lock(&n->lock);
+	rc = load_empty(fs, n);
 	pthread_mutex_unlock(&n->lock);
 	if (rc) {
 		mbfs_node_release(fs, n);

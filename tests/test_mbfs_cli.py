@@ -211,3 +211,23 @@ def test_unmount_ends_daemon_despite_namespace_copies(service, container, need_f
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_mount_fuse3_fstab_entry(service, container, mnt, need_fuse):
+    # what `mount /mnt/sb` does for an fstab line of type fuse.mbfs
+    import shutil
+    helper = shutil.which("mount.fuse3") or "/sbin/mount.fuse3"
+    if not os.path.exists(helper):
+        pytest.skip("mount.fuse3 not installed")
+    e = service.env()
+    e["PATH"] = os.path.dirname(mbtest.MBFS) + os.pathsep + e.get("PATH", "")
+    r = subprocess.run([helper, spec(container), mnt, "-t", "fuse.mbfs", "-o",
+                        "noauto,_netdev,nofail,attr_timeout=5"],
+                       capture_output=True, env=e, timeout=60)
+    assert r.returncode == 0, r
+    try:
+        assert os.path.ismount(mnt)
+        doc = json.loads(read_file(os.path.join(mnt, ".mainbrella")))
+        assert doc["id"] == container["id"]
+    finally:
+        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
