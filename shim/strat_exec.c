@@ -361,7 +361,7 @@ static int exec_wait(struct mbx_run *r)
 				break;
 			}
 		}
-		if (!st->done && mbx_uploader_failed(st->up, msg, sizeof(msg))) {
+		if (!st->done && !ret && mbx_uploader_failed(st->up, msg, sizeof(msg))) {
 			mbx_error("%s; stopping the command", msg);
 			terminate_once(r, st);
 			ret = MBX_EXIT_FAIL;
@@ -377,6 +377,12 @@ static int exec_wait(struct mbx_run *r)
 			break;
 		}
 		e = guest_call(r, &b, POLL_TIMEOUT_MS, true, &rep, NULL, &err);
+		if (e && mb_err_is_stopped(&err)) {
+			mbx_error("%s; the container stopped, and the command "
+				  "with it (run id %s)", err.msg, st->run_id);
+			ret = MBX_EXIT_FAIL;
+			break;
+		}
 		if (e) {
 			mbx_error("lost contact with the command: %s; it may "
 				"still be running (run id %s)", err.msg,
