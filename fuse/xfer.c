@@ -66,6 +66,7 @@ struct job {
 	int fd;
 	uint64_t len;
 	uint64_t *sizes;            /* download: expected piece sizes */
+	const size_t *idx;          /* download: pieces to fetch (NULL: all) */
 	pthread_mutex_t lock;
 	struct mb_err err;          /* protected by lock */
 	bool err_set;
@@ -143,9 +144,10 @@ static int get_small(struct mbfs *fs, const char *rpath, int fd,
 	return rc;
 }
 
-static int dl_part(void *ud, size_t i)
+static int dl_part(void *ud, size_t k)
 {
 	struct job *j = ud;
+	size_t i = j->idx ? j->idx[k] : k;
 	char p[MB_PATH_MAX + 16];
 	snprintf(p, sizeof(p), "%s/p.%05zu", j->dir, i);
 	struct mb_buf b;
@@ -228,35 +230,53 @@ static int split_remote(struct job *j, const char *rpath, size_t *count,
 	return 0;
 }
 
-static int get_large(struct mbfs *fs, const char *rpath, int fd,
-		     uint64_t *size_out, struct mb_err *err)
+int mbfs_xfer_split(struct mbfs *fs, const char *path, struct mbfs_pieces *p,
+		    struct mb_err *err)
 {
-	struct job j = { .fs = fs, .fd = fd };
-	char hex[17];
+	char rpath[MB_PATH_MAX], hex[17];
+	struct job j = { .fs = fs };
+	mb_err_clear(err);
+	memset(p, 0, sizeof(*p));
+	if (mbfs_remote_path(fs, path, rpath))
+		return mb_err_set(err, ENAMETOOLONG, "path too long");
 	if (mb_random_hex(hex, 8))
 		return mb_err_set(err, EIO, "no random bytes");
 	snprintf(j.dir, sizeof(j.dir), "/tmp/.mbfs-dl-%s", hex);
-	pthread_mutex_init(&j.lock, NULL);
 	size_t n = 0;
 	int rc = split_remote(&j, rpath, &n, err);
 	if (rc) {
-		if (err->ambiguous)
+		if (err->ambiguous && !mb_err_is_stopped(err))
 			remove_dir(fs, j.dir);
-		pthread_mutex_destroy(&j.lock);
-		return rc;
+		return mbfs_fail(fs, rc, err);
 	}
-	uint64_t total = 0;
+	snprintf(p->dir, sizeof(p->dir), "%s", j.dir);
+	p->sizes = j.sizes;
+	p->n = n;
 	for (size_t i = 0; i < n; i++)
-		total += j.sizes[i];
-	rc = run_parallel(n, dl_part, &j);
+		p->total += j.sizes[i];
+	return 0;
+}
+
+int mbfs_xfer_fetch(struct mbfs *fs, const struct mbfs_pieces *p,
+		    const size_t *idx, size_t count, int fd, struct mb_err *err)
+{
+	struct job j = { .fs = fs, .fd = fd, .sizes = p->sizes, .idx = idx };
+	mb_err_clear(err);
+	snprintf(j.dir, sizeof(j.dir), "%s", p->dir);
+	pthread_mutex_init(&j.lock, NULL);
+	int rc = run_parallel(count, dl_part, &j);
 	if (rc && j.err_set)
 		*err = j.err;
-	remove_dir(fs, j.dir);
-	if (!rc)
-		*size_out = total;
-	free(j.sizes);
 	pthread_mutex_destroy(&j.lock);
-	return rc;
+	return mbfs_fail(fs, rc, err);
+}
+
+void mbfs_xfer_pieces_release(struct mbfs *fs, struct mbfs_pieces *p)
+{
+	if (p->sizes && !atomic_load(&fs->stopped))
+		remove_dir(fs, p->dir);
+	free(p->sizes);
+	memset(p, 0, sizeof(*p));
 }
 
 int mbfs_xfer_download(struct mbfs *fs, const char *path, uint64_t size_hint,
@@ -276,7 +296,15 @@ int mbfs_xfer_download(struct mbfs *fs, const char *path, uint64_t size_hint,
 	}
 	if (ftruncate(fd, 0))
 		return mb_err_set(err, errno, "cannot truncate the local cache");
-	return mbfs_fail(fs, get_large(fs, rpath, fd, size_out, err), err);
+	struct mbfs_pieces p;
+	rc = mbfs_xfer_split(fs, path, &p, err);
+	if (rc)
+		return rc;
+	rc = mbfs_xfer_fetch(fs, &p, NULL, p.n, fd, err);
+	if (!rc)
+		*size_out = p.total;
+	mbfs_xfer_pieces_release(fs, &p);
+	return rc;
 }
 
 /* ---- uploads ---- */

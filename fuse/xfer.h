@@ -15,6 +15,7 @@
 #ifndef MBFS_XFER_H
 #define MBFS_XFER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/err.h"
@@ -29,6 +30,25 @@ struct mbfs;
  * through mbfs_fail), with err->msg saying what failed. */
 int mbfs_xfer_download(struct mbfs *fs, const char *path, uint64_t size_hint,
 		       int fd, uint64_t *size_out, struct mb_err *err);
+
+/* A file split on the guest into MBFS_CHUNK pieces (the last may be
+ * shorter) in a private directory, for fetching piece by piece. */
+struct mbfs_pieces {
+	char dir[4096];
+	uint64_t *sizes;
+	size_t n;
+	uint64_t total;
+};
+
+/* Split path (one exec). 0 with *p (release it), or -errno. */
+int mbfs_xfer_split(struct mbfs *fs, const char *path, struct mbfs_pieces *p,
+		    struct mb_err *err);
+/* Fetch the count pieces listed in idx (NULL: 0..count-1) into fd at
+ * index * MBFS_CHUNK, in parallel. 0 or -errno. */
+int mbfs_xfer_fetch(struct mbfs *fs, const struct mbfs_pieces *p,
+		    const size_t *idx, size_t count, int fd, struct mb_err *err);
+/* Remove the guest directory (best effort) and free. */
+void mbfs_xfer_pieces_release(struct mbfs *fs, struct mbfs_pieces *p);
 
 /* Replace path on the guest with the first len bytes of fd. 0 or -errno
  * (already passed through mbfs_fail), with err->msg saying what failed. */
