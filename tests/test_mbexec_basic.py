@@ -287,3 +287,13 @@ def test_arguments_that_are_not_utf8(service, wd):
     p = mbx(service, [b"printf", b"%s\\0"] + args, wd[0])
     assert p.returncode == 0, p.stderr
     assert p.stdout.split(b"\0")[:-1] == args
+
+
+def test_cat_of_a_file_written_through_the_mount(service, wd):
+    blob = os.urandom(MiB + 4321)
+    with open(os.path.join(wd[0], "blob.bin"), "wb") as f:
+        f.write(blob)
+    p = subprocess.run("%s cat blob.bin | sha256sum" % mbtest.MBEXEC, shell=True, cwd=wd[0],
+                       env=service.env(), capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split()[0].decode() == sha(blob)
