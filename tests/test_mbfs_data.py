@@ -8,6 +8,8 @@ import tarfile
 
 import pytest
 
+import mbtest
+
 from test_mbfs_helpers import (MiB, guest_sha, guest_tree_digest, invalidate, read_file, sh, sha,
                           tree_digest, unique, write_file)
 
@@ -204,3 +206,24 @@ def test_parallel_readers_and_writers(service, container, mount):
     sums = sh(service, container, "cd /workspace/%s && sha256sum f*" % os.path.basename(d))
     assert {l.split()[1]: l.split()[0] for l in sums.splitlines()} == \
         {n: sha(b) for n, b in blobs.items()}
+
+
+def test_large_file_read_on_demand(service, container, mount):
+    # reading the head of a large file fetches only the pieces it needs
+    name = unique("huge")
+    size = 40 * MiB + 123
+    sh(service, container, "head -c %d /dev/urandom > /workspace/%s" % (size, name))
+    want = guest_sha(service, container, "/workspace/" + name)
+    service.reset_stats()
+    with open(mount.path(name), "rb") as f:
+        head = f.read(1000)
+        f.seek(30 * MiB)
+        middle = f.read(10)
+    gets = mbtest.requests_for(service.stats(), "GET /containers/files")
+    assert len(head) == 1000 and len(middle) == 10
+    assert 0 < gets < 20
+    # a full read still gives every byte, and the guest's pieces are gone
+    data = read_file(mount.path(name))
+    assert sha(data) == want
+    assert data[:1000] == head and data[30 * MiB:30 * MiB + 10] == middle
+    assert sh(service, container, "ls -A /tmp | grep -c mbfs-dl || true").strip() == "0"
