@@ -43,6 +43,8 @@ MBFS   := $(O)/fuse/mbfs
 MBEXEC := $(O)/shim/mbexec
 LIBCOMMON := $(OBJ)/libmbcommon.a
 
+.SECONDARY:
+
 .PHONY: all deps check test asan asan-build install uninstall clean serve demo bench
 
 all: $(MBFS) $(MBEXEC) $(TOOL_BIN)
