@@ -9,6 +9,8 @@
  *              stat and list routes, with a write counter)
  *   node.c     open files: one shared node per path, local working copy,
  *              dirty state, upload on flush/fsync/release/unmount
+ *   load.c     filling a node's copy: data cache, whole file, or piece by
+ *              piece as reads need it (node_int.h is the node's inside)
  *   data.c     the local cache directory (clean copies, kept uploads)
  *   xfer.c     chunked transfer: split downloads, staged atomic uploads
  *   ns.c       namespace changes through the metadata routes

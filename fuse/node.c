@@ -19,42 +19,9 @@
 #include "fuse/data.h"
 #include "fuse/mbfs.h"
 #include "fuse/node.h"
+#include "fuse/node_int.h"
 #include "fuse/remote.h"
 #include "fuse/xfer.h"
-
-struct mbfs_node {
-	/* protected by fs->nodes_lock */
-	struct mbfs_node *next;
-	char *path;
-	int refs;
-	bool closing;          /* a releaser is finishing this node */
-	bool shared;           /* new opens of path may use this node */
-	bool unlinked;         /* never upload */
-	bool loaded;           /* fd holds the data */
-	bool dirty;
-	uint64_t size;         /* local size once loaded */
-	struct timespec mtime; /* time of the last local change */
-	uint64_t version;      /* bumped by every local change */
-	bool base_known;       /* the guest's (size, mtime) of the clean copy */
-	uint64_t base_size;
-	time_t base_mtime;
-	bool partial;          /* loaded, but some pieces not fetched yet */
-	bool kept_any;         /* an upload failed and its data was kept */
-	uint64_t kept_version; /* ... for this version */
-
-	/* protected by lock */
-	pthread_mutex_t lock;
-	int fd;                /* -1 until loaded, then fixed */
-	char *local;
-	struct mbfs_pieces pieces;  /* partial: the guest's pieces */
-	unsigned char *have;        /* partial: pieces already in fd */
-	size_t missing;
-};
-
-/* Files larger than this are fetched piece by piece as they are read. */
-#define LAZY_MIN (8u * MBFS_CHUNK)
-/* Pieces fetched beyond the one a read needs. */
-#define READ_AHEAD 4
 
 static struct mbfs_node *find_shared(struct mbfs *fs, const char *path)
 {
@@ -118,162 +85,6 @@ static void mark_changed(struct mbfs *fs, struct mbfs_node *n, uint64_t size)
 	n->version++;
 	clock_gettime(CLOCK_REALTIME, &n->mtime);
 	pthread_mutex_unlock(&fs->nodes_lock);
-}
-
-/* Forget the guest's pieces of a partial node. n->lock held. */
-static void drop_pieces(struct mbfs *fs, struct mbfs_node *n)
-{
-	if (n->pieces.sizes)
-		mbfs_xfer_pieces_release(fs, &n->pieces);
-	free(n->have);
-	n->have = NULL;
-	n->missing = 0;
-	pthread_mutex_lock(&fs->nodes_lock);
-	n->partial = false;
-	pthread_mutex_unlock(&fs->nodes_lock);
-}
-
-/* Fetch the missing pieces overlapping [off, off + len) plus READ_AHEAD
- * more (len 0: all). n->lock held. */
-static int fetch_range(struct mbfs *fs, struct mbfs_node *n, uint64_t off,
-		       uint64_t len)
-{
-	struct mbfs_pieces *p = &n->pieces;
-	if (!p->sizes)
-		return 0;
-	size_t first = len ? (size_t)(off / MBFS_CHUNK) : 0;
-	size_t last = len ? (size_t)((off + len - 1) / MBFS_CHUNK) + READ_AHEAD
-			  : p->n;
-	if (last >= p->n)
-		last = p->n ? p->n - 1 : 0;
-	size_t *idx = malloc((last - first + 1) * sizeof(*idx)), count = 0;
-	if (!idx)
-		return -ENOMEM;
-	for (size_t i = first; i <= last && i < p->n; i++)
-		if (!n->have[i])
-			idx[count++] = i;
-	int rc = 0;
-	if (count) {
-		struct mb_err err;
-		rc = mbfs_xfer_fetch(fs, p, idx, count, n->fd, &err);
-		if (rc)
-			mb_log(MB_LOG_WARN, "cannot read a piece of '%s': %s",
-			       p->dir, err.msg[0] ? err.msg : strerror(-rc));
-		for (size_t k = 0; !rc && k < count; k++)
-			n->have[idx[k]] = 1;
-		if (!rc)
-			n->missing -= count;
-	}
-	free(idx);
-	if (!rc && n->missing == 0)
-		drop_pieces(fs, n);
-	return rc;
-}
-
-/* Give n an empty local copy. n->lock held. */
-static int load_empty(struct mbfs *fs, struct mbfs_node *n)
-{
-	drop_pieces(fs, n);
-	if (n->fd < 0) {
-		int rc = mbfs_data_newfile(fs->data, &n->local, &n->fd);
-		if (rc)
-			return rc;
-	} else if (ftruncate(n->fd, 0)) {
-		return -errno;
-	}
-	pthread_mutex_lock(&fs->nodes_lock);
-	n->loaded = true;
-	pthread_mutex_unlock(&fs->nodes_lock);
-	return 0;
-}
-
-/* Split a large file on the guest and size the local copy; pieces come
- * as they are read. n->lock held. */
-static int load_lazy(struct mbfs *fs, struct mbfs_node *n, const char *path,
-		     uint64_t *got)
-{
-	struct mb_err err;
-	int rc = mbfs_xfer_split(fs, path, &n->pieces, &err);
-	if (rc) {
-		mb_log(MB_LOG_WARN, "cannot read '%s': %s", path,
-		       err.msg[0] ? err.msg : strerror(-rc));
-		return rc;
-	}
-	n->have = calloc(n->pieces.n ? n->pieces.n : 1, 1);
-	if (!n->have || ftruncate(n->fd, (off_t)n->pieces.total)) {
-		rc = n->have ? -errno : -ENOMEM;
-		drop_pieces(fs, n);
-		return rc;
-	}
-	n->missing = n->pieces.n;
-	*got = n->pieces.total;
-	pthread_mutex_lock(&fs->nodes_lock);
-	n->partial = n->missing > 0;
-	pthread_mutex_unlock(&fs->nodes_lock);
-	if (!n->missing)
-		drop_pieces(fs, n);
-	return 0;
-}
-
-/* Fetch the guest's content unless loaded; whole: also every piece still
- * missing of a partial copy. n->lock held. */
-static int ensure_loaded(struct mbfs *fs, struct mbfs_node *n, bool whole)
-{
-	char path[MB_PATH_MAX];
-	pthread_mutex_lock(&fs->nodes_lock);
-	bool loaded = n->loaded, gone = n->unlinked, partial = n->partial;
-	snprintf(path, sizeof(path), "%s", n->path);
-	pthread_mutex_unlock(&fs->nodes_lock);
-	if (loaded)
-		return whole && partial ? fetch_range(fs, n, 0, 0) : 0;
-	if (gone)
-		return -ENOENT;
-	struct stat st;
-	int rc = mbfs_cache_getattr(fs, path, &st);
-	if (rc)
-		return rc;
-	if (S_ISDIR(st.st_mode))
-		return -EISDIR;
-	if (!S_ISREG(st.st_mode))
-		return -EINVAL;
-	uint64_t got = 0;
-	if (mbfs_data_take(fs->data, path, (uint64_t)st.st_size,
-			   st.st_mtim.tv_sec, &n->local)) {
-		n->fd = open(n->local, O_RDWR | O_CLOEXEC);
-		got = (uint64_t)st.st_size;
-		if (n->fd < 0) {
-			mbfs_data_discard(n->local);
-			n->local = NULL;
-		}
-	}
-	if (n->fd < 0) {
-		struct mb_err err;
-		mb_err_clear(&err);
-		rc = mbfs_data_newfile(fs->data, &n->local, &n->fd);
-		if (!rc && (uint64_t)st.st_size >= LAZY_MIN && !whole)
-			rc = load_lazy(fs, n, path, &got);
-		else if (!rc)
-			rc = mbfs_xfer_download(fs, path, (uint64_t)st.st_size,
-						n->fd, &got, &err);
-		if (rc) {
-			mb_log(MB_LOG_WARN, "cannot read '%s': %s", path,
-			       err.msg[0] ? err.msg : strerror(-rc));
-			if (n->fd >= 0)
-				close(n->fd);
-			n->fd = -1;
-			mbfs_data_discard(n->local);
-			n->local = NULL;
-			return rc;
-		}
-	}
-	pthread_mutex_lock(&fs->nodes_lock);
-	n->loaded = true;
-	n->size = got;
-	n->base_known = got == (uint64_t)st.st_size;
-	n->base_size = got;
-	n->base_mtime = st.st_mtim.tv_sec;
-	pthread_mutex_unlock(&fs->nodes_lock);
-	return 0;
 }
 
 /* Upload a dirty copy. n->lock held. */
@@ -346,7 +157,7 @@ int mbfs_node_create(struct mbfs *fs, const char *path, unsigned mode,
 	fs->nodes = n;
 	pthread_mutex_unlock(&fs->nodes_lock);
 	pthread_mutex_lock(&n->lock);
-	rc = load_empty(fs, n);
+	rc = mbfs_load_empty(fs, n);
 	pthread_mutex_unlock(&n->lock);
 	if (rc) {
 		mbfs_node_release(fs, n);
@@ -393,7 +204,7 @@ int mbfs_node_open(struct mbfs *fs, const char *path, int flags,
 	}
 	if (flags & O_TRUNC) {
 		pthread_mutex_lock(&n->lock);
-		int rc = load_empty(fs, n);
+		int rc = mbfs_load_empty(fs, n);
 		if (!rc)
 			mark_changed(fs, n, 0);
 		pthread_mutex_unlock(&n->lock);
@@ -437,7 +248,7 @@ void mbfs_node_release(struct mbfs *fs, struct mbfs_node *n)
 		    !n->unlinked && !n->partial;
 	pthread_mutex_unlock(&fs->nodes_lock);
 	if (n->pieces.sizes)     /* last user gone: no one else fetches */
-		drop_pieces(fs, n);
+		mbfs_load_drop_pieces(fs, n);
 	if (keep && n->fd >= 0) {
 		close(n->fd);
 		n->fd = -1;
@@ -456,12 +267,12 @@ int mbfs_node_read(struct mbfs *fs, struct mbfs_node *n, char *buf,
 	pthread_mutex_unlock(&fs->nodes_lock);
 	if (!ready) {
 		pthread_mutex_lock(&n->lock);
-		int rc = ensure_loaded(fs, n, false);
+		int rc = mbfs_load(fs, n, false);
 		pthread_mutex_lock(&fs->nodes_lock);
 		bool partial = n->partial;
 		pthread_mutex_unlock(&fs->nodes_lock);
 		if (!rc && partial && size)
-			rc = fetch_range(fs, n, (uint64_t)off, size);
+			rc = mbfs_load_range(fs, n, (uint64_t)off, size);
 		pthread_mutex_unlock(&n->lock);
 		if (rc)
 			return rc;
@@ -484,7 +295,7 @@ int mbfs_node_write(struct mbfs *fs, struct mbfs_node *n, const char *buf,
 		    size_t size, off_t off)
 {
 	pthread_mutex_lock(&n->lock);
-	int rc = ensure_loaded(fs, n, true);
+	int rc = mbfs_load(fs, n, true);
 	size_t done = 0;
 	while (!rc && done < size) {
 		ssize_t w = pwrite(n->fd, buf + done, size - done, off + (off_t)done);
@@ -510,7 +321,7 @@ int mbfs_node_truncate(struct mbfs *fs, struct mbfs_node *n, off_t size)
 {
 	pthread_mutex_lock(&n->lock);
 	/* to zero: nothing of the old content is needed */
-	int rc = size == 0 ? load_empty(fs, n) : ensure_loaded(fs, n, true);
+	int rc = size == 0 ? mbfs_load_empty(fs, n) : mbfs_load(fs, n, true);
 	if (!rc && ftruncate(n->fd, size))
 		rc = -errno;
 	if (!rc)

@@ -1,0 +1,172 @@
+/* load.c: getting the guest's content into a node's local copy: from
+ * the data cache, in one go (xfer.c), or for large files piece by piece as
+ * reads need them (with read-ahead). Does not decide sharing or uploads
+ * (node.c). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "fuse/cache.h"
+#include "fuse/data.h"
+#include "fuse/node_int.h"
+
+/* Forget the guest's pieces of a partial node. n->lock held. */
+void mbfs_load_drop_pieces(struct mbfs *fs, struct mbfs_node *n)
+{
+	if (n->pieces.sizes)
+		mbfs_xfer_pieces_release(fs, &n->pieces);
+	free(n->have);
+	n->have = NULL;
+	n->missing = 0;
+	pthread_mutex_lock(&fs->nodes_lock);
+	n->partial = false;
+	pthread_mutex_unlock(&fs->nodes_lock);
+}
+
+/* Fetch the missing pieces overlapping [off, off + len) plus READ_AHEAD
+ * more (len 0: all). n->lock held. */
+int mbfs_load_range(struct mbfs *fs, struct mbfs_node *n, uint64_t off,
+		       uint64_t len)
+{
+	struct mbfs_pieces *p = &n->pieces;
+	if (!p->sizes)
+		return 0;
+	size_t first = len ? (size_t)(off / MBFS_CHUNK) : 0;
+	size_t last = len ? (size_t)((off + len - 1) / MBFS_CHUNK) + READ_AHEAD
+			  : p->n;
+	if (last >= p->n)
+		last = p->n ? p->n - 1 : 0;
+	size_t *idx = malloc((last - first + 1) * sizeof(*idx)), count = 0;
+	if (!idx)
+		return -ENOMEM;
+	for (size_t i = first; i <= last && i < p->n; i++)
+		if (!n->have[i])
+			idx[count++] = i;
+	int rc = 0;
+	if (count) {
+		struct mb_err err;
+		rc = mbfs_xfer_fetch(fs, p, idx, count, n->fd, &err);
+		if (rc)
+			mb_log(MB_LOG_WARN, "cannot read a piece of '%s': %s",
+			       p->dir, err.msg[0] ? err.msg : strerror(-rc));
+		for (size_t k = 0; !rc && k < count; k++)
+			n->have[idx[k]] = 1;
+		if (!rc)
+			n->missing -= count;
+	}
+	free(idx);
+	if (!rc && n->missing == 0)
+		mbfs_load_drop_pieces(fs, n);
+	return rc;
+}
+
+/* Give n an empty local copy. n->lock held. */
+int mbfs_load_empty(struct mbfs *fs, struct mbfs_node *n)
+{
+	mbfs_load_drop_pieces(fs, n);
+	if (n->fd < 0) {
+		int rc = mbfs_data_newfile(fs->data, &n->local, &n->fd);
+		if (rc)
+			return rc;
+	} else if (ftruncate(n->fd, 0)) {
+		return -errno;
+	}
+	pthread_mutex_lock(&fs->nodes_lock);
+	n->loaded = true;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	return 0;
+}
+
+/* Split a large file on the guest and size the local copy; pieces come
+ * as they are read. n->lock held. */
+static int load_lazy(struct mbfs *fs, struct mbfs_node *n, const char *path,
+		     uint64_t *got)
+{
+	struct mb_err err;
+	int rc = mbfs_xfer_split(fs, path, &n->pieces, &err);
+	if (rc) {
+		mb_log(MB_LOG_WARN, "cannot read '%s': %s", path,
+		       err.msg[0] ? err.msg : strerror(-rc));
+		return rc;
+	}
+	n->have = calloc(n->pieces.n ? n->pieces.n : 1, 1);
+	if (!n->have || ftruncate(n->fd, (off_t)n->pieces.total)) {
+		rc = n->have ? -errno : -ENOMEM;
+		mbfs_load_drop_pieces(fs, n);
+		return rc;
+	}
+	n->missing = n->pieces.n;
+	*got = n->pieces.total;
+	pthread_mutex_lock(&fs->nodes_lock);
+	n->partial = n->missing > 0;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (!n->missing)
+		mbfs_load_drop_pieces(fs, n);
+	return 0;
+}
+
+/* Fetch the guest's content unless loaded; whole: also every piece still
+ * missing of a partial copy. n->lock held. */
+int mbfs_load(struct mbfs *fs, struct mbfs_node *n, bool whole)
+{
+	char path[MB_PATH_MAX];
+	pthread_mutex_lock(&fs->nodes_lock);
+	bool loaded = n->loaded, gone = n->unlinked, partial = n->partial;
+	snprintf(path, sizeof(path), "%s", n->path);
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (loaded)
+		return whole && partial ? mbfs_load_range(fs, n, 0, 0) : 0;
+	if (gone)
+		return -ENOENT;
+	struct stat st;
+	int rc = mbfs_cache_getattr(fs, path, &st);
+	if (rc)
+		return rc;
+	if (S_ISDIR(st.st_mode))
+		return -EISDIR;
+	if (!S_ISREG(st.st_mode))
+		return -EINVAL;
+	uint64_t got = 0;
+	if (mbfs_data_take(fs->data, path, (uint64_t)st.st_size,
+			   st.st_mtim.tv_sec, &n->local)) {
+		n->fd = open(n->local, O_RDWR | O_CLOEXEC);
+		got = (uint64_t)st.st_size;
+		if (n->fd < 0) {
+			mbfs_data_discard(n->local);
+			n->local = NULL;
+		}
+	}
+	if (n->fd < 0) {
+		struct mb_err err;
+		mb_err_clear(&err);
+		rc = mbfs_data_newfile(fs->data, &n->local, &n->fd);
+		if (!rc && (uint64_t)st.st_size >= LAZY_MIN && !whole)
+			rc = load_lazy(fs, n, path, &got);
+		else if (!rc)
+			rc = mbfs_xfer_download(fs, path, (uint64_t)st.st_size,
+						n->fd, &got, &err);
+		if (rc) {
+			mb_log(MB_LOG_WARN, "cannot read '%s': %s", path,
+			       err.msg[0] ? err.msg : strerror(-rc));
+			if (n->fd >= 0)
+				close(n->fd);
+			n->fd = -1;
+			mbfs_data_discard(n->local);
+			n->local = NULL;
+			return rc;
+		}
+	}
+	pthread_mutex_lock(&fs->nodes_lock);
+	n->loaded = true;
+	n->size = got;
+	n->base_known = got == (uint64_t)st.st_size;
+	n->base_size = got;
+	n->base_mtime = st.st_mtim.tv_sec;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	return 0;
+}
+

@@ -1,0 +1,62 @@
+/* node_int.h: the inside of an open-file node, shared by node.c (sharing,
+ * writes, uploads) and load.c (getting the guest's content into the local
+ * copy). Not for other modules. Locking as described in node.c. */
+#ifndef MBFS_NODE_INT_H
+#define MBFS_NODE_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "fuse/mbfs.h"
+#include "fuse/xfer.h"
+
+struct mbfs_node {
+	/* protected by fs->nodes_lock */
+	struct mbfs_node *next;
+	char *path;
+	int refs;
+	bool closing;          /* a releaser is finishing this node */
+	bool shared;           /* new opens of path may use this node */
+	bool unlinked;         /* never upload */
+	bool loaded;           /* fd holds the data */
+	bool dirty;
+	uint64_t size;         /* local size once loaded */
+	struct timespec mtime; /* time of the last local change */
+	uint64_t version;      /* bumped by every local change */
+	bool base_known;       /* the guest's (size, mtime) of the clean copy */
+	uint64_t base_size;
+	time_t base_mtime;
+	bool partial;          /* loaded, but some pieces not fetched yet */
+	bool kept_any;         /* an upload failed and its data was kept */
+	uint64_t kept_version; /* ... for this version */
+
+	/* protected by lock */
+	pthread_mutex_t lock;
+	int fd;                /* -1 until loaded, then fixed */
+	char *local;
+	struct mbfs_pieces pieces;  /* partial: the guest's pieces */
+	unsigned char *have;        /* partial: pieces already in fd */
+	size_t missing;
+};
+
+/* Files larger than this are fetched piece by piece as they are read. */
+#define LAZY_MIN (8u * MBFS_CHUNK)
+/* Pieces fetched beyond the one a read needs. */
+#define READ_AHEAD 4
+
+/* load.c; all with n->lock held. */
+
+/* Fetch the guest's content unless loaded; whole: also every piece still
+ * missing of a partial copy. 0 or -errno. */
+int mbfs_load(struct mbfs *fs, struct mbfs_node *n, bool whole);
+/* Make the local copy empty (and forget any pieces). */
+int mbfs_load_empty(struct mbfs *fs, struct mbfs_node *n);
+/* Fetch the missing pieces overlapping [off, off + len) plus read-ahead. */
+int mbfs_load_range(struct mbfs *fs, struct mbfs_node *n, uint64_t off,
+		    uint64_t len);
+/* Forget the guest's pieces of a partial node. */
+void mbfs_load_drop_pieces(struct mbfs *fs, struct mbfs_node *n);
+
+#endif
