@@ -79,6 +79,23 @@ static int usage_error(const char *fmt, const char *arg)
 	return MBX_EXIT_USAGE;
 }
 
+/* getopt_long said '?': an unknown option, or one without its argument
+ * (optopt is the short letter or the long option's value, 0 if unknown). */
+static int bad_option(const char *word)
+{
+	char letter[2] = { (char)optopt, 0 };
+
+	if (optopt == 'C' || optopt == 'e')
+		return usage_error("option -%s needs an argument", letter);
+	if (optopt >= OPT_MOUNT && strchr(word, '='))
+		return usage_error("option '%s' takes no argument", word);
+	if (optopt >= OPT_MOUNT)
+		return usage_error("option '%s' needs an argument", word);
+	if (optopt > 0 && optopt < 128)
+		return usage_error("unknown option -%s", letter);
+	return usage_error("unknown option '%s'", word);
+}
+
 /* ^[A-Za-z_][A-Za-z0-9_]{0,63}$, as the service requires of env names. */
 static int valid_env_name(const char *s, size_t n)
 {
@@ -204,14 +221,7 @@ int mbx_opts_parse(int argc, char **argv, struct mbx_opts *o)
 			printf("mbexec %s\n", MB_VERSION);
 			return 0;
 		default:
-			if (optopt && strchr("Ce", optopt))
-				return usage_error("option -%s needs an argument",
-						   (char[]){ (char)optopt, 0 });
-			if (optopt)
-				return usage_error("unknown option -%s",
-						   (char[]){ (char)optopt, 0 });
-			return usage_error("unknown or incomplete option '%s'",
-					   argv[optind - 1]);
+			return bad_option(argv[optind - 1]);
 		}
 	}
 	o->argv = argv + optind;
