@@ -10,6 +10,7 @@ import argparse
 import ctypes
 import fcntl
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -21,6 +22,7 @@ import threading
 from . import agent_fs, wire
 
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC = 2, 4, 8, 4096, 16384
+MNT_DETACH = 2
 EXPORT_CAP = 16777216
 EXPORT_TIMEOUT = 60.0
 
@@ -234,6 +236,26 @@ def _mount(libc, src, dst, fstype, flags):
         raise OSError(err, "mount %s on %s: %s" % (src, dst, os.strerror(err)))
 
 
+def _detach_fuse_mounts(libc):
+    """`unshare --mount` copied every FUSE mount of the host (mbfs mounts of
+    other tests among them); a copy would keep that daemon's mount alive after
+    the user unmounts it, so detach them all. Best effort."""
+    try:
+        with open("/proc/self/mountinfo", "rb") as f:
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return
+    targets = []
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        fstype = right.split(" ", 1)[0]
+        if fstype.startswith("fuse") and fstype != "fusectl":
+            mnt = left.split(" ")[4]
+            targets.append(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), mnt))
+    for t in sorted(targets, key=len, reverse=True):
+        libc.umount2(t.encode(), MNT_DETACH)
+
+
 def _loopback_up():
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
@@ -250,6 +272,7 @@ def setup(args):
     if args.isolated:
         host_pid = int(os.readlink("/proc/self"))
         libc = ctypes.CDLL(None, use_errno=True)
+        _detach_fuse_mounts(libc)
         _mount(libc, args.workspace, "/workspace", None, MS_BIND | MS_REC)
         _mount(libc, args.tmp, "/tmp", None, MS_BIND | MS_REC)
         try:
