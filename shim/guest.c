@@ -76,7 +76,10 @@ static const char reader[] =
  * seconds; fd 3, when open, is a pipe to the waiting launch. Runs as a
  * session leader; starts the command in a session of its own (foreground, so
  * SIGINT is not ignored), then records rc (one write, so a non-empty rc is
- * complete) and wakes the launch (SIGPIPE ignored by then: it may be gone). */
+ * complete) and wakes the launch (SIGPIPE ignored by then: it may be gone).
+ * The command's redirections happen in its own shell: dash applies a simple
+ * command's redirections in the parent while it waits, and would then write
+ * its "Killed" notice into the command's stderr. */
 static const char wrapper_head[] =
 	"cd \"$1\" || exit 1\n"
 	"rp=; gp=; in=/dev/null\n"
@@ -91,8 +94,8 @@ static const char wrapper_head[] =
 	"mbexec-guard \"$5\" </dev/null >/dev/null 2>&1 3>&- &\n"
 	"gp=$!\n"
 	"fi\n"
-	"setsid /bin/sh -c 'echo $$ >pgid; cd \"$1\" && exec /bin/sh -c \"$2\"' "
-	"mbexec-cmd \"$2\" \"$3\" <$in >out 2>err 3>&-\n"
+	"setsid /bin/sh -c 'echo $$ >pgid; exec <\"$3\" >out 2>err; "
+	"cd \"$1\" && exec /bin/sh -c \"$2\"' mbexec-cmd \"$2\" \"$3\" $in 3>&-\n"
 	"rc=$?\n"
 	"[ -n \"$rp\" ] && kill -KILL -$rp 2>/dev/null\n"
 	"[ -n \"$gp\" ] && kill -KILL -$gp 2>/dev/null\n"

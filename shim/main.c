@@ -22,8 +22,28 @@
 #include "shim/result.h"
 #include "shim/strategy.h"
 
-/* The text /bin/sh -lc runs: exports, then the script or the quoted argv. */
-static char *build_script(const struct mbx_opts *o)
+/* Shell builtins with no program of the same name: `exec` cannot run them. */
+static bool shell_only(const char *name)
+{
+	static const char *const names[] = {
+		".", ":", "alias", "bg", "break", "cd", "command", "continue",
+		"eval", "exec", "exit", "export", "fg", "getopts", "hash", "jobs",
+		"local", "read", "readonly", "return", "set", "shift", "source",
+		"times", "trap", "type", "ulimit", "umask", "unalias", "unset",
+		"wait",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(name, names[i]))
+			return true;
+	return false;
+}
+
+/* The text /bin/sh -c runs: exports, then the script or the quoted argv.
+ * With use_exec an argv replaces the shell (as when run without one: no
+ * "Killed" notice from a shell in between, the status is the program's). */
+static char *build_script(const struct mbx_opts *o, bool use_exec)
 {
 	struct mb_buf b;
 	const char *eq;
@@ -40,6 +60,8 @@ static char *build_script(const struct mbx_opts *o)
 	if (o->sh) {
 		r = r ? r : mb_buf_appends(&b, o->sh);
 	} else {
+		if (use_exec && !shell_only(o->argv[0]))
+			r = r ? r : mb_buf_appends(&b, "exec ");
 		for (i = 0; !r && i < (size_t)o->argc; i++) {
 			r = i ? mb_buf_appends(&b, " ") : 0;
 			r = r ? r : mb_buf_append_shq(&b, o->argv[i]);
@@ -151,8 +173,9 @@ int main(int argc, char **argv)
 		code = MBX_EXIT_USAGE;
 		goto out;
 	}
-	run.script = build_script(&o);
-	if (!run.script) {
+	run.script = build_script(&o, false);
+	run.script_exec = build_script(&o, true);
+	if (!run.script || !run.script_exec) {
 		mbx_error("the command is too long");
 		code = MBX_EXIT_USAGE;
 		goto out;
@@ -228,6 +251,7 @@ out:
 	mb_cred_free_key(key);
 	free(url);
 	free(run.script);
+	free(run.script_exec);
 	mbx_sink_release(&run.out);
 	mbx_sink_release(&run.err);
 	mbx_opts_release(&o);

@@ -98,7 +98,8 @@ struct mbx_run {
 	struct mb_client *client;
 	struct mb_ident ident;
 	const char *api_url;
-	char *script;            /* shell text run by /bin/sh -lc (env + command) */
+	char *script;            /* shell text run by /bin/sh -c (env + command) */
+	char *script_exec;       /* the same, an argv run with `exec` when it can */
 	bool forward_stdin;      /* local stdin goes to the command */
 	bool stdin_tty;          /* stdin is a terminal */
 	bool pty;                /* run in a pseudo-terminal */

@@ -178,7 +178,7 @@ static int build_launch(struct mbx_run *r, struct exec_state *st,
 	struct mbx_launch l = {
 		.run_id = st->run_id,
 		.cwd = r->target->remote_cwd,
-		.script = script_path ? NULL : r->script,
+		.script = script_path ? NULL : r->script_exec,
 		.script_path = script_path,
 		.in_mode = st->in_mode,
 		.in_data = st->pre,
@@ -212,16 +212,16 @@ static int fit_launch(struct mbx_run *r, struct exec_state *st, struct mb_buf *b
 		if (build_launch(r, st, NULL, b) == 0 && b->len <= MB_MAX_COMMAND_BYTES)
 			return 0;
 	}
-	if (strlen(r->script) > MB_MAX_FILE_BYTES) {
+	if (strlen(r->script_exec) > MB_MAX_FILE_BYTES) {
 		mbx_error("the command is too long (%zu bytes, at most %u)",
-			  strlen(r->script), MB_MAX_FILE_BYTES);
+			  strlen(r->script_exec), MB_MAX_FILE_BYTES);
 		return MBX_EXIT_USAGE;
 	}
 	snprintf(path, sizeof(path), "%s/%s.sh", MBX_RUN_BASE, st->run_id);
 	mb_err_clear(&err);
 	if (mb_fs_mkdir(r->client, &r->ident, MBX_RUN_BASE, true, 0700, &err) ||
-	    mb_file_put(r->client, &r->ident, path, r->script, strlen(r->script),
-			&err)) {
+	    mb_file_put(r->client, &r->ident, path, r->script_exec,
+			strlen(r->script_exec), &err)) {
 		mbx_error("cannot upload the command: %s; the command "
 			"did not start", err.msg);
 		return MBX_EXIT_FAIL;

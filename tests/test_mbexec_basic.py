@@ -297,3 +297,15 @@ def test_cat_of_a_file_written_through_the_mount(service, wd):
                        env=service.env(), capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split()[0].decode() == sha(blob)
+
+
+def test_programs_replace_the_shell_and_builtins_still_work(service, wd):
+    p = mbx(service, ["sh", "-c", "kill -9 $$"], wd[0])
+    assert p.returncode == 137 and p.stderr == b""   # no "Killed" from a shell between
+    p = mbx(service, ["sh", "-c", "echo $$; cat /proc/$$/stat | cut -d' ' -f5"], wd[0])
+    pid, pgid = p.stdout.split()
+    assert pid == pgid   # the command leads its own process group
+    p = mbx(service, ["type", "sh"], wd[0])
+    assert p.returncode == 0 and b"sh is" in p.stdout, p.stderr
+    p = mbx(service, ["cd", "/nonexistent-dir"], wd[0])
+    assert p.returncode != 0
