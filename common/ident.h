@@ -5,8 +5,10 @@
  * both. The control file MOUNTPOINT/.mainbrella is JSON:
  *   {"apiUrl":..., "id":..., "createdAt":..., "root":"/workspace",
  *    "mountpoint":"/home/u/sb", "pid":1234, "version":"0.1.0"}
- * It never holds the API key. Writing the line MB_CONTROL_INVALIDATE to it
- * tells the mount that a command has finished and its caches must go.
+ * It never holds the API key. Writing the line MB_CONTROL_SYNC to it makes
+ * the mount push what it still holds back (the write returns once done, or
+ * fails with EIO); writing MB_CONTROL_INVALIDATE tells it that a command has
+ * finished and its caches must go.
  */
 #ifndef MB_IDENT_H
 #define MB_IDENT_H
@@ -17,6 +19,8 @@
 #define MB_VERSION "0.1.0"
 #define MB_CONTROL_NAME ".mainbrella"
 #define MB_CONTROL_INVALIDATE "invalidate\n"
+/* Written before a command: the mount flushes pending metadata batches. */
+#define MB_CONTROL_SYNC "sync\n"
 
 #define MB_ID_MAX 16
 #define MB_GEN_MAX 40
