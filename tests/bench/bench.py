@@ -153,6 +153,68 @@ def threads_of(pid):
     return " ".join(out)
 
 
+def fuse_conn_id(mnt):
+    """The fusectl connection number of a mounted FUSE filesystem."""
+    dev = os.stat(mnt).st_dev
+    return (os.major(dev) << 20) | os.minor(dev)
+
+
+def abort_fuse_conn(conn):
+    """Abort a FUSE connection through fusectl (mounting it if needed)."""
+    top = "/sys/fs/fuse/connections"
+    mounted = False
+    if not os.path.ismount(top):
+        mounted = subprocess.run(["mount", "-t", "fusectl", "fusectl", top], capture_output=True).returncode == 0
+    try:
+        with open("%s/%d/abort" % (top, conn), "w") as f:
+            f.write("1")
+        return True
+    except OSError:
+        return False
+    finally:
+        if mounted:
+            subprocess.run(["umount", top], capture_output=True)
+
+
+def unmount_daemon(name, mnt, proc, conn, grace=1):
+    """Unmount a FUSE mount and see its daemon exit. Returns the exit status.
+
+    A copy of the mount in another mount namespace keeps the filesystem alive
+    after `fusermount3 -u`, and the daemon then never hears of the unmount
+    (tests/localservice.py guests are made with `unshare --mount` and copy
+    every mount that exists when they start). After `grace` seconds the
+    connection is aborted through fusectl: the daemon sees the same end of
+    its session as at a normal unmount."""
+    t0 = time.monotonic()
+    if os.path.ismount(mnt):
+        p = subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+        deadline = time.monotonic() + 30
+        while os.path.ismount(mnt) and time.monotonic() < deadline:
+            time.sleep(0.1)
+            p = subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+        if os.path.ismount(mnt):
+            log("%s: fusermount3 -u: %s; unmounting lazily" % (name, p.stderr.decode(errors="replace").strip()))
+            subprocess.run(["fusermount3", "-uz", mnt], capture_output=True)
+    if proc is None:
+        return None
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        held = [l.split()[0] for l in subprocess.run(
+            ["sh", "-c", "grep -l ' %s ' /proc/[0-9]*/mountinfo 2>/dev/null" % mnt],
+            capture_output=True, text=True).stdout.split()]
+        log("%s still running %.0fs after its unmount (mount still held by %d processes' namespaces); "
+            "aborting FUSE connection %s" % (name, time.monotonic() - t0, len(held), conn))
+        if conn is None or not abort_fuse_conn(conn):
+            log("%s: could not abort the connection" % name)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            log("%s did not exit; killing it; threads %s" % (name, threads_of(proc.pid)))
+            stop_process(proc)
+    return proc.returncode
+
+
 def on_signal(signum, frame):
     raise SystemExit(128 + signum)
 
@@ -254,7 +316,8 @@ class Sshd:
                 ""]))
         logf = open(self.log_path, "ab")
         self.proc = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", cfg],
-                                     stdin=subprocess.DEVNULL, stdout=logf, stderr=logf)
+                                     stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
+                                     start_new_session=True)
         logf.close()
         deadline = time.time() + 10
         while time.time() < deadline:
@@ -297,7 +360,7 @@ class DelayProxy:
         self.proc = subprocess.Popen(
             [PYTHON, os.path.join(HERE, "delayproxy.py"), "--target", "127.0.0.1:%d" % target_port,
              "--delay-ms", str(delay_ms), "--max-seconds", str(int(max_seconds))],
-            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
         line = self.proc.stdout.readline().decode()
         m = re.match(r"listening 127\.0\.0\.1:(\d+)", line)
         if not m:
@@ -427,22 +490,13 @@ class MbfsBackend(Backend):
     def _mount(self):
         self.mount = mbtest.Mount(self.service, self.ident, options=self.ctx.mbfs_opts, mountpoint=self.mnt)
         self._mnt_undo = CLEANUP.push(self._unmount)
+        self.conn = fuse_conn_id(self.mnt)
 
     def _unmount(self):
         if self.mount is not None:
-            t0 = time.monotonic()
-            proc = self.mount.proc
-            watch = threading.Timer(5, lambda: log("mbfs still running 5s after unmount began: mounted=%s threads %s"
-                                                   % (os.path.ismount(self.mnt), threads_of(proc.pid))))
-            watch.start()
-            try:
-                rc = self.mount.unmount()
-            finally:
-                watch.cancel()
-            dt = time.monotonic() - t0
+            rc = unmount_daemon("mbfs", self.mnt, self.mount.proc, self.conn)
+            self.mount.unmount()  # closes its log; nothing left to do otherwise
             tail = self.mount.log()[-1500:]
-            if dt > 5:
-                log("mbfs took %.1fs to unmount and exit" % dt)
             if rc not in (0, None):
                 log("mbfs exited %s; log tail:\n%s" % (rc, tail))
             if mbtest.sanitizer_report(tail):
@@ -521,12 +575,15 @@ class SshfsBackend(Backend):
         argv = ["sshfs", "-f", "-F", "/dev/null", "-o", opts, "-p", str(self.port),
                 "root@127.0.0.1:" + self.export, self.mnt]
         logf = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf)
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
+                                     start_new_session=True)
         logf.close()
         self._mnt_undo = CLEANUP.push(self._unmount)
+        self.conn = None
         deadline = time.time() + 30
         while time.time() < deadline:
             if os.path.ismount(self.mnt):
+                self.conn = fuse_conn_id(self.mnt)
                 return
             if self.proc.poll() is not None:
                 break
@@ -536,25 +593,11 @@ class SshfsBackend(Backend):
             raise RuntimeError("sshfs did not mount: %s" % f.read().decode(errors="replace")[-2000:])
 
     def _unmount(self):
-        t0 = time.monotonic()
-        if os.path.ismount(self.mnt):
-            p = subprocess.run(["fusermount3", "-u", self.mnt], capture_output=True)
-            deadline = time.time() + 20
-            while os.path.ismount(self.mnt) and time.time() < deadline:
-                time.sleep(0.1)
-                p = subprocess.run(["fusermount3", "-u", self.mnt], capture_output=True)
-            if os.path.ismount(self.mnt):
-                log("sshfs: fusermount3 -u: %s; unmounting lazily" % p.stderr.decode(errors="replace").strip())
-                subprocess.run(["fusermount3", "-uz", self.mnt], capture_output=True)
         if self.proc is not None:
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                log("sshfs did not exit after unmount; killing it; threads %s" % threads_of(self.proc.pid))
-                stop_process(self.proc)
+            rc = unmount_daemon("sshfs", self.mnt, self.proc, self.conn)
+            if rc not in (0, None):
+                log("sshfs exited %s" % rc)
             self.proc = None
-        if time.monotonic() - t0 > 5:
-            log("sshfs took %.1fs to unmount and exit" % (time.monotonic() - t0))
 
     def remount(self):
         CLEANUP.run(self._mnt_undo)
@@ -582,6 +625,10 @@ class Failed(Exception):
     pass
 
 
+class Timeout(Failed):
+    pass
+
+
 def run(argv, cwd=None, env=None, timeout=1200, ok=(0,)):
     """Run a command; return seconds of wall time. Raises Failed on a bad exit."""
     t0 = time.perf_counter()
@@ -589,7 +636,7 @@ def run(argv, cwd=None, env=None, timeout=1200, ok=(0,)):
         p = subprocess.run(argv, cwd=cwd, env=env, timeout=timeout,
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     except subprocess.TimeoutExpired:
-        raise Failed("timed out after %ds" % timeout)
+        raise Timeout("timed out after %ds" % timeout)
     dt = time.perf_counter() - t0
     if p.returncode not in ok:
         first = (p.stderr.decode(errors="replace").strip().splitlines() or [""])[0]
@@ -598,6 +645,9 @@ def run(argv, cwd=None, env=None, timeout=1200, ok=(0,)):
 
 
 class Sample:
+    capped = False     # stopped at --cap; seconds is the cap
+    estimate = None    # then: the whole run's time, extrapolated
+
     def __init__(self, seconds, requests=None, note=None):
         self.seconds = seconds
         self.requests = requests
@@ -647,28 +697,42 @@ def seqread_one(ctx, b, r):
 
 
 def untar_one(ctx, b, r):
-    d = b.path("tree-%d" % r)
+    """tar x into a fresh directory. A run longer than --cap is stopped and
+    reported with an estimate from the share of files it wrote."""
+    d = b.path("untar-%d" % r)
     os.mkdir(d)
-    return [measure(b, lambda: run(["tar", "-x", "--no-same-owner", "-f", ctx.data.tree_tar, "-C", d]))]
+    b.reset_stats()
+    try:
+        seconds = run(["tar", "-x", "--no-same-owner", "-f", ctx.data.tree_tar, "-C", d], timeout=ctx.cap)
+    except Timeout:
+        done = sum(len(fs) for _, _, fs in os.walk(d))
+        sample = Sample(ctx.cap, b.requests())
+        sample.capped = True
+        sample.estimate = ctx.cap * ctx.data.files / done if done else None
+        sample.note = "stopped at %ds with %d of %d files written" % (ctx.cap, done, ctx.data.files)
+        return [sample]
+    return [Sample(seconds, b.requests())]
 
 
 def tree_setup(ctx, b):
-    if not os.path.isdir(b.path("tree-0")):
-        untar_one(ctx, b, 0)
+    """ls, find and grep work on a copy of the same tree put in behind the mount."""
+    if not os.path.isdir(b.path("tree")):
+        b.seed_tar(ctx.data.tree_tar, "tree")
+        b.remount()
 
 
 def ls_one(ctx, b, r):
     b.remount()
-    return [measure(b, lambda: run(["ls", "-lR", b.path("tree-0")]))]
+    return [measure(b, lambda: run(["ls", "-lR", b.path("tree")]))]
 
 
 def find_one(ctx, b, r):
     b.remount()
-    return [measure(b, lambda: run(["find", b.path("tree-0")]))]
+    return [measure(b, lambda: run(["find", b.path("tree")]))]
 
 
 def grep_one(ctx, b, r):
-    argv = ["grep", "-r", "-c", NEEDLE, b.path("tree-0")]
+    argv = ["grep", "-r", "-c", NEEDLE, b.path("tree")]
     b.remount()
     cold = measure(b, lambda: run(argv, ok=(0, 1)))
     warm = measure(b, lambda: run(argv, ok=(0, 1)))
@@ -882,12 +946,22 @@ def run_workload(ctx, w, b, latency, result):
                              if lst[0].requests is not None else ""))
 
 
+def median_seconds(v):
+    """Median of a cell's runs, with the estimate standing for a capped run;
+    and whether any run was capped."""
+    capped = any(x.capped for x in v)
+    return statistics.median(x.estimate if x.capped and x.estimate else x.seconds for x in v), capped
+
+
 def fmt_seconds(v):
     if isinstance(v, Failed):
         return "FAIL"
     if v is None:
         return "—"
-    return "%.3f" % statistics.median(s.seconds for s in v)
+    med, capped = median_seconds(v)
+    if capped:
+        return ">%g (~%.0f)" % (max(x.seconds for x in v), med)
+    return "%.3f" % med
 
 
 def median_requests(v):
@@ -896,7 +970,7 @@ def median_requests(v):
     return statistics.median(sum(s.requests.values()) for s in v)
 
 
-def build_report(ctx, result, started):
+def build_report(ctx, result, started, partial=False):
     lines = []
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()
@@ -905,17 +979,19 @@ def build_report(ctx, result, started):
         p = subprocess.run(["sshfs", "--version"], capture_output=True, text=True)
         m = re.search(r"SSHFS version (\S+)", p.stdout + p.stderr)
         sshfs_ver = "sshfs " + (m.group(1) if m else "?")
-    lines.append("## Benchmark results%s" % (" (quick run)" if ctx.quick else ""))
+    lines.append("## Benchmark results%s%s" % (" (quick run)" if ctx.quick else "",
+                                                ", INTERRUPTED: partial" if partial else ""))
     lines.append("")
     lines.append("`tests/bench/bench.py%s` on %s, commit %s, %d CPUs, %s. "
                  "Seconds, median of up to %d runs (no further run of a workload once its runs took %g s; "
-                 "the runs column says how many), lower is better. "
+                 "the runs column says how many), lower is better; a `tar x` run is stopped after %g s and "
+                 "shown as >%g (~estimate from the share of files written). "
                  "mbfs: the local service (`tests/localservice.py --latency-ms L`). "
                  "sshfs: %s with default options, on a private sshd over loopback, "
                  "through `tests/bench/delayproxy.py` adding L ms per round trip when L > 0. "
                  "mbfs requests: API requests of one mbfs run, from `/_local/stats`."
                  % (" " + " ".join(ctx.argv) if ctx.argv else "", time.strftime("%Y-%m-%d"), commit or "?",
-                    os.cpu_count(), platform_name(), ctx.repeat, ctx.budget, sshfs_ver))
+                    os.cpu_count(), platform_name(), ctx.repeat, ctx.budget, ctx.cap, ctx.cap, sshfs_ver))
     lines.append("")
     lines.append("| latency | workload | mbfs s | sshfs s | mbfs/sshfs | mbfs requests | runs | notes |")
     lines.append("|---:|---|---:|---:|---:|---:|---:|---|")
@@ -925,9 +1001,9 @@ def build_report(ctx, result, started):
         m, s = row.get("mbfs"), row.get("sshfs")
         ratio = "—"
         if isinstance(m, list) and isinstance(s, list) and m and s:
-            sm = statistics.median(x.seconds for x in s)
+            (mm, mc), (sm, sc) = median_seconds(m), median_seconds(s)
             if sm > 0:
-                ratio = "%.2f" % (statistics.median(x.seconds for x in m) / sm)
+                ratio = ("~%.1f" if mc or sc else "%.2f") % (mm / sm)
         req = median_requests(m)
         notes = []
         for v, who in ((m, "mbfs"), (s, "sshfs")):
@@ -1041,6 +1117,8 @@ def main(argv=None):
     ap.add_argument("--exec-count", type=int, help="remote `true` calls per run (default 50, quick 10)")
     ap.add_argument("--mbfs-opt", action="append", default=[], help="extra -o option for mbfs")
     ap.add_argument("--sshfs-opt", action="append", default=[], help="extra -o option for sshfs")
+    ap.add_argument("--cap", type=float, help="stop a tar x run after this many seconds and extrapolate "
+                    "(default 120, quick 60)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench-results.md"))
     ap.add_argument("--max-minutes", type=float, default=45, help="skip what remains after this long")
     ap.add_argument("--keep-tmp", action="store_true", help="keep the scratch directory")
@@ -1052,6 +1130,7 @@ def main(argv=None):
     ctx.repeat = args.repeat or (1 if args.quick else 3)
     ctx.latencies = [int(x) for x in args.latencies.split(",") if x != ""]
     ctx.budget = args.budget
+    ctx.cap = args.cap or (60 if args.quick else 120)
     chosen = [w for w in args.workloads.split(",") if w]
     bad = set(chosen) - {w.name for w in WORKLOADS}
     if bad:
@@ -1085,7 +1164,7 @@ def main(argv=None):
     CLEANUP.push(remove_tmp, ctx.tmp, args.keep_tmp)
     CLEANUP.push(force_unmount_under, ctx.tmp + "/")
     result = Result()
-    report = None
+    interrupted = None
     try:
         ctx.data = Data(ctx.tmp, args.size_mib or (8 if args.quick else 64),
                         args.files or (200 if args.quick else 2000),
@@ -1100,15 +1179,24 @@ def main(argv=None):
                 backends.remove("sshfs")
         for latency in ctx.latencies:
             run_latency(ctx, backends, latency, result)
-        report = build_report(ctx, result, started)
+    except (KeyboardInterrupt, SystemExit) as e:
+        interrupted = e
+        log("interrupted (%s); cleaning up" % (type(e).__name__ if isinstance(e, KeyboardInterrupt) else e.code))
     finally:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)  # every step below is bounded
         CLEANUP.run_all()
+    if not hasattr(ctx, "data"):
+        return 1
+    report = build_report(ctx, result, started, partial=interrupted is not None)
     print()
     print(report)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         f.write(report)
     log("wrote %s" % args.out)
+    if interrupted is not None:
+        return 130 if isinstance(interrupted, KeyboardInterrupt) else interrupted.code
     return 0
 
 

@@ -107,12 +107,13 @@ class DelayedPipe:
                 if wait > 0:
                     time.sleep(wait)
                 # Coalesce what is already due into one send.
-                parts = []
+                parts, size = [], 0
                 now = time.monotonic()
                 with self.cond:
-                    while self.queue and self.queue[0][0] <= now and sum(map(len, parts)) < CHUNK * 4:
+                    while self.queue and self.queue[0][0] <= now and size < CHUNK * 4:
                         parts.append(self.queue.popleft()[1])
-                    self.queued -= sum(map(len, parts))
+                        size += len(parts[-1])
+                    self.queued -= size
                     self.cond.notify_all()
                 self.dst.sendall(b"".join(parts))
             if not self.dead:
