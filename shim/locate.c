@@ -275,25 +275,42 @@ int mbx_locate(const struct mbx_opts *o, struct mbx_target *t)
 	return 0;
 }
 
-void mbx_invalidate_mount(const struct mbx_target *t)
+/* Write one control line to a live mbfs control file. 0, 1 when there is
+ * none (a plain file in a hand-made directory would be overwritten, so only
+ * a FUSE one takes commands), or -errno from the write. */
+static int control_write(const struct mbx_target *t, const char *line)
 {
 	char path[MB_PATH_MAX + sizeof(MB_CONTROL_NAME) + 2];
 	struct statfs sfs;
 	ssize_t w;
-	int fd;
+	int fd, r = 1;
 
 	if (!t->mount_dir[0])
-		return;
+		return 1;
 	snprintf(path, sizeof(path), "%s/%s",
 		 strcmp(t->mount_dir, "/") ? t->mount_dir : "", MB_CONTROL_NAME);
-	fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0)
-		return;
-	/* Only a live mbfs control file takes commands: a plain file (a copy,
-	 * a hand-made directory) would be overwritten. */
+		return 1;
 	if (fstatfs(fd, &sfs) == 0 && sfs.f_type == FUSE_SUPER_MAGIC) {
-		w = write(fd, MB_CONTROL_INVALIDATE, strlen(MB_CONTROL_INVALIDATE));
-		(void)w;
+		do
+			w = write(fd, line, strlen(line));
+		while (w < 0 && errno == EINTR);
+		r = w < 0 ? -errno : 0;
 	}
 	close(fd);
+	return r;
+}
+
+int mbx_sync_mount(const struct mbx_target *t)
+{
+	int r = control_write(t, MB_CONTROL_SYNC);
+
+	/* a mount that does not know the message refuses it: nothing to push */
+	return r == -EIO ? r : 0;
+}
+
+void mbx_invalidate_mount(const struct mbx_target *t)
+{
+	(void)control_write(t, MB_CONTROL_INVALIDATE);
 }

@@ -219,6 +219,12 @@ int main(int argc, char **argv)
 		code = 128 + signo;   /* interrupted before anything was sent */
 		goto out_signals;
 	}
+	if (mbx_sync_mount(&target)) {
+		mbx_error("the mount in '%s' could not upload pending changes (see "
+			  "its log); the command did not start", target.mount_dir);
+		code = MBX_EXIT_FAIL;
+		goto out_signals;
+	}
 	ran = true;
 	code = run.strategy->start(&run);
 	if (code == 0) {

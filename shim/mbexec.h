@@ -65,6 +65,11 @@ struct mbx_target {
  * Returns 0, or MBX_EXIT_USAGE with a message printed. */
 int mbx_locate(const struct mbx_opts *o, struct mbx_target *t);
 
+/* Before a command: make the mount push what it still holds (pending
+ * metadata batches), so the command sees the local changes. 0, or -EIO
+ * when the mount could not; a plain directory or an older mount is 0. */
+int mbx_sync_mount(const struct mbx_target *t);
+
 /* Tell the mount that a command finished (its caches must go). Errors are
  * ignored: the mount may be gone, or the control file a plain file. */
 void mbx_invalidate_mount(const struct mbx_target *t);

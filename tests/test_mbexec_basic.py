@@ -309,3 +309,16 @@ def test_programs_replace_the_shell_and_builtins_still_work(service, wd):
     assert p.returncode == 0 and b"sh is" in p.stdout, p.stderr
     p = mbx(service, ["cd", "/nonexistent-dir"], wd[0])
     assert p.returncode != 0
+
+
+def test_command_sees_metadata_changes_made_through_the_mount(service, wd):
+    d = os.path.join(wd[0], "meta")
+    os.mkdir(d)
+    with open(os.path.join(d, "a"), "w") as f:
+        f.write("x")
+    os.chmod(os.path.join(d, "a"), 0o751)
+    os.rename(os.path.join(d, "a"), os.path.join(d, "b"))
+    os.symlink("b", os.path.join(d, "link"))
+    p = mbx(service, ["sh", "-c", "stat -c '%n %a' b; readlink link; ls"], d)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == b"b 751\nb\nb\nlink\n"
