@@ -6,6 +6,7 @@
  * sent); 255 transport/API/quota. The only place that exits.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,6 +116,23 @@ static bool stdin_forwardable(void)
 	return S_ISFIFO(s.st_mode) || S_ISREG(s.st_mode) || S_ISSOCK(s.st_mode);
 }
 
+/* A closed fd 0, 1 or 2 would be reused by the next open() (a socket, the
+ * control file) and then read or written as if it were stdio. */
+static void fill_std_fds(void)
+{
+	int fd, n;
+
+	for (fd = 0; fd <= 2; fd++) {
+		if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+			continue;
+		n = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+		if (n >= 0 && n != fd) {
+			dup2(n, fd);
+			close(n);
+		}
+	}
+}
+
 /* Exit status once the strategy has finished. */
 static int final_status(const struct mbx_run *r)
 {
@@ -142,6 +160,7 @@ int main(int argc, char **argv)
 	bool ran = false, has_status = false;
 	int code, signo;
 
+	fill_std_fds();
 	code = mbx_opts_parse(argc, argv, &o);
 	if (code >= 0) {
 		mbx_opts_release(&o);

@@ -252,7 +252,7 @@ void mbx_term_restore(void)
 {
 	pthread_mutex_lock(&term_lock);
 	if (saved_fd >= 0) {
-		tcsetattr(saved_fd, TCSAFLUSH, &saved_tio);
+		tcsetattr(saved_fd, TCSADRAIN, &saved_tio);
 		saved_fd = -1;
 	}
 	pthread_mutex_unlock(&term_lock);
@@ -276,7 +276,7 @@ int mbx_term_raw(int fd)
 	cfmakeraw(&t);
 	t.c_cc[VMIN] = 1;
 	t.c_cc[VTIME] = 0;
-	if (tcsetattr(fd, TCSAFLUSH, &t)) {
+	if (tcsetattr(fd, TCSADRAIN, &t)) {   /* keep typeahead */
 		int e = errno;
 
 		mbx_term_restore();

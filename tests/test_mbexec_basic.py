@@ -323,3 +323,10 @@ def test_command_sees_metadata_changes_made_through_the_mount(service, wd):
     p = mbx(service, ["sh", "-c", "stat -c '%n %a %Y' b; readlink link; ls"], d)
     assert p.returncode == 0, p.stderr
     assert p.stdout == b"b 751 1500000000\nb\nb\nlink\n"
+
+
+def test_closed_stdin_is_not_reused(service, wd):
+    p = subprocess.run([mbtest.MBEXEC, "sh", "-c", "cat; echo end"], cwd=wd[0], env=service.env(),
+                       capture_output=True, timeout=60, preexec_fn=lambda: os.close(0))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == b"end\n"
