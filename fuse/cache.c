@@ -2,8 +2,10 @@
  *
  * A chained hash table keyed by mount-relative path. An entry holds any of:
  * attributes (until attr_until), a negative mark (until neg_until), a
- * listing with each child's attributes (until dir_until). Expired parts are
- * ignored and swept now and then. Time is the monotonic clock in ms.
+ * listing with each child's attributes, sorted by name (until dir_until).
+ * Expired parts are ignored and swept now and then. Our own changes edit
+ * entries and listings in place without extending them. Time is the
+ * monotonic clock in ms.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -15,6 +17,7 @@
 #include "common/api.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "fuse/batch.h"
 #include "fuse/cache.h"
 #include "fuse/mbfs.h"
 
@@ -31,8 +34,8 @@ struct centry {
 	uint64_t neg_until;         /* 0: not negative */
 	uint64_t dir_until;         /* 0: no listing */
 	struct stat st;
-	struct child *kids;
-	size_t nkids;
+	struct child *kids;         /* sorted by name (strcmp), no duplicates */
+	size_t nkids, capkids;
 };
 
 struct mbfs_cache {
@@ -46,10 +49,22 @@ struct mbfs_cache {
 
 static uint64_t hash_path(const char *s)
 {
-	uint64_t h = 1469598103934665603ULL;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-	return h;
+	return mbfs_fnv1a(MBFS_FNV_OFFSET, s);
+}
+
+static int kid_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct child *)a)->name,
+		      ((const struct child *)b)->name);
+}
+
+/* The child called name in a listing, or NULL. */
+static struct child *find_kid(struct centry *e, const char *name)
+{
+	struct child key = { .name = (char *)name };
+	if (!e->nkids)
+		return NULL;
+	return bsearch(&key, e->kids, e->nkids, sizeof(*e->kids), kid_cmp);
 }
 
 static void free_kids(struct centry *e)
@@ -59,6 +74,7 @@ static void free_kids(struct centry *e)
 	free(e->kids);
 	e->kids = NULL;
 	e->nkids = 0;
+	e->capkids = 0;
 	e->dir_until = 0;
 }
 
@@ -229,14 +245,11 @@ static int lookup_locked(struct mbfs_cache *c, const char *path,
 	struct centry *p = find(c, parent);
 	if (!p || p->dir_until <= now)
 		return 0;
-	const char *name = strrchr(path, '/') + 1;
-	for (size_t i = 0; i < p->nkids; i++) {
-		if (strcmp(p->kids[i].name, name) == 0) {
-			*st = p->kids[i].st;
-			return 1;
-		}
-	}
-	return -ENOENT;
+	struct child *k = find_kid(p, strrchr(path, '/') + 1);
+	if (!k)
+		return -ENOENT;
+	*st = k->st;
+	return 1;
 }
 
 static void put_attr_locked(struct mbfs_cache *c, const char *path,
@@ -297,11 +310,13 @@ int mbfs_cache_getattr(struct mbfs *fs, const char *path, struct stat *st)
 	pthread_mutex_lock(&c->lock);
 	int hit = lookup_locked(c, path, st);
 	pthread_mutex_unlock(&c->lock);
-	if (hit == 1)
-		return 0;
-	if (hit < 0)
-		return hit;
-	return fetch_attr(fs, path, st);
+	if (hit == 0)
+		hit = fetch_attr(fs, path, st);
+	else if (hit == 1)
+		hit = 0;
+	if (hit == 0)
+		mbfs_batch_apply(fs, path, st);
+	return hit;
 }
 
 int mbfs_cache_refresh(struct mbfs *fs, const char *path, struct stat *st)
@@ -334,9 +349,20 @@ static void put_listing_locked(struct mbfs_cache *c, const char *path,
 		free(kids);
 		return;
 	}
+	/* pages of a changing directory may repeat a name: sort, keep one */
+	qsort(kids, n, sizeof(*kids), kid_cmp);
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (m && strcmp(kids[m - 1].name, kids[i].name) == 0) {
+			free(kids[i].name);
+			continue;
+		}
+		kids[m++] = kids[i];
+	}
 	free_kids(e);
 	e->kids = kids;
-	e->nkids = n;
+	e->nkids = m;
+	e->capkids = n ? n : 1;
 	e->dir_until = now + c->dir_ms;
 }
 
@@ -351,9 +377,13 @@ int mbfs_cache_readdir(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
 		pthread_mutex_unlock(&c->lock);
 		return rc;
 	}
-	uint64_t ctr = c->counter;
 	pthread_mutex_unlock(&c->lock);
 
+	/* the listing carries its entries' times: queued ones land first */
+	mbfs_batch_flush(fs, path, MBFS_BATCH_CHILDREN);
+	pthread_mutex_lock(&c->lock);
+	uint64_t ctr = c->counter;
+	pthread_mutex_unlock(&c->lock);
 	char rpath[MB_PATH_MAX];
 	int rc = mbfs_remote_path(fs, path, rpath);
 	if (rc)
@@ -453,5 +483,184 @@ void mbfs_cache_invalidate_all(struct mbfs_cache *c)
 	pthread_mutex_lock(&c->lock);
 	c->counter++;
 	clear_all(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- our own changes, applied in place ---- */
+
+/* The fresh listing of path's parent and path's name in it, or NULL. */
+static struct centry *parent_listing(struct mbfs_cache *c, const char *path,
+				     const char **name)
+{
+	char parent[MB_PATH_MAX];
+	if (strcmp(path, "/") == 0 || strlen(path) >= sizeof(parent))
+		return NULL;
+	mbfs_parent_path(path, parent);
+	struct centry *p = find(c, parent);
+	if (!p || p->dir_until <= mb_now_ms())
+		return NULL;
+	*name = strrchr(path, '/') + 1;
+	return p;
+}
+
+/* Add or replace a child in a listing, keeping it sorted. On failure the
+ * listing is dropped (it would no longer be complete). */
+static void kid_put(struct centry *p, const char *name, const struct stat *st)
+{
+	struct child *k = find_kid(p, name);
+	if (k) {
+		k->st = *st;
+		return;
+	}
+	char *copy = strdup(name);
+	if (copy && p->nkids == p->capkids) {
+		size_t cap = p->capkids ? 2 * p->capkids : 8;
+		struct child *nk = realloc(p->kids, cap * sizeof(*nk));
+		if (nk) {
+			p->kids = nk;
+			p->capkids = cap;
+		}
+	}
+	if (!copy || p->nkids == p->capkids) {
+		free(copy);
+		free_kids(p);
+		return;
+	}
+	size_t i = 0, hi = p->nkids;
+	while (i < hi) {            /* first child sorting after name */
+		size_t mid = i + (hi - i) / 2;
+		if (strcmp(p->kids[mid].name, name) < 0)
+			i = mid + 1;
+		else
+			hi = mid;
+	}
+	memmove(&p->kids[i + 1], &p->kids[i], (p->nkids - i) * sizeof(*p->kids));
+	p->kids[i].name = copy;
+	p->kids[i].st = *st;
+	p->nkids++;
+}
+
+static void kid_remove(struct centry *p, const char *name)
+{
+	struct child *k = find_kid(p, name);
+	if (!k)
+		return;
+	size_t i = (size_t)(k - p->kids);
+	free(k->name);
+	memmove(&p->kids[i], &p->kids[i + 1], (p->nkids - i - 1) * sizeof(*p->kids));
+	p->nkids--;
+}
+
+static void put_locked(struct mbfs_cache *c, const char *path,
+		       const struct stat *st)
+{
+	put_attr_locked(c, path, st);
+	struct centry *e = find(c, path);
+	if (e)
+		e->neg_until = 0;
+	const char *name;
+	struct centry *p = parent_listing(c, path, &name);
+	if (p)
+		kid_put(p, name, st);
+}
+
+void mbfs_cache_put(struct mbfs_cache *c, const char *path,
+		    const struct stat *st)
+{
+	pthread_mutex_lock(&c->lock);
+	c->counter++;
+	put_locked(c, path, st);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void mbfs_cache_put_dir(struct mbfs_cache *c, const char *path,
+			const struct stat *st)
+{
+	pthread_mutex_lock(&c->lock);
+	c->counter++;
+	put_locked(c, path, st);
+	struct centry *e = c->dir_ms ? get_or_add(c, path) : NULL;
+	if (e) {
+		free_kids(e);
+		e->dir_until = mb_now_ms() + c->dir_ms;
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+void mbfs_cache_modify(struct mbfs_cache *c, const char *path,
+		       void (*fn)(struct stat *st, const void *arg),
+		       const void *arg)
+{
+	pthread_mutex_lock(&c->lock);
+	c->counter++;
+	struct centry *e = find(c, path);
+	if (e && e->attr_until)
+		fn(&e->st, arg);
+	const char *name;
+	struct centry *p = parent_listing(c, path, &name);
+	struct child *k = p ? find_kid(p, name) : NULL;
+	if (k)
+		fn(&k->st, arg);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Forget everything strictly below path. Lock held. */
+static void forget_below_locked(struct mbfs_cache *c, const char *path)
+{
+	size_t n = strcmp(path, "/") == 0 ? 0 : strlen(path);
+	for (size_t i = 0; i < c->nbuckets; i++) {
+		for (struct centry *e = c->tab[i]; e; e = e->next) {
+			if (strncmp(e->path, path, n) == 0 && e->path[n] == '/' &&
+			    e->path[n + 1] != '\0') {
+				e->attr_until = 0;
+				e->neg_until = 0;
+				free_kids(e);
+			}
+		}
+	}
+}
+
+/* path is gone: negative, out of its parent's listing, nothing below. */
+static void removed_locked(struct mbfs_cache *c, const char *path, bool tree)
+{
+	if (tree)
+		forget_below_locked(c, path);
+	forget_locked(c, path);
+	if (c->neg_ms) {
+		struct centry *e = get_or_add(c, path);
+		if (e)
+			e->neg_until = mb_now_ms() + c->neg_ms;
+	}
+	const char *name;
+	struct centry *p = parent_listing(c, path, &name);
+	if (p)
+		kid_remove(p, name);
+}
+
+void mbfs_cache_removed(struct mbfs_cache *c, const char *path, bool tree)
+{
+	pthread_mutex_lock(&c->lock);
+	c->counter++;
+	removed_locked(c, path, tree);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void mbfs_cache_renamed(struct mbfs_cache *c, const char *from, const char *to)
+{
+	pthread_mutex_lock(&c->lock);
+	c->counter++;
+	struct stat st;
+	int known = lookup_locked(c, from, &st) == 1;
+	/* a directory's subtree is forgotten rather than moved */
+	bool tree = !known || S_ISDIR(st.st_mode);
+	removed_locked(c, from, tree);
+	if (tree)
+		forget_below_locked(c, to);
+	if (known) {
+		put_locked(c, to, &st);
+	} else {
+		forget_locked(c, to);
+		forget_parent_locked(c, to);
+	}
 	pthread_mutex_unlock(&c->lock);
 }

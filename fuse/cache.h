@@ -12,6 +12,7 @@
 #ifndef MBFS_CACHE_H
 #define MBFS_CACHE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
 
@@ -23,7 +24,8 @@ struct mbfs_cache *mbfs_cache_new(uint64_t attr_ms, uint64_t dir_ms,
 void mbfs_cache_free(struct mbfs_cache *c);
 
 /* Attributes of path: from memory, from a fresh parent listing, or one stat
- * request. 0 with *st, -ENOENT (possibly cached), or another -errno. */
+ * request, with times still queued for the guest (batch.h) applied.
+ * 0 with *st, -ENOENT (possibly cached), or another -errno. */
 int mbfs_cache_getattr(struct mbfs *fs, const char *path, struct stat *st);
 
 /* Like getattr but always asks the API (and refreshes the cache). */
@@ -36,6 +38,32 @@ typedef int (*mbfs_dir_fn)(void *ud, const char *name, const struct stat *st);
  * (which also fills the attributes of each child). 0 or -errno. */
 int mbfs_cache_readdir(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
 		       void *ud);
+
+/* Our own changes, applied in place (no request; each bumps the write
+ * counter). Listings keep their expiry: what we did ourselves does not make
+ * them any fresher with respect to changes made on the guest. */
+
+/* We know path's attributes (our create, mkdir, symlink, upload): store
+ * them, drop a negative mark, add or update path in its parent's listing. */
+void mbfs_cache_put(struct mbfs_cache *c, const char *path,
+		    const struct stat *st);
+/* Same for a directory we have just made: also its listing, complete and
+ * empty, so lookups of names in it need no request. */
+void mbfs_cache_put_dir(struct mbfs_cache *c, const char *path,
+			const struct stat *st);
+/* Apply fn to whatever is known of path's attributes (its entry and its
+ * child in the parent's listing); nothing known: nothing done. */
+void mbfs_cache_modify(struct mbfs_cache *c, const char *path,
+		       void (*fn)(struct stat *st, const void *arg),
+		       const void *arg);
+/* path is gone (our unlink, rmdir): negative, out of the parent's listing;
+ * tree: everything below it forgotten. */
+void mbfs_cache_removed(struct mbfs_cache *c, const char *path, bool tree);
+/* from became to (replacing it): to takes from's attributes when known
+ * (otherwise to's parent listing is dropped), from is negative; whatever
+ * was below either is forgotten. */
+void mbfs_cache_renamed(struct mbfs_cache *c, const char *from,
+			const char *to);
 
 /* Forget path (attributes, negative entry, its listing) and the listing of
  * its parent. */

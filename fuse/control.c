@@ -7,6 +7,7 @@
 
 #include "common/ident.h"
 #include "common/log.h"
+#include "fuse/batch.h"
 #include "fuse/cache.h"
 #include "fuse/control.h"
 #include "fuse/data.h"
@@ -70,14 +71,32 @@ void mbfs_invalidate_everything(struct mbfs *fs)
 	mbfs_node_invalidate_all(fs);
 }
 
+int mbfs_control_sync(struct mbfs *fs)
+{
+	mbfs_node_flush_all(fs);
+	return mbfs_batch_sync(fs);
+}
+
+/* buf is the line cmd, with or without its newline. */
+static bool is_command(const char *buf, size_t size, const char *cmd)
+{
+	size_t cl = strlen(cmd);
+	return (size == cl && memcmp(buf, cmd, cl) == 0) ||
+	       (size == cl - 1 && memcmp(buf, cmd, cl - 1) == 0);
+}
+
 int mbfs_control_write(struct mbfs *fs, const char *buf, size_t size)
 {
-	size_t cl = strlen(MB_CONTROL_INVALIDATE);
-	if ((size == cl && memcmp(buf, MB_CONTROL_INVALIDATE, cl) == 0) ||
-	    (size == cl - 1 && memcmp(buf, MB_CONTROL_INVALIDATE, cl - 1) == 0)) {
+	if (is_command(buf, size, MB_CONTROL_INVALIDATE)) {
 		mbfs_invalidate_everything(fs);
 		mb_log(MB_LOG_DEBUG, "caches invalidated through the control file");
 		return (int)size;
+	}
+	if (is_command(buf, size, MB_CONTROL_SYNC)) {
+		int rc = mbfs_control_sync(fs);
+		mb_log(MB_LOG_DEBUG, "sync through the control file: %s",
+		       rc ? strerror(-rc) : "done");
+		return rc ? rc : (int)size;
 	}
 	return -EINVAL;
 }

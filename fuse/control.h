@@ -5,7 +5,12 @@
  * MB_CONTROL_INVALIDATE drops every cache of the mount: attributes,
  * listings, negative entries, clean file copies (a whole-second mtime with
  * an unchanged size cannot prove a copy current) and the sharing of clean
- * open files. Not listed by readdir. Thread-safe.
+ * open files; nothing still to be sent (queued times) is dropped. Writing
+ * MB_CONTROL_SYNC sends everything the mount still holds back before the
+ * write returns: every queued batch (batch.h) and dirty files no longer
+ * open (none today: the last close uploads); the write fails with EIO when
+ * that or an earlier batch failed. mbexec writes "sync" before a command
+ * and "invalidate" after it. Not listed by readdir. Thread-safe.
  */
 #ifndef MBFS_CONTROL_H
 #define MBFS_CONTROL_H
@@ -14,6 +19,12 @@
 #include <stddef.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+
+#include "common/ident.h"
+
+#ifndef MB_CONTROL_SYNC
+#define MB_CONTROL_SYNC "sync\n"
+#endif
 
 struct mbfs;
 
@@ -25,6 +36,8 @@ int mbfs_control_read(const struct mbfs *fs, char *buf, size_t size,
 		      off_t off);
 /* Returns size when the text is a known command, else -EINVAL. */
 int mbfs_control_write(struct mbfs *fs, const char *buf, size_t size);
+/* Send what is held back (the "sync" command). 0 or -EIO. */
+int mbfs_control_sync(struct mbfs *fs);
 /* Drop every cache (the "invalidate" command). */
 void mbfs_invalidate_everything(struct mbfs *fs);
 

@@ -29,6 +29,7 @@
 #include "common/cred.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "fuse/batch.h"
 #include "fuse/cache.h"
 #include "fuse/create.h"
 #include "fuse/data.h"
@@ -150,7 +151,8 @@ static void usage(FILE *f)
 "    -h, --help             this help\n"
 "    -V, --version          version\n"
 "\n"
-"Writing the line 'invalidate' to MOUNTPOINT/" MB_CONTROL_NAME " drops every cache.\n"
+"Writing the line 'invalidate' to MOUNTPOINT/" MB_CONTROL_NAME " drops every cache;\n"
+"writing 'sync' sends what the mount still holds back (file times) first.\n"
 "In /etc/fstab:  ID@GEN:/workspace  /mnt/sb  fuse.mbfs  noauto,user,_netdev  0 0\n");
 }
 
@@ -390,7 +392,8 @@ static int prepare(struct mbfs *fs, struct mbfs_opts *o, const char *key)
 	if (mbfs_data_new(cdir, DATA_CAP_BYTES, &fs->data, &err))
 		return fail("%s", err.msg);
 	fs->cache = mbfs_cache_new(fs->attr_ms, fs->dir_ms, fs->neg_ms);
-	if (!fs->cache)
+	fs->batch = mbfs_batch_new();
+	if (!fs->cache || !fs->batch)
 		return fail("out of memory");
 	return 0;
 }
@@ -461,6 +464,7 @@ out:
 static void fs_free(struct mbfs *fs)
 {
 	mbfs_node_free_all(fs);
+	mbfs_batch_free(fs->batch);
 	mbfs_cache_free(fs->cache);
 	mbfs_data_free(fs->data);
 	if (fs->client)

@@ -8,7 +8,10 @@
  *   cache.c    attribute / listing / negative cache (decorator over the
  *              stat and list routes, with a write counter)
  *   node.c     open files: one shared node per path, local working copy,
- *              dirty state, upload on flush/fsync/release/unmount
+ *              dirty state, files created here but not yet on the guest
+ *   upload.c   a node's upload on flush/fsync/release/unmount, and what
+ *              the mount knows afterwards without asking
+ *   batch.c    utimens queued and sent in batches by a flusher thread
  *   load.c     filling a node's copy: data cache, whole file, or piece by
  *              piece as reads need it (node_int.h is the node's inside)
  *   data.c     the local cache directory (clean copies, kept uploads)
@@ -19,11 +22,14 @@
  *   watch.c    exit when unmounted while other namespaces hold copies
  *
  * Threads: libfuse runs ops on several threads; transfers add up to
- * MBFS_XFER_THREADS helpers. Lock order (a thread holding one lock only
- * takes locks further right):
+ * MBFS_XFER_THREADS helpers; batch.c runs one flusher. Lock order (a
+ * thread holding one lock only takes locks further right):
  *   node->lock  ->  fs->nodes_lock  ->  cache->lock
- *   data->lock, statfs_lock and watch_lock are leaves.
- * node->lock may be held across network calls; no other lock ever is.
+ *   data->lock, batch->lock, statfs_lock and watch_lock are leaves.
+ * node->lock may be held across network calls (and across waiting for a
+ * batch send); no other lock ever is.
+ * Inode numbers: use_ino, st_ino = mbfs_ino() of the path, so they stay
+ * the same across lookups and mounts (git's index compares them).
  * Errors: every op returns -errno and never exits; only main() exits.
  */
 #ifndef MBFS_H
@@ -42,6 +48,7 @@
 #include "common/err.h"
 #include "common/ident.h"
 
+struct mbfs_batch;
 struct mbfs_cache;
 struct mbfs_data;
 struct mbfs_node;
@@ -79,6 +86,7 @@ struct mbfs {
 
 	struct mbfs_cache *cache;
 	struct mbfs_data *data;
+	struct mbfs_batch *batch;
 
 	pthread_mutex_t nodes_lock;
 	struct mbfs_node *nodes;        /* open files by path; protected by
@@ -98,6 +106,18 @@ int mbfs_remote_path(const struct mbfs *fs, const char *path, char *out);
  * switches the mount to fail-fast mode (one log line). Returns the -errno
  * a FUSE op should return. */
 int mbfs_fail(struct mbfs *fs, int rc, const struct mb_err *err);
+
+/* FNV-1a of the bytes of s, continuing from h (start with
+ * MBFS_FNV_OFFSET). */
+#define MBFS_FNV_OFFSET 1469598103934665603ULL
+uint64_t mbfs_fnv1a(uint64_t h, const char *s);
+
+/* The inode number of a mount-relative path: 1 for the mount's root, else
+ * a 64-bit hash of the guest path, never 0 or 1. Stable across lookups and
+ * remounts, so `git status` does not see every file change. Trade-offs:
+ * hard links show different numbers, a rename changes the number, and two
+ * paths may (very rarely) share one. */
+uint64_t mbfs_ino(const struct mbfs *fs, const char *path);
 
 /* -ENOTCONN when the generation is gone, else 0. */
 int mbfs_check_alive(struct mbfs *fs);

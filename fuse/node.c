@@ -87,82 +87,76 @@ static void mark_changed(struct mbfs *fs, struct mbfs_node *n, uint64_t size)
 	pthread_mutex_unlock(&fs->nodes_lock);
 }
 
-/* Upload a dirty copy. n->lock held. */
-static int upload_locked(struct mbfs *fs, struct mbfs_node *n)
+/* Does path exist, for a create with these open flags? 1, 0 or -errno.
+ * O_EXCL and O_TRUNC trust what the kernel's lookup has just seen (our
+ * caches and listings; a race with a creator on the guest is accepted, as
+ * in sshfs). A plain O_CREAT may go on to append to a file made on the
+ * guest behind a cached negative entry, so it asks the guest. */
+static int exists_for_create(struct mbfs *fs, const char *path, int flags)
 {
-	char path[MB_PATH_MAX];
 	pthread_mutex_lock(&fs->nodes_lock);
-	bool dirty = n->dirty && !n->unlinked;
-	uint64_t size = n->size, version = n->version;
-	bool kept = n->kept_any && n->kept_version == version;
-	snprintf(path, sizeof(path), "%s", n->path);
+	struct mbfs_node *o = find_shared(fs, path);
+	bool here = o && !o->unlinked;
 	pthread_mutex_unlock(&fs->nodes_lock);
-	if (!dirty)
-		return 0;
-	if (kept)
-		return -EIO;   /* already failed and kept: no silent retry */
-	int rc = mbfs_check_alive(fs);
-	struct mb_err err;
-	mb_err_clear(&err);
-	mbfs_cache_invalidate(fs->cache, path);
-	mbfs_data_drop(fs->data, path);
-	if (!rc)
-		rc = mbfs_xfer_upload(fs, path, n->fd, size, &err);
-	mbfs_cache_invalidate(fs->cache, path);
-	if (rc) {
-		char rpath[MB_PATH_MAX], keptp[4096];
-		mbfs_remote_path(fs, path, rpath);
-		int krc = mbfs_data_keep(fs->data, rpath, n->fd, size, keptp,
-					 sizeof(keptp));
-		if (krc)
-			snprintf(keptp, sizeof(keptp), "(nowhere: %s)", strerror(-krc));
-		mb_log(MB_LOG_ERR, "upload of '%s' failed: %s; data kept in %s",
-		       rpath, err.msg[0] ? err.msg : strerror(-rc), keptp);
-		pthread_mutex_lock(&fs->nodes_lock);
-		n->kept_any = true;
-		n->kept_version = version;
-		pthread_mutex_unlock(&fs->nodes_lock);
-		return rc;
-	}
+	if (here)
+		return 1;
 	struct stat st;
-	bool known = mbfs_cache_refresh(fs, path, &st) == 0 &&
-		     (uint64_t)st.st_size == size;
-	pthread_mutex_lock(&fs->nodes_lock);
-	n->dirty = false;
-	n->base_known = known;
-	n->base_size = size;
-	n->base_mtime = known ? st.st_mtim.tv_sec : 0;
-	pthread_mutex_unlock(&fs->nodes_lock);
-	return 0;
+	int rc = (flags & (O_EXCL | O_TRUNC)) ? mbfs_cache_getattr(fs, path, &st)
+					      : mbfs_cache_refresh(fs, path, &st);
+	return rc == 0 ? 1 : rc == -ENOENT ? 0 : rc;
+}
+
+/* All attributes of a fresh node. nodes_lock held. */
+static void fresh_stat(struct mbfs *fs, const struct mbfs_node *n,
+		       struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_mode = S_IFREG | n->mode;
+	st->st_nlink = 1;
+	st->st_uid = fs->uid;
+	st->st_gid = fs->gid;
+	st->st_size = (off_t)n->size;
+	st->st_blksize = 65536;
+	st->st_blocks = (blkcnt_t)((n->size + 511) / 512);
+	st->st_mtim = n->mtime;
+	st->st_atim = n->mtime;
+	st->st_ctim = n->mtime;
+	st->st_ino = (ino_t)mbfs_ino(fs, n->path);
 }
 
 int mbfs_node_create(struct mbfs *fs, const char *path, unsigned mode,
-		     struct mbfs_node **out)
+		     int flags, struct mbfs_node **out)
 {
-	int rc = mbfs_remote_create(fs, path, mode);
-	mbfs_cache_invalidate(fs->cache, path);
-	mbfs_data_drop(fs->data, path);
+	int rc = exists_for_create(fs, path, flags);
 	if (rc)
-		return rc;
+		return rc > 0 ? -EEXIST : rc;
 	struct mbfs_node *n = node_new(path);
 	if (!n)
 		return -ENOMEM;
-	/* the exclusive create proves the guest had no such file: a node
-	 * still shared under this name holds something older */
+	pthread_mutex_lock(&n->lock);
+	rc = mbfs_load_empty(fs, n);
+	pthread_mutex_unlock(&n->lock);
+	if (rc) {
+		node_free(n);
+		return rc;
+	}
+	struct stat st;
 	pthread_mutex_lock(&fs->nodes_lock);
+	n->fresh = true;
+	n->dirty = true;
+	n->mode = mode & 07777;
+	n->version = 1;
+	clock_gettime(CLOCK_REALTIME, &n->mtime);
+	/* nothing is there: a node still shared under this name is older */
 	for (struct mbfs_node *o = fs->nodes; o; o = o->next)
 		if (o->shared && strcmp(o->path, path) == 0)
 			o->shared = false;
 	n->next = fs->nodes;
 	fs->nodes = n;
+	fresh_stat(fs, n, &st);
 	pthread_mutex_unlock(&fs->nodes_lock);
-	pthread_mutex_lock(&n->lock);
-	rc = mbfs_load_empty(fs, n);
-	pthread_mutex_unlock(&n->lock);
-	if (rc) {
-		mbfs_node_release(fs, n);
-		return rc;
-	}
+	mbfs_data_drop(fs->data, path);
+	mbfs_cache_put(fs->cache, path, &st);
 	*out = n;
 	return 0;
 }
@@ -229,7 +223,7 @@ void mbfs_node_release(struct mbfs *fs, struct mbfs_node *n)
 		return;
 
 	pthread_mutex_lock(&n->lock);
-	upload_locked(fs, n);   /* errors are logged and the data kept */
+	mbfs_node_upload(fs, n);   /* errors are logged and the data kept */
 	pthread_mutex_unlock(&n->lock);
 
 	pthread_mutex_lock(&fs->nodes_lock);
@@ -333,7 +327,7 @@ int mbfs_node_truncate(struct mbfs *fs, struct mbfs_node *n, off_t size)
 int mbfs_node_flush(struct mbfs *fs, struct mbfs_node *n)
 {
 	pthread_mutex_lock(&n->lock);
-	int rc = upload_locked(fs, n);
+	int rc = mbfs_node_upload(fs, n);
 	pthread_mutex_unlock(&n->lock);
 	return rc;
 }
@@ -366,6 +360,159 @@ void mbfs_node_fgetattr(struct mbfs *fs, struct mbfs_node *n, struct stat *st)
 	if (n->loaded)
 		apply_local(n, st);
 	pthread_mutex_unlock(&fs->nodes_lock);
+}
+
+int mbfs_node_stat_new(struct mbfs *fs, struct mbfs_node *n, const char *path,
+		       struct stat *st)
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	if (!n)
+		n = find_shared(fs, path);
+	bool fresh = n && n->fresh && !n->unlinked;
+	if (fresh)
+		fresh_stat(fs, n, st);
+	pthread_mutex_unlock(&fs->nodes_lock);
+	return fresh;
+}
+
+/* The shared node of path with a reference, locked, when it is fresh;
+ * NULL otherwise. n->lock waits for an upload in progress. */
+static struct mbfs_node *lock_fresh(struct mbfs *fs, const char *path)
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	struct mbfs_node *n = find_shared(fs, path);
+	if (n && n->fresh)
+		n->refs++;
+	else
+		n = NULL;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (!n)
+		return NULL;
+	pthread_mutex_lock(&n->lock);
+	pthread_mutex_lock(&fs->nodes_lock);
+	bool fresh = n->fresh && !n->unlinked;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (fresh)
+		return n;
+	pthread_mutex_unlock(&n->lock);
+	mbfs_node_release(fs, n);
+	return NULL;
+}
+
+static void set_mode(struct stat *st, const void *arg)
+{
+	st->st_mode = (st->st_mode & S_IFMT) | *(const unsigned *)arg;
+}
+
+int mbfs_node_chmod_new(struct mbfs *fs, const char *path, unsigned mode)
+{
+	struct mbfs_node *n = lock_fresh(fs, path);
+	if (!n)
+		return 0;
+	mode &= 07777;
+	pthread_mutex_lock(&fs->nodes_lock);
+	n->mode = mode;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	pthread_mutex_unlock(&n->lock);
+	mbfs_node_release(fs, n);
+	mbfs_cache_modify(fs->cache, path, set_mode, &mode);
+	return 1;
+}
+
+int mbfs_node_unlink_new(struct mbfs *fs, const char *path)
+{
+	struct mbfs_node *n = lock_fresh(fs, path);
+	if (!n)
+		return 0;
+	pthread_mutex_lock(&fs->nodes_lock);
+	n->unlinked = true;
+	n->shared = false;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	pthread_mutex_unlock(&n->lock);
+	mbfs_node_release(fs, n);
+	return 1;
+}
+
+int mbfs_node_list_new(struct mbfs *fs, const char *dir,
+		       struct mbfs_dirent **out, size_t *count)
+{
+	struct mbfs_dirent *v = NULL;
+	size_t n = 0, cap = 0;
+	int rc = 0;
+	pthread_mutex_lock(&fs->nodes_lock);
+	for (struct mbfs_node *x = fs->nodes; x && !rc; x = x->next) {
+		const char *slash = strrchr(x->path, '/');
+		size_t dl = (size_t)(slash - x->path);
+		if (!x->fresh || !x->shared || x->unlinked ||
+		    !(dl == 0 ? strcmp(dir, "/") == 0
+			      : strncmp(x->path, dir, dl) == 0 && dir[dl] == '\0'))
+			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 4;
+			struct mbfs_dirent *nv = realloc(v, cap * sizeof(*v));
+			if (!nv) {
+				rc = -ENOMEM;
+				break;
+			}
+			v = nv;
+		}
+		if (!(v[n].name = strdup(slash + 1))) {
+			rc = -ENOMEM;
+			break;
+		}
+		fresh_stat(fs, x, &v[n].st);
+		n++;
+	}
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (rc) {
+		mbfs_dirents_free(v, n);
+		return rc;
+	}
+	*out = v;
+	*count = n;
+	return 0;
+}
+
+void mbfs_dirents_free(struct mbfs_dirent *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i].name);
+	free(v);
+}
+
+int mbfs_node_before_utimens(struct mbfs *fs, const char *path, bool now)
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	struct mbfs_node *n = find_shared(fs, path);
+	bool dirty = n && n->dirty;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (dirty && now)
+		return 1;   /* its upload will set "now" anyway */
+	return dirty ? mbfs_node_sync_path(fs, path) : 0;
+}
+
+void mbfs_node_retime(struct mbfs *fs, const char *path, time_t mtime)
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	struct mbfs_node *n = find_shared(fs, path);
+	if (!n || !n->loaded || n->dirty || !n->base_known) {
+		pthread_mutex_unlock(&fs->nodes_lock);
+		return;
+	}
+	n->refs++;
+	uint64_t bs = n->base_size, version = n->version;
+	time_t bm = n->base_mtime;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	/* only a copy that matches what we know of the guest follows */
+	struct stat st;
+	bool current = mbfs_cache_getattr(fs, path, &st) == 0 &&
+		       (uint64_t)st.st_size == bs && st.st_mtim.tv_sec == bm;
+	pthread_mutex_lock(&fs->nodes_lock);
+	if (current && n->version == version && !n->dirty &&
+	    n->base_mtime == bm)
+		n->base_mtime = mtime;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	mbfs_node_release(fs, n);
 }
 
 int mbfs_node_get_path(struct mbfs *fs, struct mbfs_node *n, char *out)

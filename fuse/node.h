@@ -15,22 +15,33 @@
 #ifndef MBFS_NODE_H
 #define MBFS_NODE_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 
 struct mbfs;
 struct mbfs_node;
+
+struct mbfs_dirent {
+	char *name;
+	struct stat st;
+};
 
 /* Open path (a regular file). O_TRUNC empties the copy (dirty: uploaded at
  * flush even if nothing is written). On success *out holds a reference. */
 int mbfs_node_open(struct mbfs *fs, const char *path, int flags,
 		   struct mbfs_node **out);
 
-/* Create path exclusively on the guest with permission bits mode and open
- * it (empty, clean). -EEXIST when it exists (then the caller may open). */
+/* Create path with permission bits mode and open it: a fresh node, with
+ * no request (the file reaches the guest with its first upload, which an
+ * empty file gets too). -EEXIST when path exists (then the caller may
+ * open it): flags with O_EXCL or O_TRUNC decide that from the caches, a
+ * plain O_CREAT asks the guest. On success *out holds a reference. */
 int mbfs_node_create(struct mbfs *fs, const char *path, unsigned mode,
-		     struct mbfs_node **out);
+		     int flags, struct mbfs_node **out);
 
 /* Drop a reference; the last one uploads a dirty copy if it was not
  * already kept after a failure. */
@@ -51,10 +62,34 @@ int mbfs_node_getattr(struct mbfs *fs, const char *path, struct stat *st);
 /* Same for a handle. */
 void mbfs_node_fgetattr(struct mbfs *fs, struct mbfs_node *n, struct stat *st);
 
+/* All attributes of a fresh node (n, or the one shared under path when n
+ * is NULL): 1 and *st filled, or 0 when it is not fresh. */
+int mbfs_node_stat_new(struct mbfs *fs, struct mbfs_node *n, const char *path,
+		       struct stat *st);
+/* chmod / unlink of a path whose node is fresh, done on the node alone
+ * (waits for an upload in progress). 1 when done, 0 when not fresh. */
+int mbfs_node_chmod_new(struct mbfs *fs, const char *path, unsigned mode);
+int mbfs_node_unlink_new(struct mbfs *fs, const char *path);
+/* The fresh nodes directly in dir: *out (free with mbfs_dirents_free) and
+ * *count. 0 or -ENOMEM. */
+int mbfs_node_list_new(struct mbfs *fs, const char *dir,
+		       struct mbfs_dirent **out, size_t *count);
+void mbfs_dirents_free(struct mbfs_dirent *v, size_t n);
+/* Before a utimens of path: a dirty copy is uploaded first (the upload
+ * would move the mtime again). now: the mtime asked for is "now" (and the
+ * atime too, or left alone). 1 when nothing more is needed (a dirty copy
+ * and "now": its upload sets that), 0 to go on and queue the times, or
+ * -errno when the upload failed. */
+int mbfs_node_before_utimens(struct mbfs *fs, const char *path, bool now);
+/* A clean copy of path that matches the guest as far as we know takes
+ * mtime as the guest's, so it stays shared once queued times land. */
+void mbfs_node_retime(struct mbfs *fs, const char *path, time_t mtime);
+
 /* The current path of n into out (MB_PATH_MAX); -ENOENT once unlinked. */
 int mbfs_node_get_path(struct mbfs *fs, struct mbfs_node *n, char *out);
 
-/* Upload the dirty node of path, if any (before rename, link, utimens). */
+/* Upload the dirty node of path, if any (before rename, link, utimens);
+ * a fresh one is created on the guest by it. */
 int mbfs_node_sync_path(struct mbfs *fs, const char *path);
 /* Truncate by path when path is open (local copy + upload). 1 when done
  * here (*rc set), 0 when no node is open for path. */

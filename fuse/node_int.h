@@ -1,6 +1,6 @@
 /* node_int.h: the inside of an open-file node, shared by node.c (sharing,
- * writes, uploads) and load.c (getting the guest's content into the local
- * copy). Not for other modules. Locking as described in node.c. */
+ * writes), upload.c (uploads) and load.c (getting the guest's content into
+ * the local copy). Not for other modules. Locking as described in node.c. */
 #ifndef MBFS_NODE_INT_H
 #define MBFS_NODE_INT_H
 
@@ -22,6 +22,9 @@ struct mbfs_node {
 	bool unlinked;         /* never upload */
 	bool loaded;           /* fd holds the data */
 	bool dirty;
+	bool fresh;            /* created here, not on the guest until its
+	                          upload (then dirty as well) */
+	unsigned mode;         /* fresh: the permission bits to give it */
 	uint64_t size;         /* local size once loaded */
 	struct timespec mtime; /* time of the last local change */
 	uint64_t version;      /* bumped by every local change */
@@ -45,6 +48,11 @@ struct mbfs_node {
 #define LAZY_MIN (8u * MBFS_CHUNK)
 /* Pieces fetched beyond the one a read needs. */
 #define READ_AHEAD 4
+
+/* upload.c, with n->lock held: upload a dirty copy (a fresh node comes
+ * into existence on the guest with it). 0 or -errno; on failure the data
+ * is kept and the failure logged. */
+int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n);
 
 /* load.c; all with n->lock held. */
 

@@ -1,10 +1,18 @@
-/* ns.c: namespace changes through the metadata routes (see ns.h). */
+/* ns.c: namespace changes through the metadata routes (see ns.h).
+ *
+ * After a confirmed change the caches are updated in place with what we
+ * now know (cache.h), so listings stay usable for negative lookups; after
+ * a failed or unconfirmed one they are invalidated as before. Times queued
+ * for the paths involved, or for the directories whose mtime the change
+ * moves, are sent first (batch.h). */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/log.h"
+#include "fuse/batch.h"
 #include "fuse/cache.h"
 #include "fuse/data.h"
 #include "fuse/mbfs.h"
@@ -40,9 +48,11 @@ int mbfs_ns_mkdir(struct mbfs *fs, const char *path, mode_t mode)
 	int rc = mbfs_remote_path(fs, path, rpath);
 	if (rc)
 		return rc;
+	mbfs_batch_flush(fs, path, MBFS_BATCH_PARENT);
 	struct mb_err err;
 	mb_err_clear(&err);
 	rc = mb_fs_mkdir(fs->client, &fs->ident, rpath, false, mode & 0777, &err);
+	bool sure = rc == 0;
 	if (rc && err.ambiguous) {
 		struct mb_entry e;
 		if (exists(fs, rpath, &e) == 1) {
@@ -50,10 +60,28 @@ int mbfs_ns_mkdir(struct mbfs *fs, const char *path, mode_t mode)
 			mb_entry_release(&e);
 		}
 	}
-	mbfs_cache_invalidate(fs->cache, path);
+	rc = mbfs_fail(fs, rc, &err);
 	if (!rc && (mode & 07000))
 		rc = mbfs_remote_chmod_exec(fs, path, mode & 07777);
-	return mbfs_fail(fs, rc, &err);
+	if (rc || !sure) {
+		/* found after an unconfirmed answer: maybe not ours, not empty */
+		mbfs_cache_invalidate(fs->cache, path);
+		return rc;
+	}
+	/* ours and new: empty, so its names need no lookup on the guest */
+	struct stat st;
+	memset(&st, 0, sizeof(st));
+	st.st_mode = S_IFDIR | (mode & 07777);
+	st.st_nlink = 1;
+	st.st_uid = fs->uid;
+	st.st_gid = fs->gid;
+	st.st_size = 4096;
+	st.st_blksize = 65536;
+	st.st_blocks = 8;
+	st.st_mtim.tv_sec = time(NULL);
+	st.st_atim = st.st_ctim = st.st_mtim;
+	mbfs_cache_put_dir(fs->cache, path, &st);
+	return 0;
 }
 
 static int remove_path(struct mbfs *fs, const char *path, bool dir)
@@ -62,18 +90,29 @@ static int remove_path(struct mbfs *fs, const char *path, bool dir)
 	int rc = mbfs_remote_path(fs, path, rpath);
 	if (rc)
 		return rc;
+	if (!dir && mbfs_node_unlink_new(fs, path)) {
+		/* created here and never uploaded: nothing on the guest */
+		mbfs_cache_removed(fs->cache, path, false);
+		return 0;
+	}
+	mbfs_batch_flush(fs, path, MBFS_BATCH_SELF | MBFS_BATCH_BELOW |
+			 MBFS_BATCH_PARENT);
 	struct mb_err err;
 	mb_err_clear(&err);
 	rc = mb_fs_remove(fs->client, &fs->ident, rpath, false, &err);
+	bool sure = rc == 0;
 	if (rc && err.ambiguous && exists(fs, rpath, NULL) == 0)
 		rc = 0;   /* a 404 after a remove means it happened */
-	if (dir) {
-		mbfs_cache_invalidate_tree(fs->cache, path);
+	if (dir)
 		mbfs_data_drop_tree(fs->data, path);
-	} else {
-		mbfs_cache_invalidate(fs->cache, path);
+	else
 		mbfs_data_drop(fs->data, path);
-	}
+	if (rc && dir)
+		mbfs_cache_invalidate_tree(fs->cache, path);
+	else if (rc)
+		mbfs_cache_invalidate(fs->cache, path);
+	else
+		mbfs_cache_removed(fs->cache, path, dir || !sure);
 	if (!rc)
 		mbfs_node_unlinked(fs, path);
 	return mbfs_fail(fs, rc, &err);
@@ -89,12 +128,22 @@ int mbfs_ns_rmdir(struct mbfs *fs, const char *path)
 	return remove_path(fs, path, true);
 }
 
-static void renamed(struct mbfs *fs, const char *from, const char *to)
+/* After a rename attempt: caches follow a confirmed one, forget the paths
+ * of any other outcome. */
+static void renamed(struct mbfs *fs, const char *from, const char *to,
+		    int rc, bool sure)
 {
-	mbfs_cache_invalidate_tree(fs->cache, from);
-	mbfs_cache_invalidate_tree(fs->cache, to);
+	if (!rc && sure) {
+		mbfs_cache_renamed(fs->cache, from, to);
+	} else {
+		mbfs_cache_invalidate_tree(fs->cache, from);
+		mbfs_cache_invalidate_tree(fs->cache, to);
+	}
 	mbfs_data_drop_tree(fs->data, from);
 	mbfs_data_drop_tree(fs->data, to);
+	if (!rc)
+		mbfs_node_renamed(fs, from, to);
+	mbfs_batch_move_end(fs, from, to, rc == 0);
 }
 
 int mbfs_ns_rename(struct mbfs *fs, const char *from, const char *to,
@@ -110,9 +159,16 @@ int mbfs_ns_rename(struct mbfs *fs, const char *from, const char *to,
 		rc = mbfs_node_sync_path(fs, from);
 	if (rc)
 		return rc;
+	/* both directories' mtimes move; what replaces to ends its times;
+	 * times queued for from follow it (move_begin/end) */
+	mbfs_batch_flush(fs, from, MBFS_BATCH_PARENT);
+	mbfs_batch_flush(fs, to, MBFS_BATCH_SELF | MBFS_BATCH_BELOW |
+			 MBFS_BATCH_PARENT);
+	mbfs_batch_move_begin(fs, from);
 	struct mb_err err;
 	mb_err_clear(&err);
 	rc = mb_fs_move(fs->client, &fs->ident, rfrom, rto, &err);
+	bool sure = rc == 0;
 	if (rc && err.ambiguous && exists(fs, rfrom, NULL) == 0 &&
 	    exists(fs, rto, NULL) == 1)
 		rc = 0;
@@ -120,32 +176,29 @@ int mbfs_ns_rename(struct mbfs *fs, const char *from, const char *to,
 		/* the move route never overwrites; mv -fT replaces a file or
 		 * an empty directory atomically (rename(2) on the guest) */
 		rc = mbfs_remote_rename_over(fs, from, to);
-		renamed(fs, from, to);
-		if (!rc)
-			mbfs_node_renamed(fs, from, to);
+		renamed(fs, from, to, rc, false);
 		return rc;
 	}
-	renamed(fs, from, to);
-	if (!rc)
-		mbfs_node_renamed(fs, from, to);
-	return mbfs_fail(fs, rc, &err);
+	rc = mbfs_fail(fs, rc, &err);
+	renamed(fs, from, to, rc, sure);
+	return rc;
+}
+
+static void set_perm(struct stat *st, const void *arg)
+{
+	st->st_mode = (st->st_mode & S_IFMT) | *(const unsigned *)arg;
 }
 
 int mbfs_ns_chmod(struct mbfs *fs, const char *path, mode_t mode)
 {
-	char rpath[MB_PATH_MAX];
-	int rc = mbfs_remote_path(fs, path, rpath);
+	unsigned perm = mode & 07777;
+	if (mbfs_node_chmod_new(fs, path, perm))
+		return 0;   /* applied after the file's first upload */
+	int rc = mbfs_remote_chmod(fs, path, perm);
 	if (rc)
-		return rc;
-	struct mb_err err;
-	mb_err_clear(&err);
-	if (mode & 07000) {
-		rc = mbfs_remote_chmod_exec(fs, path, mode & 07777);
-	} else {
-		rc = mb_fs_chmod(fs->client, &fs->ident, rpath, mode & 0777, &err);
-		rc = mbfs_fail(fs, rc, &err);
-	}
-	mbfs_cache_invalidate(fs->cache, path);
+		mbfs_cache_invalidate(fs->cache, path);
+	else
+		mbfs_cache_modify(fs->cache, path, set_perm, &perm);
 	return rc;
 }
 
@@ -154,6 +207,7 @@ int mbfs_ns_truncate(struct mbfs *fs, const char *path, off_t size)
 	int rc;
 	if (mbfs_node_truncate_path(fs, path, size, &rc))
 		return rc;
+	mbfs_batch_flush(fs, path, MBFS_BATCH_SELF);
 	char rpath[MB_PATH_MAX];
 	rc = mbfs_remote_path(fs, path, rpath);
 	if (rc)

@@ -5,7 +5,7 @@
  * generation is gone every op but the control file fails with ENOTCONN.
  * ownership cannot be changed through the API, and every file shows as the
  * mounting user: chown is accepted and ignored, so tar/rsync/cp -a running
- * as root do not fail on it.
+ * as root do not fail on it. st_ino is mbfs_ino() of the path (use_ino).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -13,12 +13,14 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fuse/mbfs.h"
 
 #include <fuse.h>
 
 #include "common/log.h"
+#include "fuse/batch.h"
 #include "fuse/cache.h"
 #include "fuse/control.h"
 #include "fuse/node.h"
@@ -54,13 +56,18 @@ static void *mbfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	cfg->negative_timeout = 0;
 	cfg->kernel_cache = 0;
 	cfg->auto_cache = 0;
-	cfg->use_ino = 0;
+	cfg->use_ino = 1;
 	cfg->nullpath_ok = 1;
 	cfg->hard_remove = 1;
 	cfg->set_uid = 0;
 	cfg->set_gid = 0;
 	if (mbfs_control_init(FS))
 		mb_log(MB_LOG_ERR, "cannot build the control file");
+	/* a thread now: libfuse calls init after daemonising */
+	int rc = mbfs_batch_start(FS);
+	if (rc)
+		mb_log(MB_LOG_WARN, "cannot start the batch thread (%s): file "
+		       "times are set one by one", strerror(-rc));
 	return FS;
 }
 
@@ -68,6 +75,16 @@ static void mbfs_destroy(void *data)
 {
 	(void)data;
 	mbfs_node_flush_all(FS);
+	mbfs_batch_stop(FS);
+}
+
+static void default_file_stat(struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_mode = S_IFREG | 0600;
+	st->st_nlink = 1;
+	st->st_uid = FS->uid;
+	st->st_gid = FS->gid;
 }
 
 static int mbfs_getattr(const char *path, struct stat *st,
@@ -79,18 +96,18 @@ static int mbfs_getattr(const char *path, struct stat *st,
 	}
 	if (fi && fi->fh) {
 		char buf[MB_PATH_MAX];
-		path = op_path(path, fi, buf);
-		if (!path || mbfs_cache_getattr(FS, path, st)) {
-			memset(st, 0, sizeof(*st));
-			st->st_mode = S_IFREG | 0600;
-			st->st_nlink = 1;
-			st->st_uid = FS->uid;
-			st->st_gid = FS->gid;
-		}
+		if (mbfs_node_stat_new(FS, NODE(fi), NULL, st))
+			return 0;
+		bool gone = mbfs_node_get_path(FS, NODE(fi), buf) != 0;
+		if (gone || mbfs_cache_getattr(FS, buf, st))
+			default_file_stat(st);
 		mbfs_node_fgetattr(FS, NODE(fi), st);
+		st->st_ino = (ino_t)mbfs_ino(FS, buf);
 		return 0;
 	}
 	int rc = mbfs_check_alive(FS);
+	if (!rc && mbfs_node_stat_new(FS, NULL, path, st))
+		return 0;
 	if (!rc)
 		rc = mbfs_cache_getattr(FS, path, st);
 	if (rc && strcmp(path, "/") == 0) {
@@ -101,10 +118,13 @@ static int mbfs_getattr(const char *path, struct stat *st,
 		st->st_nlink = 1;
 		st->st_uid = FS->uid;
 		st->st_gid = FS->gid;
+		st->st_ino = 1;
 		return 0;
 	}
 	if (!rc && S_ISREG(st->st_mode))
 		mbfs_node_getattr(FS, path, st);
+	if (!rc)
+		st->st_ino = (ino_t)mbfs_ino(FS, path);
 	return rc;
 }
 
@@ -133,15 +153,33 @@ static int mbfs_readlink(const char *path, char *buf, size_t size)
 struct dirfill {
 	void *buf;
 	fuse_fill_dir_t filler;
+	const char *dir;
 	bool root;
+	struct mbfs_dirent *fresh;   /* files created here, not yet uploaded */
+	size_t nfresh;
 };
+
+static int fill(struct dirfill *d, const char *name, const struct stat *st)
+{
+	char path[MB_PATH_MAX];
+	struct stat s = *st;
+	if (snprintf(path, sizeof(path), "%s/%s", d->root ? "" : d->dir, name)
+	    < (int)sizeof(path)) {
+		mbfs_batch_apply(FS, path, &s);
+		s.st_ino = (ino_t)mbfs_ino(FS, path);
+	}
+	return d->filler(d->buf, name, &s, 0, FUSE_FILL_DIR_PLUS);
+}
 
 static int fill_one(void *ud, const char *name, const struct stat *st)
 {
 	struct dirfill *d = ud;
 	if (d->root && strcmp(name, MB_CONTROL_NAME) == 0)
 		return 0;
-	return d->filler(d->buf, name, st, 0, FUSE_FILL_DIR_PLUS);
+	for (size_t i = 0; i < d->nfresh; i++)
+		if (strcmp(d->fresh[i].name, name) == 0)
+			return 0;   /* shown from the node */
+	return fill(d, name, st);
 }
 
 /* readdir gets no path (nullpath_ok): opendir keeps a copy in fi->fh. */
@@ -174,10 +212,17 @@ static int mbfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 		return rc;
 	if (!path)
 		path = (const char *)(uintptr_t)fi->fh;
-	struct dirfill d = { buf, filler, strcmp(path, "/") == 0 };
+	struct dirfill d = { buf, filler, path, strcmp(path, "/") == 0, NULL, 0 };
+	rc = mbfs_node_list_new(FS, path, &d.fresh, &d.nfresh);
+	if (rc)
+		return rc;
 	filler(buf, ".", NULL, 0, 0);
 	filler(buf, "..", NULL, 0, 0);
-	return mbfs_cache_readdir(FS, path, fill_one, &d);
+	for (size_t i = 0; i < d.nfresh; i++)
+		fill(&d, d.fresh[i].name, &d.fresh[i].st);
+	rc = mbfs_cache_readdir(FS, path, fill_one, &d);
+	mbfs_dirents_free(d.fresh, d.nfresh);
+	return rc;
 }
 
 static int mbfs_mkdir(const char *path, mode_t mode)
@@ -207,10 +252,26 @@ static int mbfs_symlink(const char *target, const char *path)
 	int rc = mbfs_check_alive(FS);
 	if (!rc && mbfs_is_control(path))
 		rc = -EEXIST;
-	if (!rc)
-		rc = mbfs_remote_symlink(FS, target, path);
-	mbfs_cache_invalidate(FS->cache, path);
-	return rc;
+	if (rc)
+		return rc;
+	mbfs_batch_flush(FS, path, MBFS_BATCH_PARENT);
+	rc = mbfs_remote_symlink(FS, target, path);
+	if (rc) {
+		mbfs_cache_invalidate(FS->cache, path);
+		return rc;
+	}
+	struct stat st;
+	memset(&st, 0, sizeof(st));
+	st.st_mode = S_IFLNK | 0777;
+	st.st_nlink = 1;
+	st.st_uid = FS->uid;
+	st.st_gid = FS->gid;
+	st.st_size = (off_t)strlen(target);
+	st.st_blksize = 65536;
+	st.st_mtim.tv_sec = time(NULL);
+	st.st_atim = st.st_ctim = st.st_mtim;
+	mbfs_cache_put(FS->cache, path, &st);
+	return 0;
 }
 
 static int mbfs_rename(const char *from, const char *to, unsigned int flags)
@@ -230,8 +291,11 @@ static int mbfs_link(const char *from, const char *to)
 		rc = -EPERM;
 	if (!rc)
 		rc = mbfs_node_sync_path(FS, from);
-	if (!rc)
+	if (!rc) {
+		mbfs_batch_flush(FS, from, MBFS_BATCH_SELF);
+		mbfs_batch_flush(FS, to, MBFS_BATCH_PARENT);
 		rc = mbfs_remote_link(FS, from, to);
+	}
 	mbfs_cache_invalidate(FS->cache, to);
 	mbfs_cache_invalidate(FS->cache, from);
 	return rc;
@@ -290,11 +354,31 @@ static int mbfs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 	int rc = mbfs_check_alive(FS);
 	struct mbfs_node *n = NULL;
 	if (!rc)
-		rc = mbfs_node_create(FS, path, mode & 07777, &n);
+		rc = mbfs_node_create(FS, path, mode & 07777, fi->flags, &n);
 	if (rc == -EEXIST && !(fi->flags & O_EXCL))
 		rc = mbfs_node_open(FS, path, fi->flags, &n);
 	if (!rc)
 		fi->fh = (uintptr_t)n;
+	return rc;
+}
+
+/* mknod(2) of a regular file: an exclusive create, closed at once (the
+ * release uploads the empty file). Other types have no route. */
+static int mbfs_mknod(const char *path, mode_t mode, dev_t rdev)
+{
+	(void)rdev;
+	if (!S_ISREG(mode))
+		return -EPERM;
+	int rc = mbfs_check_alive(FS);
+	if (!rc && mbfs_is_control(path))
+		rc = -EEXIST;
+	struct mbfs_node *n = NULL;
+	if (!rc)
+		rc = mbfs_node_create(FS, path, mode & 07777, O_EXCL, &n);
+	if (!rc)
+		rc = mbfs_node_flush(FS, n);
+	if (n)
+		mbfs_node_release(FS, n);
 	return rc;
 }
 
@@ -355,14 +439,28 @@ static int mbfs_utimens(const char *path, const struct timespec tv[2],
 	int rc = mbfs_check_alive(FS);
 	if (!rc && !path)
 		rc = -ENOENT;
-	/* upload first, or the upload would move the mtime again */
-	if (!rc)
-		rc = mbfs_node_sync_path(FS, path);
-	if (!rc)
-		rc = mbfs_remote_utimens(FS, path, tv);
-	if (path)
-		mbfs_cache_invalidate(FS->cache, path);
-	return rc;
+	if (rc)
+		return rc;
+	/* "now" is our clock's, like the mtime we assume after an upload */
+	struct timespec now, t[2];
+	clock_gettime(CLOCK_REALTIME, &now);
+	for (int i = 0; i < 2; i++) {
+		t[i] = tv ? tv[i] : now;
+		if (t[i].tv_nsec == UTIME_NOW)
+			t[i] = now;
+	}
+	bool mnow = !tv || tv[1].tv_nsec == UTIME_NOW;
+	bool anow = !tv || tv[0].tv_nsec == UTIME_NOW ||
+		    tv[0].tv_nsec == UTIME_OMIT;
+	/* a dirty copy is uploaded first, or its upload would move the
+	 * mtime again; the times then follow in a batch (batch.h: utimens
+	 * succeeds before they reach the guest) */
+	rc = mbfs_node_before_utimens(FS, path, mnow && anow);
+	if (rc)
+		return rc > 0 ? 0 : rc;
+	if (t[1].tv_nsec != UTIME_OMIT)
+		mbfs_node_retime(FS, path, t[1].tv_sec);
+	return mbfs_batch_utimens(FS, path, t);
 }
 
 static int mbfs_setxattr(const char *path, const char *name, const char *value,
@@ -399,6 +497,7 @@ const struct fuse_operations mbfs_ops = {
 	.opendir     = mbfs_opendir,
 	.readdir     = mbfs_readdir,
 	.releasedir  = mbfs_releasedir,
+	.mknod       = mbfs_mknod,
 	.mkdir       = mbfs_mkdir,
 	.unlink      = mbfs_unlink,
 	.rmdir       = mbfs_rmdir,

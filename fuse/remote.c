@@ -31,6 +31,21 @@ int mbfs_remote_path(const struct mbfs *fs, const char *path, char *out)
 	return 0;
 }
 
+uint64_t mbfs_fnv1a(uint64_t h, const char *s)
+{
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return h;
+}
+
+uint64_t mbfs_ino(const struct mbfs *fs, const char *path)
+{
+	if (strcmp(path, "/") == 0)
+		return 1;
+	uint64_t h = mbfs_fnv1a(mbfs_fnv1a(MBFS_FNV_OFFSET, fs->root), path);
+	return h > 1 ? h : h + 2;
+}
+
 int mbfs_check_alive(struct mbfs *fs)
 {
 	return atomic_load(&fs->stopped) ? -ENOTCONN : 0;
@@ -284,54 +299,6 @@ int mbfs_remote_sha256(struct mbfs *fs, const char *rpath, char hex[65])
 	return rc;
 }
 
-int mbfs_remote_create(struct mbfs *fs, const char *path, unsigned mode)
-{
-	struct mb_buf b;
-	mb_buf_init(&b, MB_MAX_COMMAND_BYTES + 1);
-	int rc = mb_buf_appends(&b, "p=");
-	if (!rc)
-		rc = append_rpath(fs, &b, path);
-	/* exit 17 (EEXIST) for anything there, even a dangling link; set -C
-	 * makes the create itself exclusive against a racing writer */
-	if (!rc)
-		rc = mb_buf_appendf(&b, "; if [ -e \"$p\" ] || [ -L \"$p\" ]; "
-				    "then exit 17; fi; umask 077; set -C; "
-				    ": > \"$p\" && chmod %04o -- \"$p\"",
-				    mode & 07777);
-	if (rc) {
-		mb_buf_release(&b);
-		return rc;
-	}
-	struct mb_exec_result res;
-	struct mb_err err;
-	rc = mbfs_exec(fs, b.data, EXEC_TIMEOUT_MS, &res, &err);
-	mb_buf_release(&b);
-	if (rc) {
-		if (err.ambiguous) {
-			/* reconcile: an empty regular file there means it ran */
-			struct mb_entry e;
-			char rpath[MB_PATH_MAX];
-			struct mb_err err2;
-			mb_err_clear(&err2);
-			if (mbfs_remote_path(fs, path, rpath) == 0 &&
-			    mb_fs_stat(fs->client, &fs->ident, rpath, false, &e,
-				       &err2) == 0) {
-				int ok = e.type == MB_FT_FILE && e.size == 0;
-				mb_entry_release(&e);
-				if (ok)
-					return 0;
-			}
-		}
-		return mbfs_fail(fs, rc, &err);
-	}
-	if (res.has_exit_code && res.exit_code == 17)
-		rc = -EEXIST;
-	else if (!mbfs_exec_ok(&res))
-		rc = mbfs_stderr_errno(res.errout);
-	mb_exec_result_release(&res);
-	return rc;
-}
-
 int mbfs_remote_symlink(struct mbfs *fs, const char *target, const char *path)
 {
 	struct mb_buf b;
@@ -373,55 +340,6 @@ int mbfs_remote_truncate(struct mbfs *fs, const char *path, uint64_t size)
 	return run_checked(fs, &b, rc, &o);
 }
 
-/* One touch invocation: flag is "" (both), "-a " or "-m "; ts NULL = now. */
-static int append_touch(struct mb_buf *b, const char *flag,
-			const struct timespec *ts, const char *qpath)
-{
-	if (!ts || ts->tv_nsec == UTIME_NOW)
-		return mb_buf_appendf(b, "touch -h -c %s-- %s", flag, qpath);
-	return mb_buf_appendf(b, "touch -h -c %s-d @%lld.%09ld -- %s", flag,
-			      (long long)ts->tv_sec, ts->tv_nsec, qpath);
-}
-
-int mbfs_remote_utimens(struct mbfs *fs, const char *path,
-			const struct timespec tv[2])
-{
-	struct mb_buf q, b;
-	mb_buf_init(&q, MB_PATH_MAX * 4 + 8);
-	mb_buf_init(&b, MB_MAX_COMMAND_BYTES + 1);
-	int rc = append_rpath(fs, &q, path);
-	const struct timespec *a = tv ? &tv[0] : NULL, *m = tv ? &tv[1] : NULL;
-	bool aomit = a && a->tv_nsec == UTIME_OMIT;
-	bool momit = m && m->tv_nsec == UTIME_OMIT;
-	if (!rc)
-		rc = mb_buf_appendf(&b, "[ -e %s ] || [ -L %s ] || { echo 'No "
-				    "such file or directory' >&2; exit 1; }; ",
-				    q.data, q.data);
-	bool anow = !a || a->tv_nsec == UTIME_NOW;
-	bool mnow = !m || m->tv_nsec == UTIME_NOW;
-	bool same = (anow && mnow) ||
-		    (!anow && !mnow && a->tv_sec == m->tv_sec &&
-		     a->tv_nsec == m->tv_nsec);
-	if (rc || (aomit && momit)) {
-		/* nothing to set */
-	} else if (!aomit && !momit && same) {
-		rc = append_touch(&b, "", a, q.data);
-	} else {
-		if (!aomit)
-			rc = append_touch(&b, "-a ", a, q.data);
-		if (!rc && !aomit && !momit)
-			rc = mb_buf_appends(&b, " && ");
-		if (!rc && !momit)
-			rc = append_touch(&b, "-m ", m, q.data);
-	}
-	mb_buf_release(&q);
-	if (!rc && aomit && momit) {
-		mb_buf_release(&b);
-		return 0;
-	}
-	return run_built(fs, &b, rc);
-}
-
 int mbfs_remote_rename_over(struct mbfs *fs, const char *from, const char *to)
 {
 	struct mb_buf b;
@@ -446,6 +364,25 @@ int mbfs_remote_chmod_exec(struct mbfs *fs, const char *path, unsigned mode)
 	if (!rc)
 		rc = append_rpath(fs, &b, path);
 	return run_built(fs, &b, rc);
+}
+
+int mbfs_remote_chmod(struct mbfs *fs, const char *path, unsigned mode)
+{
+	if (mode & 07000)
+		return mbfs_remote_chmod_exec(fs, path, mode);
+	char rpath[MB_PATH_MAX];
+	int rc = mbfs_remote_path(fs, path, rpath);
+	if (rc)
+		return rc;
+	struct mb_err err;
+	mb_err_clear(&err);
+	rc = mb_fs_chmod(fs->client, &fs->ident, rpath, mode & 0777, &err);
+	if (rc && err.ambiguous && !mb_err_is_stopped(&err)) {
+		/* setting a mode twice is harmless: no need to look first */
+		mb_err_clear(&err);
+		rc = mb_fs_chmod(fs->client, &fs->ident, rpath, mode & 0777, &err);
+	}
+	return mbfs_fail(fs, rc, &err);
 }
 
 static pthread_mutex_t statfs_lock = PTHREAD_MUTEX_INITIALIZER;

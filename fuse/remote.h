@@ -1,6 +1,7 @@
 /* remote.h: guest-side operations that have no HTTP route, done with one
  * foreground exec each (contract §3, §4.6 "No HTTP route for"), plus the
- * helpers every module uses to build and run those commands.
+ * helpers every module uses to build and run those commands. (utimens is
+ * batched: batch.h.)
  *
  * Every path argument is mount-relative ("/a/b") unless named rpath.
  * Each function returns 0 or -errno (errors from the shell commands are
@@ -38,19 +39,16 @@ int mbfs_exec_simple(struct mbfs *fs, const char *cmd, long timeout_ms);
 /* sha256sum of the guest file rpath into hex[65]. 0 or -errno. */
 int mbfs_remote_sha256(struct mbfs *fs, const char *rpath, char hex[65]);
 
-/* Create an empty regular file exclusively with permission bits mode.
- * -EEXIST when something is there already. */
-int mbfs_remote_create(struct mbfs *fs, const char *path, unsigned mode);
-
 int mbfs_remote_symlink(struct mbfs *fs, const char *target, const char *path);
 int mbfs_remote_link(struct mbfs *fs, const char *from, const char *to);
 int mbfs_remote_truncate(struct mbfs *fs, const char *path, uint64_t size);
-int mbfs_remote_utimens(struct mbfs *fs, const char *path,
-			const struct timespec tv[2]);
 /* Rename replacing an existing destination (mv -fT). */
 int mbfs_remote_rename_over(struct mbfs *fs, const char *from, const char *to);
 /* chmod including special bits (the chmod route takes 0NNN only). */
 int mbfs_remote_chmod_exec(struct mbfs *fs, const char *path, unsigned mode);
+/* chmod through the route (an ambiguous failure is repeated once: the
+ * same mode twice is harmless), or the exec for special bits. */
+int mbfs_remote_chmod(struct mbfs *fs, const char *path, unsigned mode);
 /* df of the mounted root, cached for about 5 s. */
 int mbfs_remote_statfs(struct mbfs *fs, struct statvfs *out);
 

@@ -34,6 +34,13 @@ def invalidate(mount):
         f.write("invalidate\n")
 
 
+def sync(mount):
+    """What mbexec does before a command: the mount sends what it holds back
+    (queued file times) before the write returns."""
+    with open(mount.path(CONTROL), "w") as f:
+        f.write("sync\n")
+
+
 def write_file(path, data):
     with open(path, "wb") as f:
         f.write(data)

@@ -1,0 +1,119 @@
+/* upload.c: a node's upload (node_int.h), and what the mount knows after
+ * it without asking the guest: our bytes, the mode (kept by the PUT, or
+ * the one a new file was created with) and, near enough, our clock's time
+ * as mtime in whole seconds. The attribute timeout or an invalidate later
+ * brings the guest's own view back.
+ *
+ * A file created here (fresh) comes into existence on the guest with this
+ * upload: a PUT (a new file is 0600), then the mode asked for at create or
+ * chmod when it differs. A failed upload is an error for close()/fsync();
+ * the data is kept under DIR/kept/ and one line names the file.
+ * Does not decide when to upload (node.c).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "fuse/batch.h"
+#include "fuse/cache.h"
+#include "fuse/data.h"
+#include "fuse/node_int.h"
+#include "fuse/remote.h"
+
+struct written {
+	uint64_t size;
+	time_t mtime;
+};
+
+static void apply_written(struct stat *st, const void *arg)
+{
+	const struct written *w = arg;
+	st->st_size = (off_t)w->size;
+	st->st_blocks = (blkcnt_t)((w->size + 511) / 512);
+	st->st_mtim.tv_sec = w->mtime;
+	st->st_mtim.tv_nsec = 0;
+	st->st_ctim = st->st_mtim;
+	st->st_atim = st->st_mtim;
+}
+
+static void keep(struct mbfs *fs, struct mbfs_node *n, const char *path,
+		 uint64_t size, uint64_t version, int rc, const struct mb_err *err)
+{
+	char rpath[MB_PATH_MAX], keptp[4096];
+	if (mbfs_remote_path(fs, path, rpath))
+		snprintf(rpath, sizeof(rpath), "%s", path);
+	int krc = mbfs_data_keep(fs->data, rpath, n->fd, size, keptp,
+				 sizeof(keptp));
+	if (krc)
+		snprintf(keptp, sizeof(keptp), "(nowhere: %s)", strerror(-krc));
+	mb_log(MB_LOG_ERR, "upload of '%s' failed: %s; data kept in %s",
+	       rpath, err->msg[0] ? err->msg : strerror(-rc), keptp);
+	pthread_mutex_lock(&fs->nodes_lock);
+	n->kept_any = true;
+	n->kept_version = version;
+	pthread_mutex_unlock(&fs->nodes_lock);
+}
+
+int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
+{
+	char path[MB_PATH_MAX];
+	pthread_mutex_lock(&fs->nodes_lock);
+	bool dirty = n->dirty && !n->unlinked, fresh = n->fresh;
+	uint64_t size = n->size, version = n->version;
+	unsigned mode = n->mode;
+	bool kept = n->kept_any && n->kept_version == version;
+	snprintf(path, sizeof(path), "%s", n->path);
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (!dirty)
+		return 0;
+	if (kept)
+		return -EIO;   /* already failed and kept: no silent retry */
+	int rc = mbfs_check_alive(fs);
+	/* times queued for the file or its directory land first: the upload
+	 * moves both mtimes */
+	if (!rc)
+		mbfs_batch_flush(fs, path, MBFS_BATCH_SELF | MBFS_BATCH_PARENT);
+	struct mb_err err;
+	mb_err_clear(&err);
+	mbfs_data_drop(fs->data, path);
+	if (!rc)
+		rc = mbfs_xfer_upload(fs, path, n->fd, size, &err);
+	if (rc) {
+		mbfs_cache_invalidate(fs->cache, path);
+		keep(fs, n, path, size, version, rc, &err);
+		return rc;
+	}
+	struct written w = { size, time(NULL) };
+	int mrc = 0;
+	if (fresh && mode != 0600) {
+		mrc = mbfs_remote_chmod(fs, path, mode);
+		if (mrc)
+			mb_log(MB_LOG_WARN, "cannot give '%s' mode %04o: %s", path,
+			       mode, strerror(-mrc));
+	}
+	pthread_mutex_lock(&fs->nodes_lock);
+	n->dirty = false;
+	n->fresh = false;
+	n->base_known = true;
+	n->base_size = size;
+	n->base_mtime = w.mtime;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (fresh && !mrc) {
+		struct stat st;
+		memset(&st, 0, sizeof(st));
+		st.st_mode = S_IFREG | mode;
+		st.st_nlink = 1;
+		st.st_uid = fs->uid;
+		st.st_gid = fs->gid;
+		st.st_blksize = 65536;
+		apply_written(&st, &w);
+		mbfs_cache_put(fs->cache, path, &st);
+	} else if (fresh) {
+		mbfs_cache_invalidate(fs->cache, path);
+	} else {
+		mbfs_cache_modify(fs->cache, path, apply_written, &w);
+	}
+	return mrc;
+}
