@@ -188,3 +188,14 @@ def test_tty_window_size_follows_sigwinch(service, mnt):
             p.kill()
         os.close(master)
         os.close(slave)
+
+
+def test_dash_i_from_a_terminal_uses_a_managed_job(service, mnt):
+    status, out, before, after = run_in_pty(
+        service, ["-i", "--json", "cat"], mnt.mountpoint,
+        keys=[(b"", b"abc\n"), (b"abc", b"\x04")])
+    assert status == 0, out
+    doc = json.loads(out[out.index(b"{"):].replace(b"\r\n", b"\n"))
+    assert doc["strategy"] == "managed" and doc["exitCode"] == 0
+    assert doc["stdout"] == "abc\n"
+    assert after == before
