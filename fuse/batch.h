@@ -34,7 +34,7 @@
 struct mbfs;
 struct mbfs_batch;
 
-#define MBFS_BATCH_DELAY_MS 150
+#define MBFS_BATCH_DELAY_MS 200
 
 /* Which queued items mbfs_batch_flush sends, relative to its path. */
 #define MBFS_BATCH_SELF     1u  /* the path itself */

@@ -1,0 +1,317 @@
+"""mbfs request economy for writers: creates without exec, negative lookups
+from known listings, no stat after our own uploads, batched utimens, the
+`sync` control message and stable inode numbers. Each test checks what
+landed on the sandbox as well as what it cost."""
+import errno
+import os
+import re
+import subprocess
+import tarfile
+
+import pytest
+
+import mbtest
+from test_mbfs_helpers import CONTROL, invalidate, read_file, requests, sh, sync, unique, write_file
+
+STAT = "GET /containers/files/stat"
+GET = "GET /containers/files"
+PUT = "PUT /containers/files"
+EXEC = "POST /containers/exec"
+
+
+@pytest.fixture(autouse=True)
+def no_faults_left(service):
+    yield
+    service.clear_faults()
+
+
+def rel(mount, path):
+    return "/workspace/" + os.path.relpath(path, mount.mountpoint)
+
+
+def guest_listing(service, container, root):
+    """sha256 of every file, then name, mode and mtime of every entry."""
+    return sh(service, container,
+              "cd '%s' && find . -type f | LC_ALL=C sort | xargs sha256sum && "
+              "find . -mindepth 1 | LC_ALL=C sort | xargs stat -c '%%n %%a %%Y'" % root)
+
+
+def test_tar_x_of_300_small_files(service, container, mount, tmp_path):
+    src = tmp_path / "src"
+    (src / "x").mkdir(parents=True)
+    for i in range(300):
+        p = src / "x" / ("f%03d.txt" % i)
+        p.write_bytes(os.urandom(40 + i))
+        os.chmod(str(p), (0o600, 0o644, 0o755)[i % 3])
+        os.utime(str(p), (1500000000 + i, 1500000000 + 7 * i))
+    os.utime(str(src / "x"), (1400000000, 1400000000))
+    archive = tmp_path / "t.tar"
+    with tarfile.open(str(archive), "w") as t:
+        t.add(str(src / "x"), arcname="x")
+    name = unique("untar")
+    os.mkdir(mount.path(name))
+    service.reset_stats()
+    r = subprocess.run(["tar", "-xf", str(archive), "-C", mount.path(name)],
+                       capture_output=True, timeout=300)
+    assert r.returncode == 0, r
+    sync(mount)
+    stats = service.stats()
+    assert mbtest.requests_for(stats, STAT) <= 3, stats
+    assert mbtest.requests_for(stats, EXEC) <= 300 // 20, stats
+    assert mbtest.requests_for(stats, PUT) == 300, stats
+    # contents, modes and mtimes as in the archive
+    want = guest_listing(service, container, "/workspace/" + name)
+    local = subprocess.run("cd '%s' && find . -type f | LC_ALL=C sort | xargs sha256sum && "
+                           "find . -mindepth 1 | LC_ALL=C sort | xargs stat -c '%%n %%a %%Y'"
+                           % (src,), shell=True, capture_output=True).stdout.decode()
+    assert want == local
+    # and the mount shows the same without asking again
+    service.reset_stats()
+    st = os.stat(mount.path(name, "x", "f007.txt"))
+    assert int(st.st_mtime) == 1500000049 and st.st_mode & 0o777 == 0o644
+    assert requests(service, STAT) == 0
+
+
+def test_touch_shows_at_once_and_lands_on_sync(service, container, mount):
+    d = mount.path(unique("touch"))
+    os.mkdir(d)
+    p = os.path.join(d, "f")
+    write_file(p, b"x")
+    want = int(subprocess.run(["date", "-d", "2001-02-03 04:05:06", "+%s"],
+                              capture_output=True).stdout)
+    r = subprocess.run(["touch", "-d", "2001-02-03 04:05:06", p], capture_output=True)
+    assert r.returncode == 0, r
+    assert int(os.stat(p).st_mtime) == want
+    sync(mount)
+    assert sh(service, container, "stat -c %Y " + rel(mount, p)).strip() == str(want)
+
+
+def test_100_touches_cost_few_execs(service, container, mount):
+    d = mount.path(unique("touches"))
+    os.mkdir(d)
+    names = ["f%02d" % i for i in range(100)]
+    for n in names:
+        write_file(os.path.join(d, n), n.encode())
+    # what `touch -m -d` does to each (utimensat, atime left alone)
+    service.reset_stats()
+    for i, n in enumerate(names):
+        os.utime(os.path.join(d, n), ns=(os.stat(os.path.join(d, n)).st_atime_ns,
+                                         (1200000000 + i) * 10**9))
+    assert int(os.stat(os.path.join(d, "f42")).st_mtime) == 1200000042
+    sync(mount)
+    assert requests(service, EXEC) <= 5
+    got = sh(service, container, "cd %s && stat -c '%%n %%Y' f*" % rel(mount, d)).split("\n")
+    assert got[:-1] == ["%s %d" % (n, 1200000000 + i) for i, n in enumerate(names)]
+    # the same with 100 touch processes: each takes milliseconds to start,
+    # so batches (at most 200 ms apart) cover several of them
+    service.reset_stats()
+    r = subprocess.run("cd '%s' && for i in $(seq 0 99); do touch -d @$((1100000000 + i)) "
+                       "f$(printf %%02d $i) || exit 1; done" % d, shell=True)
+    assert r.returncode == 0
+    sync(mount)
+    assert requests(service, EXEC) <= 20
+    got = sh(service, container, "cd %s && stat -c '%%n %%Y' f*" % rel(mount, d)).split("\n")
+    assert got[:-1] == ["%s %d" % (n, 1100000000 + i) for i, n in enumerate(names)]
+
+
+def test_utimens_of_open_written_file_ends_with_asked_time(service, container, mount):
+    # cp -p / tar: write, set the time, close: the upload must not move it
+    p = mount.path(unique("cpp"))
+    with open(p, "wb") as f:
+        f.write(b"data")
+        f.flush()
+        os.utime(f.fileno(), (1000000000, 1100000000))
+        os.fchmod(f.fileno(), 0o640)
+    assert int(os.stat(p).st_mtime) == 1100000000
+    sync(mount)
+    assert sh(service, container, "stat -c '%a %Y %s' " + rel(mount, p)).split() == \
+        ["640", "1100000000", "4"]
+    # a write after the touch wins, as on a local disk
+    os.utime(p, (1000000000, 1000000000))
+    with open(p, "ab") as f:
+        f.write(b"more")
+    sync(mount)
+    assert int(sh(service, container, "stat -c %Y " + rel(mount, p))) > 1500000000
+
+
+def test_rename_keeps_queued_times(service, container, mount):
+    # rsync: write a temporary name, set its times, rename it into place
+    d = mount.path(unique("rs"))
+    os.mkdir(d)
+    service.reset_stats()
+    for i in range(20):
+        tmp = os.path.join(d, ".f%d.tmp" % i)
+        write_file(tmp, b"%d" % i)
+        os.utime(tmp, (1300000000 + i, 1300000000 + i))
+        os.rename(tmp, os.path.join(d, "f%d" % i))
+    assert int(os.stat(os.path.join(d, "f3")).st_mtime) == 1300000003
+    sync(mount)
+    assert requests(service, EXEC) <= 5
+    got = sh(service, container, "cd %s && stat -c '%%n %%Y' f*" % rel(mount, d)).split("\n")
+    assert sorted(got[:-1]) == sorted("f%d %d" % (i, 1300000000 + i) for i in range(20))
+
+
+def test_create_costs_no_exec_and_empty_file_lands(service, container, mount):
+    d = mount.path(unique("new"))
+    os.mkdir(d)
+    p = os.path.join(d, "empty")
+    service.reset_stats()
+    r = subprocess.run("umask 077 && : > '%s'" % p, shell=True)
+    assert r.returncode == 0
+    assert requests(service, EXEC) == 0
+    assert requests(service, STAT) == 0
+    assert requests(service, PUT) == 1
+    assert requests(service, "PATCH /containers/files/chmod") == 0   # 0600 as PUT makes it
+    assert sh(service, container, "stat -c '%F %s %a' " + rel(mount, p)).strip() == \
+        "regular empty file 0 600"
+    assert os.path.getsize(p) == 0
+    # another mode: one chmod after the PUT
+    service.reset_stats()
+    r = subprocess.run("umask 022 && : > '%s'" % (p + "2"), shell=True)
+    assert r.returncode == 0
+    assert requests(service, PUT) == 1 and requests(service, "PATCH /containers/files/chmod") == 1
+    assert requests(service, EXEC) == 0
+    assert sh(service, container, "stat -c '%a %s' " + rel(mount, p + "2")).split() == ["644", "0"]
+
+
+def test_new_file_is_visible_before_its_upload(service, container, mount):
+    d = mount.path(unique("vis"))
+    os.mkdir(d)
+    p = os.path.join(d, "f")
+    with open(p, "wb") as f:
+        f.write(b"abc")
+        f.flush()
+        assert os.listdir(d) == ["f"]
+        assert os.path.getsize(p) == 3
+        invalidate(mount)                    # the listing comes from the sandbox again
+        assert os.listdir(d) == ["f"]
+        os.chmod(p, 0o751)
+        assert os.stat(p).st_mode & 0o777 == 0o751
+        # nothing on the sandbox yet
+        assert sh(service, container, "ls -A " + rel(mount, d)) == ""
+    assert sh(service, container, "stat -c '%a %s' " + rel(mount, p)).split() == ["751", "3"]
+
+
+def test_unlink_of_new_file_before_its_upload(service, container, mount):
+    d = mount.path(unique("gone"))
+    os.mkdir(d)
+    p = os.path.join(d, "tmp")
+    service.reset_stats()
+    with open(p, "wb") as f:
+        f.write(b"scratch")
+        f.flush()
+        os.unlink(p)
+        assert not os.path.exists(p)
+        f.write(b" still writable")
+    assert os.listdir(d) == []
+    assert requests(service, PUT) == 0
+    assert sh(service, container, "ls -A " + rel(mount, d)) == ""
+
+
+def test_exclusive_create_of_listed_name_fails(service, container, mount):
+    d = mount.path(unique("excl"))
+    os.mkdir(d)
+    sh(service, container, "echo there > %s/x" % rel(mount, d))
+    invalidate(mount)
+    assert os.listdir(d) == ["x"]              # listing cached
+    service.reset_stats()
+    with pytest.raises(FileExistsError):
+        os.open(os.path.join(d, "x"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    fd = os.open(os.path.join(d, "y"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    os.close(fd)
+    assert requests(service, STAT) == 0
+    with pytest.raises(FileExistsError):
+        os.open(os.path.join(d, "y"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    assert sh(service, container, "cat %s/x" % rel(mount, d)) == "there\n"
+
+
+def test_new_file_with_failed_upload_fails_close(service, container, mount):
+    name = unique("lost")
+    service.fault(route=PUT, count=3, status=503, error="files_unavailable")
+    f = open(mount.path(name), "wb")
+    f.write(b"must not be lost\n")
+    with pytest.raises(OSError):
+        f.close()
+    service.clear_faults()
+    assert not os.path.exists(mount.path(name))
+    assert sh(service, container, "ls -A /workspace").split().count(name) == 0
+    kept = re.findall(r"upload of '/workspace/%s' failed: .*data kept in (\S+)" % name, mount.log())
+    assert kept and read_file(kept[0]) == b"must not be lost\n"
+
+
+def test_sync_fails_when_the_batch_fails(service, container, mount):
+    p = mount.path(unique("syncfail"))
+    write_file(p, b"x")
+    service.fault(route=EXEC, count=1, status=503, error="execution_unavailable")
+    os.utime(p, (1000000000, 1000000000))
+    with pytest.raises(OSError) as e:
+        sync(mount)
+    assert e.value.errno == errno.EIO
+    assert "cannot set the times of 1 file" in mount.log()
+    assert "/workspace/" + os.path.basename(p) in mount.log()
+    # the guest's time shows again, and the next sync has nothing to report
+    assert int(os.stat(p).st_mtime) != 1000000000
+    sync(mount)
+
+
+def inode_numbers(path):
+    r = subprocess.run(["ls", "-i", "-a", "-R", "."], cwd=path, capture_output=True)
+    assert r.returncode == 0, r
+    return r.stdout.decode()
+
+
+def test_inode_numbers_are_stable(service, container, mount):
+    d = mount.path(unique("ino"))
+    os.makedirs(os.path.join(d, "sub"))
+    for n in ("a", "b", "sub/c"):
+        write_file(os.path.join(d, n), n.encode())
+    os.symlink("a", os.path.join(d, "l"))
+    first = inode_numbers(d)
+    assert first == inode_numbers(d)
+    ino = {n: os.lstat(os.path.join(d, n)).st_ino for n in ("a", "b", "sub", "sub/c", "l")}
+    assert len(set(ino.values())) == 5 and min(ino.values()) > 1
+    assert os.stat(mount.mountpoint).st_ino == 1
+    m2 = mbtest.Mount(service, container)
+    try:
+        assert inode_numbers(m2.path(os.path.basename(d))) == first
+    finally:
+        assert m2.unmount() == 0, m2.log()
+
+
+def test_git_status_twice_reads_nothing(service, container, mount):
+    name = unique("repo")
+    # a 300-file work tree made on the sandbox, with old mtimes (no racily
+    # clean entries), committed through the mount
+    sh(service, container, "mkdir -p /workspace/%s/d && cd /workspace/%s && "
+       "for i in $(seq 1 300); do echo $i > d/f$i; done && "
+       "touch -d 2020-01-01 d/* d" % (name, name))
+    repo = mount.path(name)
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com",
+               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.com",
+               GIT_CONFIG_NOSYSTEM="1", HOME=repo)
+
+    def git(*args):
+        r = subprocess.run(["git", "-c", "core.fsmonitor=false", "-C", repo] + list(args),
+                           capture_output=True, env=env, timeout=300)
+        assert r.returncode == 0, r
+        return r.stdout.decode()
+
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-q", "-m", "c")
+    assert git("status", "--porcelain") == ""
+    service.reset_stats()
+    assert git("status", "--porcelain") == ""
+    assert requests(service, GET) == 0
+    # a new mount shows the same inode numbers: git does not re-read the
+    # work tree (only some of .git)
+    m2 = mbtest.Mount(service, container)
+    try:
+        env["HOME"] = m2.path(name)
+        service.reset_stats()
+        r = subprocess.run(["git", "-c", "core.fsmonitor=false", "-C", m2.path(name),
+                            "status", "--porcelain"], capture_output=True, env=env, timeout=300)
+        assert r.returncode == 0 and r.stdout == b"", r
+        assert requests(service, GET) < 30
+    finally:
+        assert m2.unmount() == 0, m2.log()
