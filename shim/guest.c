@@ -99,9 +99,32 @@ static const char wrapper_head[] =
 	"rc=$?\n"
 	"[ -n \"$rp\" ] && kill -KILL -$rp 2>/dev/null\n"
 	"[ -n \"$gp\" ] && kill -KILL -$gp 2>/dev/null\n"
+	"[ -s wd ] && read -r w <wd && kill -KILL -$w 2>/dev/null\n"
 	"echo $rc >rc\n"
 	"trap '' PIPE\n"
 	"echo d >&3\n";
+
+/* The watchdog ($1: run dir), started by the first poll, so only runs that
+ * outlive their launch have one: every poll (and the client's heartbeat
+ * while it cannot poll) touches hb; after MBX_ORPHAN_S seconds without
+ * one ($2, checked in quarters), mbexec is taken to be gone (killed with
+ * SIGKILL, machine lost) and the command is ended as a dropped ssh session
+ * would end it. */
+static const char watchdog[] =
+	"cd \"$1\" || exit 0\n"
+	"echo $$ >wd\n"
+	"miss=0\n"
+	"step=$(($2 / 4))\n"
+	"while [ ! -s rc ]; do\n"
+	": >wd.t\n"
+	"sleep $step\n"
+	"[ -s rc ] && exit 0\n"
+	"if [ hb -nt wd.t ]; then miss=0; else miss=$((miss + 1)); fi\n"
+	"if [ $miss -ge 4 ] && read -r p <pgid; then\n"
+	"kill -HUP -$p 2>/dev/null; kill -TERM -$p 2>/dev/null; sleep 5\n"
+	"kill -KILL -$p 2>/dev/null; exit 0\n"
+	"fi\n"
+	"done\n";
 
 /* Old runs: finished, or whose command group is gone, after 60 min. Run on
  * about one launch in 16 (by pid), in the background. */
@@ -242,11 +265,23 @@ int mbx_guest_launch(struct mb_buf *b, const struct mbx_launch *l)
  * .tick newer: wall-clock bound however slow process creation is), so each
  * 50 ms step costs one process (sleep), not two. */
 int mbx_guest_poll(struct mb_buf *b, const char *run_id, uint64_t oo,
-		   uint64_t eo, long in_pos, unsigned wait_ms)
+		   uint64_t eo, long in_pos, unsigned wait_ms, unsigned orphan_s)
 {
 	int r = run_dir(b, run_id);
 
 	r = r ? r : mb_buf_appends(b, funcs);
+	r = r ? r : mb_buf_appends(b,
+		"if [ -d \"$R\" ] && [ ! -s \"$R/rc\" ] && [ ! -s \"$R/result\" ]; then\n"
+		": >\"$R/hb\"\n"
+		"if [ ! -e \"$R/wd\" ]; then\n"
+		": >\"$R/wd\"\n"
+		"W=");
+	r = r ? r : mb_buf_append_shq(b, watchdog);
+	r = r ? r : mb_buf_appendf(b,
+		"\nsetsid -f /bin/sh -c \"$W\" mbexec-watchdog \"$R\" %u"
+		" </dev/null >/dev/null 2>&1\n"
+		"fi\n"
+		"fi\n", orphan_s >= 4 ? orphan_s : 4);
 	r = r ? r : mb_buf_appendf(b,
 		"if [ -d \"$R\" ] && [ ! -s \"$R/rc\" ] && [ ! -s \"$R/result\" ]; then\n"
 		"set -- $(stat -c %%s \"$R/out\" \"$R/err\" 2>/dev/null)\n"
@@ -295,6 +330,14 @@ int mbx_guest_signal(struct mb_buf *b, const char *run_id, const char *how)
 			"kill -KILL -$p 2>/dev/null\n");
 	r = r ? r : mb_buf_appends(b, "echo '@mbx ack sent'\n");
 	return r;
+}
+
+int mbx_guest_heartbeat(struct mb_buf *b, const char *run_id)
+{
+	int r = run_dir(b, run_id);
+
+	return r ? r : mb_buf_appends(b, "[ -d \"$R\" ] && : >\"$R/hb\"\n"
+				      "echo '@mbx ack hb'\n");
 }
 
 int mbx_guest_cleanup(struct mb_buf *b, const char *run_id)

@@ -10,6 +10,8 @@
  *   rc           its exit status ($?: 128+N for signal N), one write
  *   result       a final one-line report (remote directory missing...)
  *   .mark .tick  long-poll bookkeeping
+ *   hb, wd       the client's heartbeat, and the watchdog (its pgid) that
+ *                ends the command when mbexec is gone (MBX_ORPHAN_S)
  * A finished run keeps its files, so a lost answer can be fetched again by
  * repeating the same request; the client removes big ones, the sweep in
  * every 16th launch removes runs finished (or dead) for over 60 minutes.
@@ -33,6 +35,12 @@
 /* A finished report at most this big is kept as "result" by the guest,
  * which then needs no cleanup request. */
 #define MBX_RESULT_KEEP 49152u
+/* A running command whose client has not polled (nor sent a heartbeat) for
+ * this long is ended by its guest watchdog: mbexec was killed. Tests and
+ * unusual setups may change it with $MBEXEC_ORPHAN_SECONDS (>= 4). */
+#define MBX_ORPHAN_S 120u
+/* The client sends a heartbeat when it has not polled for this long. */
+#define MBX_HEARTBEAT_MS 20000u
 /* Stdin embedded in the launch when it ends within this many bytes. */
 #define MBX_EMBED_STDIN 8192u
 
@@ -62,12 +70,17 @@ int mbx_sh_assign(struct mb_buf *b, const char *var, const char *value);
 int mbx_guest_launch(struct mb_buf *out, const struct mbx_launch *l);
 
 /* Report output from offsets oo/eo, waiting up to wait_ms on the guest for
- * new output, the end, or (in_pos >= 0) in.pos to differ from in_pos. */
+ * new output, the end, or (in_pos >= 0) in.pos to differ from in_pos. The
+ * first poll of a run starts its watchdog: orphan_s seconds without a poll
+ * or heartbeat end the command. */
 int mbx_guest_poll(struct mb_buf *out, const char *run_id, uint64_t oo,
-		   uint64_t eo, long in_pos, unsigned wait_ms);
+		   uint64_t eo, long in_pos, unsigned wait_ms, unsigned orphan_s);
 
 /* Signal the command's group: "INT", or "TERM" (then KILL after 2 s). */
 int mbx_guest_signal(struct mb_buf *out, const char *run_id, const char *how);
+
+/* Mark the client alive (it cannot poll now: stdout is blocked). */
+int mbx_guest_heartbeat(struct mb_buf *out, const char *run_id);
 
 /* Remove the run directory. */
 int mbx_guest_cleanup(struct mb_buf *out, const char *run_id);

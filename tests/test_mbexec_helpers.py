@@ -35,7 +35,8 @@ def popen(service, args, cwd, **kw):
     kw.setdefault("stdin", subprocess.DEVNULL)
     kw.setdefault("stdout", subprocess.PIPE)
     kw.setdefault("stderr", subprocess.PIPE)
-    return subprocess.Popen([mbtest.MBEXEC] + list(args), cwd=cwd, env=service.env(), **kw)
+    kw.setdefault("env", service.env())
+    return subprocess.Popen([mbtest.MBEXEC] + list(args), cwd=cwd, **kw)
 
 
 def sh(service, ident, cmd):

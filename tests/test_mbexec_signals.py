@@ -91,3 +91,26 @@ def test_closed_stdout_ends_the_command(service, container, mnt):
                        stdin=subprocess.DEVNULL)
     assert p.stdout == b"y\ny\ny\n"
     assert wait_remote_gone(service, container, tag)
+
+
+def test_command_of_a_killed_mbexec_is_ended_by_the_guest(service, container, mnt):
+    tag = unique("mbxorphan")
+    p = popen(service, ["sh", "-c", "echo started; while :; do sleep 1; done # %s" % tag],
+              mnt.mountpoint, env=service.env(MBEXEC_ORPHAN_SECONDS="8"))
+    assert p.stdout.readline() == b"started\n"
+    time.sleep(2)   # a poll or two: the guest watchdog is running
+    p.kill()
+    p.wait()
+    assert remote_procs(service, container, tag)
+    assert wait_remote_gone(service, container, tag, seconds=40)
+
+
+def test_paused_reader_is_not_taken_for_a_dead_mbexec(service, mnt):
+    # stdout is not read for longer than the watchdog's patience: the
+    # client's heartbeat keeps the command alive
+    p = popen(service, ["sh", "-c", "sleep 3; head -c 3000000 /dev/zero; sleep 14; echo; echo end"],
+              mnt.mountpoint, env=service.env(MBEXEC_ORPHAN_SECONDS="8"))
+    time.sleep(19)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    assert len(out) == 3000000 + 5 and out.endswith(b"\nend\n")

@@ -1,0 +1,226 @@
+/* exec_aux.c: what runs beside the exec strategy's poll loop, and the one
+ * way it talks to the guest.
+ *
+ * mbx_guest_call: one guest script, retried while that is safe.
+ * Heartbeat: a thread that tells the guest watchdog mbexec is alive while
+ * the poll loop cannot (blocked writing stdout).
+ * Read-ahead: parallel polls for the next stdout ranges of bulk output.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/api.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "shim/exec_int.h"
+#include "shim/guest.h"
+#include "shim/pump.h"
+
+unsigned mbx_orphan_seconds(void)
+{
+	const char *v = getenv("MBEXEC_ORPHAN_SECONDS");
+	uint64_t n;
+
+	if (v && mb_parse_u64(v, 4, 86400, &n) == 0)
+		return (unsigned)n;
+	return MBX_ORPHAN_S;
+}
+
+/* ---- one guest call ---- */
+
+int mbx_guest_call(struct mbx_run *r, const struct mb_buf *script,
+		   long timeout_ms, bool retry, struct mbx_report *rep,
+		   bool *reached, struct mb_err *err)
+{
+	uint64_t t0 = mb_now_ms();
+	struct mb_exec_result res;
+	unsigned attempt = 0;
+	int e;
+
+	for (;;) {
+		mb_err_clear(err);
+		memset(&res, 0, sizeof(res));
+		e = mb_exec(r->client, &r->ident, script->data, timeout_ms, &res, err);
+		if (e == 0) {
+			if (reached)
+				*reached = true;
+			if (res.timed_out || res.output_truncated)
+				e = mb_err_set(err, ETIMEDOUT, "the sandbox did not "
+					       "answer in time (%s)",
+					       res.timed_out ? "timed out" : "output cut");
+			else if (mbx_report_parse(res.out, res.out_len, rep))
+				e = mb_err_set(err, EPROTO, "unreadable answer from the "
+					       "sandbox: %.120s", res.err_len ? res.errout :
+					       res.out ? res.out : "");
+			mb_exec_result_release(&res);
+			if (e == 0)
+				return 0;
+			err->ambiguous = 1;
+		} else if (err->ambiguous || err->http_status >= 500) {
+			if (reached)
+				*reached = true;
+		}
+		/* never sent (common/ already retried), or refused: final */
+		if (!retry || (!err->ambiguous && err->http_status < 500))
+			return e;
+		if (mb_now_ms() - t0 > MBX_RETRY_BUDGET_MS)
+			return e;
+		mb_log(MB_LOG_DEBUG, "exec: %s; retrying", err->msg);
+		mb_sleep_ms(mb_backoff_ms(attempt++, 250, 4000));
+	}
+}
+
+int mbx_deliver(struct mbx_run *r, struct mbx_sink *s, uint64_t *off,
+		uint64_t off_in, const unsigned char *data, size_t len)
+{
+	uint64_t skip;
+
+	if (off_in > *off)
+		return -EPROTO;   /* a gap: cannot happen with offset polls */
+	skip = *off - off_in;
+	if (skip >= len)
+		return 0;
+	*off = off_in + len;
+	if (mbx_sink_write(s, data + skip, len - (size_t)skip) == -EPIPE &&
+	    s == &r->out)
+		return -EPIPE;
+	return 0;
+}
+
+/* ---- heartbeat ---- */
+
+void mbx_contact(struct mbx_exec_state *st)
+{
+	pthread_mutex_lock(&st->hb_mu);
+	st->last_contact = mb_now_ms();
+	pthread_mutex_unlock(&st->hb_mu);
+}
+
+/* Polls tell the guest watchdog that mbexec is alive. When the main thread
+ * cannot poll (blocked writing to a stdout nobody reads for now), this
+ * thread says so instead, so a paused pager does not get the command
+ * ended. */
+static void *heartbeat_main(void *arg)
+{
+	struct mbx_run *r = arg;
+	struct mbx_exec_state *st = r->priv;
+	struct mbx_report rep;
+	struct timespec ts;
+	struct mb_err err;
+	struct mb_buf b;
+	uint64_t every = MBX_HEARTBEAT_MS;
+	bool beat;
+
+	/* well inside the watchdog's patience, whatever it is */
+	if (every > mbx_orphan_seconds() * 1000ull / 4)
+		every = mbx_orphan_seconds() * 1000ull / 4;
+	mb_buf_init(&b, 4096);
+	pthread_mutex_lock(&st->hb_mu);
+	while (!st->hb_stop) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&st->hb_cv, &st->hb_mu, &ts);
+		beat = !st->hb_stop && mb_now_ms() - st->last_contact >= every;
+		pthread_mutex_unlock(&st->hb_mu);
+		if (beat) {
+			mb_buf_reset(&b);
+			if (mbx_guest_heartbeat(&b, st->run_id) == 0 &&
+			    mbx_guest_call(r, &b, MBX_SIGNAL_TIMEOUT_MS, false, &rep,
+					   NULL, &err) == 0) {
+				mbx_report_release(&rep);
+				mbx_contact(st);
+			}
+		}
+		pthread_mutex_lock(&st->hb_mu);
+	}
+	pthread_mutex_unlock(&st->hb_mu);
+	mb_buf_release(&b);
+	return NULL;
+}
+
+int mbx_heartbeat_start(struct mbx_run *r, struct mbx_exec_state *st)
+{
+	int e = pthread_create(&st->hb_th, NULL, heartbeat_main, r);
+
+	st->hb_started = e == 0;
+	return -e;
+}
+
+void mbx_heartbeat_stop(struct mbx_exec_state *st)
+{
+	if (!st->hb_started)
+		return;
+	pthread_mutex_lock(&st->hb_mu);
+	st->hb_stop = true;
+	pthread_cond_broadcast(&st->hb_cv);
+	pthread_mutex_unlock(&st->hb_mu);
+	pthread_join(st->hb_th, NULL);
+	st->hb_started = false;
+}
+
+/* Bulk output: while more than one answer's worth of stdout is waiting on
+ * the guest, up to MBX_AHEAD_MAX extra polls fetch the next ranges in parallel
+ * (stdout only), so `mbexec cat big` is not one round trip per 640 KiB. */
+#define AHEAD_NO_ERR 9000000000000000000ull   /* an err offset past any end */
+
+static void *ahead_main(void *arg)
+{
+	struct mbx_ahead *a = arg;
+	struct mb_err err;
+	struct mb_buf b;
+
+	mb_buf_init(&b, 1u << 20);
+	a->e = mbx_guest_poll(&b, a->run_id, a->off, AHEAD_NO_ERR, -1, 0,
+			      mbx_orphan_seconds());
+	if (!a->e)
+		a->e = mbx_guest_call(a->r, &b, MBX_POLL_TIMEOUT_MS, true, &a->rep,
+				      NULL, &err);
+	mb_buf_release(&b);
+	return NULL;
+}
+
+size_t mbx_ahead_start(struct mbx_run *r, struct mbx_exec_state *st,
+		       struct mbx_ahead *v)
+{
+	uint64_t pending = st->out_size - st->out_off;
+	size_t n = 0;
+
+	if (st->broken_pipe || st->out_size <= st->out_off)
+		return 0;
+	while (n < MBX_AHEAD_MAX && (n + 1) * (uint64_t)MBX_REPORT_RAW < pending) {
+		memset(&v[n], 0, sizeof(v[n]));
+		v[n].r = r;
+		v[n].run_id = st->run_id;
+		v[n].off = st->out_off + (n + 1) * (uint64_t)MBX_REPORT_RAW;
+		if (pthread_create(&v[n].th, NULL, ahead_main, &v[n]))
+			break;
+		n++;
+	}
+	mb_log(MB_LOG_DEBUG, "poll at %llu of %llu: %zu more in parallel",
+	       (unsigned long long)st->out_off, (unsigned long long)st->out_size, n);
+	return n;
+}
+
+/* Join the extra polls and deliver what continues stdout without a gap
+ * (the main answer may have carried less stdout when stderr took room). */
+void mbx_ahead_finish(struct mbx_run *r, struct mbx_exec_state *st,
+		      struct mbx_ahead *v, size_t n, bool deliver_them)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		pthread_join(v[i].th, NULL);
+		if (v[i].e)
+			continue;
+		if (deliver_them && v[i].rep.out_off <= st->out_off &&
+		    (v[i].rep.state == MBX_ST_RUNNING || v[i].rep.state == MBX_ST_DONE) &&
+		    mbx_deliver(r, &r->out, &st->out_off, v[i].rep.out_off,
+				v[i].rep.out_data, v[i].rep.out_len) == -EPIPE)
+			st->broken_pipe = true;
+		mbx_report_release(&v[i].rep);
+	}
+}
+

@@ -1,0 +1,90 @@
+/* exec_int.h: the exec strategy's own state, shared by strat_exec.c (the
+ * launch and the poll loop) and exec_aux.c (guest calls, heartbeat,
+ * read-ahead). Not for other modules.
+ */
+#ifndef MBX_EXEC_INT_H
+#define MBX_EXEC_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "common/err.h"
+#include "shim/guest.h"
+#include "shim/mbexec.h"
+
+#define MBX_LAUNCH_TIMEOUT_MS 20000
+#define MBX_POLL_TIMEOUT_MS 20000
+#define MBX_SIGNAL_TIMEOUT_MS 15000
+#define MBX_POLL_WAIT_MS 1000       /* guest long-poll */
+#define MBX_RETRY_BUDGET_MS 60000   /* consecutive failures before giving up */
+
+struct mbx_exec_state {
+	char run_id[MBX_RUNID_HEX + 1];
+	char run_dir[64];
+	enum mbx_in_mode in_mode;
+	unsigned char *pre;          /* probed stdin */
+	size_t prelen;
+	bool pre_eof;
+	struct mbx_uploader *up;
+	uint64_t out_off, err_off;   /* bytes delivered so far */
+	uint64_t out_size, err_size; /* sizes in the last report */
+	bool done;                   /* rc known */
+	bool complete;               /* and all output delivered */
+	int rc;
+	bool term_sent;              /* the main thread ended the command */
+	bool broken_pipe;
+	/* heartbeat thread (see heartbeat_main) */
+	pthread_t hb_th;
+	bool hb_started;
+	pthread_mutex_t hb_mu;
+	pthread_cond_t hb_cv;
+	uint64_t last_contact;       /* protected by hb_mu */
+	bool hb_stop;                /* protected by hb_mu */
+};
+
+#define MBX_AHEAD_MAX 2
+
+/* One read-ahead poll (exec_aux.c). */
+struct mbx_ahead {
+	struct mbx_run *r;
+	const char *run_id;
+	uint64_t off;
+	struct mbx_report rep;
+	int e;
+	pthread_t th;
+};
+
+/* Seconds the guest watchdog waits for a sign of life ($MBEXEC_ORPHAN_SECONDS
+ * or MBX_ORPHAN_S). */
+unsigned mbx_orphan_seconds(void);
+
+/* Run a guest script and parse its report. Transport faults, 5xx and
+ * unreadable answers are retried for up to MBX_RETRY_BUDGET_MS when retry is set
+ * (the script must be idempotent). *reached (may be NULL) says whether any
+ * attempt may have reached the guest. 0 or -errno with err filled; any
+ * thread. */
+int mbx_guest_call(struct mbx_run *r, const struct mb_buf *script,
+		   long timeout_ms, bool retry, struct mbx_report *rep,
+		   bool *reached, struct mb_err *err);
+
+/* Write the part of data (which starts at stream offset off_in) beyond *off
+ * to s and advance *off. 0, -EPROTO on a gap, -EPIPE when stdout closed. */
+int mbx_deliver(struct mbx_run *r, struct mbx_sink *s, uint64_t *off,
+		uint64_t off_in, const unsigned char *data, size_t len);
+
+/* The guest answered: the heartbeat is not needed for a while. */
+void mbx_contact(struct mbx_exec_state *st);
+/* Start (0 or -errno) and stop (joins) the heartbeat thread. */
+int mbx_heartbeat_start(struct mbx_run *r, struct mbx_exec_state *st);
+void mbx_heartbeat_stop(struct mbx_exec_state *st);
+
+/* Start up to MBX_AHEAD_MAX polls of the stdout ranges after the one the main
+ * poll fetches, when that much is waiting; returns how many. */
+size_t mbx_ahead_start(struct mbx_run *r, struct mbx_exec_state *st, struct mbx_ahead *v);
+/* Join them; deliver (when deliver_them) what continues stdout. */
+void mbx_ahead_finish(struct mbx_run *r, struct mbx_exec_state *st,
+		      struct mbx_ahead *v, size_t n, bool deliver_them);
+
+#endif
