@@ -104,8 +104,9 @@ static const char wrapper_head[] =
 	"trap '' PIPE\n"
 	"echo d >&3\n";
 
-/* The watchdog ($1: run dir), started by the first poll, so only runs that
- * outlive their launch have one: every poll (and the client's heartbeat
+/* The watchdog ($1: run dir), started at the end of a launch whose command
+ * still runs (or by the first poll), so only runs that outlive their launch
+ * have one: every poll (and the client's heartbeat
  * while it cannot poll) touches hb; after MBX_ORPHAN_S seconds without
  * one ($2, checked in quarters), mbexec is taken to be gone (killed with
  * SIGKILL, machine lost) and the command is ended as a dropped ssh session
@@ -156,6 +157,25 @@ int mbx_sh_assign(struct mb_buf *b, const char *var, const char *value)
 				   "%s=${%s%%x}\n", var, b64, var, var);
 	free(b64);
 	return r;
+}
+
+/* Append: the client is alive (hb), and the run's watchdog is started if
+ * it has none yet (only runs that outlive their launch get one). */
+static int alive(struct mb_buf *b, unsigned orphan_s)
+{
+	int r = mb_buf_appends(b,
+		"if [ -d \"$R\" ] && [ ! -s \"$R/rc\" ] && [ ! -s \"$R/result\" ]; then\n"
+		": >\"$R/hb\"\n"
+		"if [ ! -e \"$R/wd\" ]; then\n"
+		": >\"$R/wd\"\n"
+		"W=");
+
+	r = r ? r : mb_buf_append_shq(b, watchdog);
+	return r ? r : mb_buf_appendf(b,
+		"\nsetsid -f /bin/sh -c \"$W\" mbexec-watchdog \"$R\" %u"
+		" </dev/null >/dev/null 2>&1\n"
+		"fi\n"
+		"fi\n", orphan_s >= 4 ? orphan_s : 4);
 }
 
 static int run_dir(struct mb_buf *b, const char *run_id)
@@ -252,8 +272,9 @@ int mbx_guest_launch(struct mb_buf *b, const struct mbx_launch *l)
 	}
 	r = r ? r : mb_buf_appends(b,
 		"if [ $new = 0 ] && [ ! -s \"$R/pgid\" ] && [ ! -s \"$R/rc\" ] &&"
-		" [ ! -s \"$R/result\" ]; then echo '@mbx lost'; exit 0; fi\n"
-		"rep 0 0\n");
+		" [ ! -s \"$R/result\" ]; then echo '@mbx lost'; exit 0; fi\n");
+	r = r ? r : alive(b, l->orphan_s);
+	r = r ? r : mb_buf_appends(b, "rep 0 0\n");
 	free(b64);
 	mb_buf_release(&w);
 	return r;
@@ -270,18 +291,7 @@ int mbx_guest_poll(struct mb_buf *b, const char *run_id, uint64_t oo,
 	int r = run_dir(b, run_id);
 
 	r = r ? r : mb_buf_appends(b, funcs);
-	r = r ? r : mb_buf_appends(b,
-		"if [ -d \"$R\" ] && [ ! -s \"$R/rc\" ] && [ ! -s \"$R/result\" ]; then\n"
-		": >\"$R/hb\"\n"
-		"if [ ! -e \"$R/wd\" ]; then\n"
-		": >\"$R/wd\"\n"
-		"W=");
-	r = r ? r : mb_buf_append_shq(b, watchdog);
-	r = r ? r : mb_buf_appendf(b,
-		"\nsetsid -f /bin/sh -c \"$W\" mbexec-watchdog \"$R\" %u"
-		" </dev/null >/dev/null 2>&1\n"
-		"fi\n"
-		"fi\n", orphan_s >= 4 ? orphan_s : 4);
+	r = r ? r : alive(b, orphan_s);
 	r = r ? r : mb_buf_appendf(b,
 		"if [ -d \"$R\" ] && [ ! -s \"$R/rc\" ] && [ ! -s \"$R/result\" ]; then\n"
 		"set -- $(stat -c %%s \"$R/out\" \"$R/err\" 2>/dev/null)\n"

@@ -60,6 +60,7 @@ struct mbx_launch {
 	size_t in_len;
 	unsigned wait_ms;            /* wait this long for the end */
 	unsigned guard_s;            /* guest-side KILL after this (0: none) */
+	unsigned orphan_s;           /* the watchdog's patience (MBX_ORPHAN_S) */
 };
 
 /* Append `var=VALUE` (a shell assignment, newline-terminated) for any

@@ -97,6 +97,7 @@ static int build_launch(struct mbx_run *r, struct mbx_exec_state *st,
 		.in_data = st->pre,
 		.in_len = st->prelen,
 		.wait_ms = st->in_mode == MBX_IN_STREAM ? 200 : 1000,
+		.orphan_s = mbx_orphan_seconds(),
 	};
 
 	if (r->deadline_ms) {
