@@ -1030,7 +1030,7 @@ def build_report(ctx, result, started, partial=False):
                     routes[k2] = routes.get(k2, 0) + n
             top = sorted(routes.items(), key=lambda kv: -kv[1])
             details.append("| %d ms | %s | %s |" % (lat, label(ctx, key), ", ".join(
-                "%s %g" % (k2, n / len(m)) for k2, n in top[:6])))
+                "%s %g" % (k2, round(n / len(m), 1)) for k2, n in top[:6])))
 
     lines.append("")
     lines.append("### Throughput against the raw limit of the API")
