@@ -19,189 +19,8 @@
 #include "common/util.h"
 #include "fuse/batch.h"
 #include "fuse/cache.h"
+#include "fuse/cache_int.h"
 #include "fuse/mbfs.h"
-
-struct child {
-	char *name;
-	struct stat st;
-};
-
-struct centry {
-	struct centry *next;
-	char *path;
-	uint64_t hash;
-	uint64_t attr_until;        /* 0: no attributes */
-	uint64_t neg_until;         /* 0: not negative */
-	uint64_t dir_until;         /* 0: no listing */
-	struct stat st;
-	struct child *kids;         /* sorted by name (strcmp), no duplicates */
-	size_t nkids, capkids;
-};
-
-struct mbfs_cache {
-	pthread_mutex_t lock;
-	struct centry **tab;        /* protected by lock */
-	size_t nbuckets, count;
-	uint64_t counter;           /* write counter, bumped on invalidation */
-	unsigned puts;
-	uint64_t attr_ms, dir_ms, neg_ms;
-};
-
-static uint64_t hash_path(const char *s)
-{
-	return mbfs_fnv1a(MBFS_FNV_OFFSET, s);
-}
-
-static int kid_cmp(const void *a, const void *b)
-{
-	return strcmp(((const struct child *)a)->name,
-		      ((const struct child *)b)->name);
-}
-
-/* The child called name in a listing, or NULL. */
-static struct child *find_kid(struct centry *e, const char *name)
-{
-	struct child key = { .name = (char *)name };
-	if (!e->nkids)
-		return NULL;
-	return bsearch(&key, e->kids, e->nkids, sizeof(*e->kids), kid_cmp);
-}
-
-static void free_kids(struct centry *e)
-{
-	for (size_t i = 0; i < e->nkids; i++)
-		free(e->kids[i].name);
-	free(e->kids);
-	e->kids = NULL;
-	e->nkids = 0;
-	e->capkids = 0;
-	e->dir_until = 0;
-}
-
-static void free_entry(struct centry *e)
-{
-	free_kids(e);
-	free(e->path);
-	free(e);
-}
-
-struct mbfs_cache *mbfs_cache_new(uint64_t attr_ms, uint64_t dir_ms,
-				  uint64_t neg_ms)
-{
-	struct mbfs_cache *c = calloc(1, sizeof(*c));
-	if (!c)
-		return NULL;
-	c->nbuckets = 1024;
-	c->tab = calloc(c->nbuckets, sizeof(*c->tab));
-	if (!c->tab) {
-		free(c);
-		return NULL;
-	}
-	pthread_mutex_init(&c->lock, NULL);
-	c->attr_ms = attr_ms;
-	c->dir_ms = dir_ms;
-	c->neg_ms = neg_ms;
-	return c;
-}
-
-static void clear_all(struct mbfs_cache *c)
-{
-	for (size_t i = 0; i < c->nbuckets; i++) {
-		struct centry *e = c->tab[i], *n;
-		for (; e; e = n) {
-			n = e->next;
-			free_entry(e);
-		}
-		c->tab[i] = NULL;
-	}
-	c->count = 0;
-}
-
-void mbfs_cache_free(struct mbfs_cache *c)
-{
-	if (!c)
-		return;
-	clear_all(c);
-	free(c->tab);
-	pthread_mutex_destroy(&c->lock);
-	free(c);
-}
-
-static bool entry_live(const struct centry *e, uint64_t now)
-{
-	return e->attr_until > now || e->neg_until > now || e->dir_until > now;
-}
-
-/* Drop entries with nothing fresh left. Called with the lock held. */
-static void sweep(struct mbfs_cache *c)
-{
-	uint64_t now = mb_now_ms();
-	for (size_t i = 0; i < c->nbuckets; i++) {
-		struct centry **pp = &c->tab[i];
-		while (*pp) {
-			struct centry *e = *pp;
-			if (!entry_live(e, now)) {
-				*pp = e->next;
-				free_entry(e);
-				c->count--;
-			} else {
-				pp = &e->next;
-			}
-		}
-	}
-}
-
-static void grow(struct mbfs_cache *c)
-{
-	size_t nb = c->nbuckets * 2;
-	struct centry **t = calloc(nb, sizeof(*t));
-	if (!t)
-		return;
-	for (size_t i = 0; i < c->nbuckets; i++) {
-		struct centry *e = c->tab[i], *n;
-		for (; e; e = n) {
-			n = e->next;
-			e->next = t[e->hash % nb];
-			t[e->hash % nb] = e;
-		}
-	}
-	free(c->tab);
-	c->tab = t;
-	c->nbuckets = nb;
-}
-
-static struct centry *find(struct mbfs_cache *c, const char *path)
-{
-	uint64_t h = hash_path(path);
-	for (struct centry *e = c->tab[h % c->nbuckets]; e; e = e->next)
-		if (e->hash == h && strcmp(e->path, path) == 0)
-			return e;
-	return NULL;
-}
-
-static struct centry *get_or_add(struct mbfs_cache *c, const char *path)
-{
-	struct centry *e = find(c, path);
-	if (e)
-		return e;
-	if (++c->puts % 4096 == 0)
-		sweep(c);
-	if (c->count >= c->nbuckets * 2)
-		grow(c);
-	e = calloc(1, sizeof(*e));
-	if (!e)
-		return NULL;
-	e->path = strdup(path);
-	if (!e->path) {
-		free(e);
-		return NULL;
-	}
-	e->hash = hash_path(path);
-	e->next = c->tab[e->hash % c->nbuckets];
-	c->tab[e->hash % c->nbuckets] = e;
-	c->count++;
-	return e;
-}
 
 void mbfs_parent_path(const char *path, char *out)
 {
@@ -229,7 +48,7 @@ static int lookup_locked(struct mbfs_cache *c, const char *path,
 			 struct stat *st)
 {
 	uint64_t now = mb_now_ms();
-	struct centry *e = find(c, path);
+	struct centry *e = mbfs_cache_find(c, path);
 	if (e && e->attr_until > now) {
 		*st = e->st;
 		return 1;
@@ -242,10 +61,10 @@ static int lookup_locked(struct mbfs_cache *c, const char *path,
 	if (strlen(path) >= sizeof(parent))
 		return 0;
 	mbfs_parent_path(path, parent);
-	struct centry *p = find(c, parent);
+	struct centry *p = mbfs_cache_find(c, parent);
 	if (!p || p->dir_until <= now)
 		return 0;
-	struct child *k = find_kid(p, strrchr(path, '/') + 1);
+	struct child *k = mbfs_cache_kid(p, strrchr(path, '/') + 1);
 	if (!k)
 		return -ENOENT;
 	*st = k->st;
@@ -257,7 +76,7 @@ static void put_attr_locked(struct mbfs_cache *c, const char *path,
 {
 	if (!c->attr_ms)
 		return;
-	struct centry *e = get_or_add(c, path);
+	struct centry *e = mbfs_cache_add(c, path);
 	if (!e)
 		return;
 	e->st = *st;
@@ -289,7 +108,7 @@ static int fetch_attr(struct mbfs *fs, const char *path, struct stat *st)
 		if (rc == 0) {
 			put_attr_locked(c, path, st);
 		} else if (rc == -ENOENT && c->neg_ms) {
-			struct centry *e = get_or_add(c, path);
+			struct centry *e = mbfs_cache_add(c, path);
 			if (e) {
 				e->attr_until = 0;
 				e->neg_until = mb_now_ms() + c->neg_ms;
@@ -342,24 +161,16 @@ static void put_listing_locked(struct mbfs_cache *c, const char *path,
 		join_path(path, kids[i].name, cpath, sizeof(cpath));
 		put_attr_locked(c, cpath, &kids[i].st);
 	}
-	struct centry *e = get_or_add(c, path);
+	struct centry *e = mbfs_cache_add(c, path);
 	if (!e || !c->dir_ms) {
 		for (size_t i = 0; i < n; i++)
 			free(kids[i].name);
 		free(kids);
 		return;
 	}
-	/* pages of a changing directory may repeat a name: sort, keep one */
-	qsort(kids, n, sizeof(*kids), kid_cmp);
-	size_t m = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (m && strcmp(kids[m - 1].name, kids[i].name) == 0) {
-			free(kids[i].name);
-			continue;
-		}
-		kids[m++] = kids[i];
-	}
-	free_kids(e);
+	/* pages of a changing directory may repeat a name */
+	size_t m = mbfs_cache_kids_sort(kids, n);
+	mbfs_cache_free_kids(e);
 	e->kids = kids;
 	e->nkids = m;
 	e->capkids = n ? n : 1;
@@ -371,7 +182,7 @@ int mbfs_cache_readdir(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
 {
 	struct mbfs_cache *c = fs->cache;
 	pthread_mutex_lock(&c->lock);
-	struct centry *e = find(c, path);
+	struct centry *e = mbfs_cache_find(c, path);
 	if (e && e->dir_until > mb_now_ms()) {
 		int rc = emit(e, fn, ud);
 		pthread_mutex_unlock(&c->lock);
@@ -430,11 +241,11 @@ int mbfs_cache_readdir(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
 
 static void forget_locked(struct mbfs_cache *c, const char *path)
 {
-	struct centry *e = find(c, path);
+	struct centry *e = mbfs_cache_find(c, path);
 	if (e) {
 		e->attr_until = 0;
 		e->neg_until = 0;
-		free_kids(e);
+		mbfs_cache_free_kids(e);
 	}
 }
 
@@ -444,9 +255,9 @@ static void forget_parent_locked(struct mbfs_cache *c, const char *path)
 	if (strcmp(path, "/") == 0 || strlen(path) >= sizeof(parent))
 		return;
 	mbfs_parent_path(path, parent);
-	struct centry *p = find(c, parent);
+	struct centry *p = mbfs_cache_find(c, parent);
 	if (p)
-		free_kids(p);
+		mbfs_cache_free_kids(p);
 }
 
 void mbfs_cache_invalidate(struct mbfs_cache *c, const char *path)
@@ -470,7 +281,7 @@ void mbfs_cache_invalidate_tree(struct mbfs_cache *c, const char *path)
 			     strcmp(path, "/") == 0)) {
 				e->attr_until = 0;
 				e->neg_until = 0;
-				free_kids(e);
+				mbfs_cache_free_kids(e);
 			}
 		}
 	}
@@ -482,7 +293,7 @@ void mbfs_cache_invalidate_all(struct mbfs_cache *c)
 {
 	pthread_mutex_lock(&c->lock);
 	c->counter++;
-	clear_all(c);
+	mbfs_cache_clear(c);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -496,72 +307,24 @@ static struct centry *parent_listing(struct mbfs_cache *c, const char *path,
 	if (strcmp(path, "/") == 0 || strlen(path) >= sizeof(parent))
 		return NULL;
 	mbfs_parent_path(path, parent);
-	struct centry *p = find(c, parent);
+	struct centry *p = mbfs_cache_find(c, parent);
 	if (!p || p->dir_until <= mb_now_ms())
 		return NULL;
 	*name = strrchr(path, '/') + 1;
 	return p;
 }
 
-/* Add or replace a child in a listing, keeping it sorted. On failure the
- * listing is dropped (it would no longer be complete). */
-static void kid_put(struct centry *p, const char *name, const struct stat *st)
-{
-	struct child *k = find_kid(p, name);
-	if (k) {
-		k->st = *st;
-		return;
-	}
-	char *copy = strdup(name);
-	if (copy && p->nkids == p->capkids) {
-		size_t cap = p->capkids ? 2 * p->capkids : 8;
-		struct child *nk = realloc(p->kids, cap * sizeof(*nk));
-		if (nk) {
-			p->kids = nk;
-			p->capkids = cap;
-		}
-	}
-	if (!copy || p->nkids == p->capkids) {
-		free(copy);
-		free_kids(p);
-		return;
-	}
-	size_t i = 0, hi = p->nkids;
-	while (i < hi) {            /* first child sorting after name */
-		size_t mid = i + (hi - i) / 2;
-		if (strcmp(p->kids[mid].name, name) < 0)
-			i = mid + 1;
-		else
-			hi = mid;
-	}
-	memmove(&p->kids[i + 1], &p->kids[i], (p->nkids - i) * sizeof(*p->kids));
-	p->kids[i].name = copy;
-	p->kids[i].st = *st;
-	p->nkids++;
-}
-
-static void kid_remove(struct centry *p, const char *name)
-{
-	struct child *k = find_kid(p, name);
-	if (!k)
-		return;
-	size_t i = (size_t)(k - p->kids);
-	free(k->name);
-	memmove(&p->kids[i], &p->kids[i + 1], (p->nkids - i - 1) * sizeof(*p->kids));
-	p->nkids--;
-}
-
 static void put_locked(struct mbfs_cache *c, const char *path,
 		       const struct stat *st)
 {
 	put_attr_locked(c, path, st);
-	struct centry *e = find(c, path);
+	struct centry *e = mbfs_cache_find(c, path);
 	if (e)
 		e->neg_until = 0;
 	const char *name;
 	struct centry *p = parent_listing(c, path, &name);
 	if (p)
-		kid_put(p, name, st);
+		mbfs_cache_kid_put(p, name, st);
 }
 
 void mbfs_cache_put(struct mbfs_cache *c, const char *path,
@@ -579,9 +342,9 @@ void mbfs_cache_put_dir(struct mbfs_cache *c, const char *path,
 	pthread_mutex_lock(&c->lock);
 	c->counter++;
 	put_locked(c, path, st);
-	struct centry *e = c->dir_ms ? get_or_add(c, path) : NULL;
+	struct centry *e = c->dir_ms ? mbfs_cache_add(c, path) : NULL;
 	if (e) {
-		free_kids(e);
+		mbfs_cache_free_kids(e);
 		e->dir_until = mb_now_ms() + c->dir_ms;
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -593,12 +356,12 @@ void mbfs_cache_modify(struct mbfs_cache *c, const char *path,
 {
 	pthread_mutex_lock(&c->lock);
 	c->counter++;
-	struct centry *e = find(c, path);
+	struct centry *e = mbfs_cache_find(c, path);
 	if (e && e->attr_until)
 		fn(&e->st, arg);
 	const char *name;
 	struct centry *p = parent_listing(c, path, &name);
-	struct child *k = p ? find_kid(p, name) : NULL;
+	struct child *k = p ? mbfs_cache_kid(p, name) : NULL;
 	if (k)
 		fn(&k->st, arg);
 	pthread_mutex_unlock(&c->lock);
@@ -614,7 +377,7 @@ static void forget_below_locked(struct mbfs_cache *c, const char *path)
 			    e->path[n + 1] != '\0') {
 				e->attr_until = 0;
 				e->neg_until = 0;
-				free_kids(e);
+				mbfs_cache_free_kids(e);
 			}
 		}
 	}
@@ -627,14 +390,14 @@ static void removed_locked(struct mbfs_cache *c, const char *path, bool tree)
 		forget_below_locked(c, path);
 	forget_locked(c, path);
 	if (c->neg_ms) {
-		struct centry *e = get_or_add(c, path);
+		struct centry *e = mbfs_cache_add(c, path);
 		if (e)
 			e->neg_until = mb_now_ms() + c->neg_ms;
 	}
 	const char *name;
 	struct centry *p = parent_listing(c, path, &name);
 	if (p)
-		kid_remove(p, name);
+		mbfs_cache_kid_remove(p, name);
 }
 
 void mbfs_cache_removed(struct mbfs_cache *c, const char *path, bool tree)

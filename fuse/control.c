@@ -48,6 +48,7 @@ void mbfs_control_stat(const struct mbfs *fs, struct stat *st)
 	st->st_size = (off_t)fs->control_len;
 	st->st_blksize = 4096;
 	st->st_blocks = (blkcnt_t)((fs->control_len + 511) / 512);
+	st->st_ino = (ino_t)mbfs_ino(fs, "/" MB_CONTROL_NAME);
 }
 
 int mbfs_control_read(const struct mbfs *fs, char *buf, size_t size,
@@ -73,7 +74,9 @@ void mbfs_invalidate_everything(struct mbfs *fs)
 
 int mbfs_control_sync(struct mbfs *fs)
 {
-	mbfs_node_flush_all(fs);
+	/* dirty files no longer open would be uploaded here too, but there
+	 * are none: the last close uploads; files still open stay private to
+	 * their writers until they close them, as without sync */
 	return mbfs_batch_sync(fs);
 }
 

@@ -8,7 +8,8 @@
  *   cache.c    attribute / listing / negative cache (decorator over the
  *              stat and list routes, with a write counter)
  *   node.c     open files: one shared node per path, local working copy,
- *              dirty state, files created here but not yet on the guest
+ *              dirty state
+ *   fresh.c    files created here: a node until their first upload
  *   upload.c   a node's upload on flush/fsync/release/unmount, and what
  *              the mount knows afterwards without asking
  *   batch.c    utimens queued and sent in batches by a flusher thread

@@ -1,4 +1,5 @@
-/* node.c: open files sharing one local working copy per path (node.h).
+/* node.c: open files sharing one local working copy per path (node.h);
+ * creates are in fresh.c, uploads in upload.c, loading in load.c.
  *
  * Locking: n->lock serialises loading, writing, truncating and uploading
  * one node and may be held across network calls. fs->nodes_lock protects
@@ -23,7 +24,7 @@
 #include "fuse/remote.h"
 #include "fuse/xfer.h"
 
-static struct mbfs_node *find_shared(struct mbfs *fs, const char *path)
+struct mbfs_node *mbfs_node_find_shared(struct mbfs *fs, const char *path)
 {
 	for (struct mbfs_node *n = fs->nodes; n; n = n->next)
 		if (n->shared && strcmp(n->path, path) == 0)
@@ -31,7 +32,7 @@ static struct mbfs_node *find_shared(struct mbfs *fs, const char *path)
 	return NULL;
 }
 
-static void node_free(struct mbfs_node *n)
+void mbfs_node_destroy(struct mbfs_node *n)
 {
 	free(n->pieces.sizes);   /* a guest directory left at exit: /tmp */
 	free(n->have);
@@ -43,7 +44,7 @@ static void node_free(struct mbfs_node *n)
 	free(n);
 }
 
-static struct mbfs_node *node_new(const char *path)
+struct mbfs_node *mbfs_node_alloc(const char *path)
 {
 	struct mbfs_node *n = calloc(1, sizeof(*n));
 	if (!n || !(n->path = strdup(path))) {
@@ -62,7 +63,7 @@ static struct mbfs_node *get_or_insert(struct mbfs *fs, const char *path,
 				       struct mbfs_node *fresh)
 {
 	pthread_mutex_lock(&fs->nodes_lock);
-	struct mbfs_node *n = find_shared(fs, path);
+	struct mbfs_node *n = mbfs_node_find_shared(fs, path);
 	if (n) {
 		n->refs++;
 	} else if (fresh) {
@@ -73,7 +74,7 @@ static struct mbfs_node *get_or_insert(struct mbfs *fs, const char *path,
 	}
 	pthread_mutex_unlock(&fs->nodes_lock);
 	if (fresh)
-		node_free(fresh);
+		mbfs_node_destroy(fresh);
 	return n;
 }
 
@@ -85,80 +86,6 @@ static void mark_changed(struct mbfs *fs, struct mbfs_node *n, uint64_t size)
 	n->version++;
 	clock_gettime(CLOCK_REALTIME, &n->mtime);
 	pthread_mutex_unlock(&fs->nodes_lock);
-}
-
-/* Does path exist, for a create with these open flags? 1, 0 or -errno.
- * O_EXCL and O_TRUNC trust what the kernel's lookup has just seen (our
- * caches and listings; a race with a creator on the guest is accepted, as
- * in sshfs). A plain O_CREAT may go on to append to a file made on the
- * guest behind a cached negative entry, so it asks the guest. */
-static int exists_for_create(struct mbfs *fs, const char *path, int flags)
-{
-	pthread_mutex_lock(&fs->nodes_lock);
-	struct mbfs_node *o = find_shared(fs, path);
-	bool here = o && !o->unlinked;
-	pthread_mutex_unlock(&fs->nodes_lock);
-	if (here)
-		return 1;
-	struct stat st;
-	int rc = (flags & (O_EXCL | O_TRUNC)) ? mbfs_cache_getattr(fs, path, &st)
-					      : mbfs_cache_refresh(fs, path, &st);
-	return rc == 0 ? 1 : rc == -ENOENT ? 0 : rc;
-}
-
-/* All attributes of a fresh node. nodes_lock held. */
-static void fresh_stat(struct mbfs *fs, const struct mbfs_node *n,
-		       struct stat *st)
-{
-	memset(st, 0, sizeof(*st));
-	st->st_mode = S_IFREG | n->mode;
-	st->st_nlink = 1;
-	st->st_uid = fs->uid;
-	st->st_gid = fs->gid;
-	st->st_size = (off_t)n->size;
-	st->st_blksize = 65536;
-	st->st_blocks = (blkcnt_t)((n->size + 511) / 512);
-	st->st_mtim = n->mtime;
-	st->st_atim = n->mtime;
-	st->st_ctim = n->mtime;
-	st->st_ino = (ino_t)mbfs_ino(fs, n->path);
-}
-
-int mbfs_node_create(struct mbfs *fs, const char *path, unsigned mode,
-		     int flags, struct mbfs_node **out)
-{
-	int rc = exists_for_create(fs, path, flags);
-	if (rc)
-		return rc > 0 ? -EEXIST : rc;
-	struct mbfs_node *n = node_new(path);
-	if (!n)
-		return -ENOMEM;
-	pthread_mutex_lock(&n->lock);
-	rc = mbfs_load_empty(fs, n);
-	pthread_mutex_unlock(&n->lock);
-	if (rc) {
-		node_free(n);
-		return rc;
-	}
-	struct stat st;
-	pthread_mutex_lock(&fs->nodes_lock);
-	n->fresh = true;
-	n->dirty = true;
-	n->mode = mode & 07777;
-	n->version = 1;
-	clock_gettime(CLOCK_REALTIME, &n->mtime);
-	/* nothing is there: a node still shared under this name is older */
-	for (struct mbfs_node *o = fs->nodes; o; o = o->next)
-		if (o->shared && strcmp(o->path, path) == 0)
-			o->shared = false;
-	n->next = fs->nodes;
-	fs->nodes = n;
-	fresh_stat(fs, n, &st);
-	pthread_mutex_unlock(&fs->nodes_lock);
-	mbfs_data_drop(fs->data, path);
-	mbfs_cache_put(fs->cache, path, &st);
-	*out = n;
-	return 0;
 }
 
 /* A clean copy that the guest has changed since (or that an invalidation
@@ -191,7 +118,7 @@ int mbfs_node_open(struct mbfs *fs, const char *path, int flags,
 		n = NULL;
 	}
 	if (!n) {
-		struct mbfs_node *fresh = node_new(path);
+		struct mbfs_node *fresh = mbfs_node_alloc(path);
 		if (!fresh)
 			return -ENOMEM;
 		n = get_or_insert(fs, path, fresh);
@@ -250,7 +177,7 @@ void mbfs_node_release(struct mbfs *fs, struct mbfs_node *n)
 			      n->local);
 		n->local = NULL;
 	}
-	node_free(n);
+	mbfs_node_destroy(n);
 }
 
 int mbfs_node_read(struct mbfs *fs, struct mbfs_node *n, char *buf,
@@ -345,7 +272,7 @@ static void apply_local(const struct mbfs_node *n, struct stat *st)
 int mbfs_node_getattr(struct mbfs *fs, const char *path, struct stat *st)
 {
 	pthread_mutex_lock(&fs->nodes_lock);
-	struct mbfs_node *n = find_shared(fs, path);
+	struct mbfs_node *n = mbfs_node_find_shared(fs, path);
 	bool hit = n && n->loaded && (n->dirty || !n->base_known ||
 				       n->base_mtime == st->st_mtim.tv_sec);
 	if (hit)
@@ -362,128 +289,10 @@ void mbfs_node_fgetattr(struct mbfs *fs, struct mbfs_node *n, struct stat *st)
 	pthread_mutex_unlock(&fs->nodes_lock);
 }
 
-int mbfs_node_stat_new(struct mbfs *fs, struct mbfs_node *n, const char *path,
-		       struct stat *st)
-{
-	pthread_mutex_lock(&fs->nodes_lock);
-	if (!n)
-		n = find_shared(fs, path);
-	bool fresh = n && n->fresh && !n->unlinked;
-	if (fresh)
-		fresh_stat(fs, n, st);
-	pthread_mutex_unlock(&fs->nodes_lock);
-	return fresh;
-}
-
-/* The shared node of path with a reference, locked, when it is fresh;
- * NULL otherwise. n->lock waits for an upload in progress. */
-static struct mbfs_node *lock_fresh(struct mbfs *fs, const char *path)
-{
-	pthread_mutex_lock(&fs->nodes_lock);
-	struct mbfs_node *n = find_shared(fs, path);
-	if (n && n->fresh)
-		n->refs++;
-	else
-		n = NULL;
-	pthread_mutex_unlock(&fs->nodes_lock);
-	if (!n)
-		return NULL;
-	pthread_mutex_lock(&n->lock);
-	pthread_mutex_lock(&fs->nodes_lock);
-	bool fresh = n->fresh && !n->unlinked;
-	pthread_mutex_unlock(&fs->nodes_lock);
-	if (fresh)
-		return n;
-	pthread_mutex_unlock(&n->lock);
-	mbfs_node_release(fs, n);
-	return NULL;
-}
-
-static void set_mode(struct stat *st, const void *arg)
-{
-	st->st_mode = (st->st_mode & S_IFMT) | *(const unsigned *)arg;
-}
-
-int mbfs_node_chmod_new(struct mbfs *fs, const char *path, unsigned mode)
-{
-	struct mbfs_node *n = lock_fresh(fs, path);
-	if (!n)
-		return 0;
-	mode &= 07777;
-	pthread_mutex_lock(&fs->nodes_lock);
-	n->mode = mode;
-	pthread_mutex_unlock(&fs->nodes_lock);
-	pthread_mutex_unlock(&n->lock);
-	mbfs_node_release(fs, n);
-	mbfs_cache_modify(fs->cache, path, set_mode, &mode);
-	return 1;
-}
-
-int mbfs_node_unlink_new(struct mbfs *fs, const char *path)
-{
-	struct mbfs_node *n = lock_fresh(fs, path);
-	if (!n)
-		return 0;
-	pthread_mutex_lock(&fs->nodes_lock);
-	n->unlinked = true;
-	n->shared = false;
-	pthread_mutex_unlock(&fs->nodes_lock);
-	pthread_mutex_unlock(&n->lock);
-	mbfs_node_release(fs, n);
-	return 1;
-}
-
-int mbfs_node_list_new(struct mbfs *fs, const char *dir,
-		       struct mbfs_dirent **out, size_t *count)
-{
-	struct mbfs_dirent *v = NULL;
-	size_t n = 0, cap = 0;
-	int rc = 0;
-	pthread_mutex_lock(&fs->nodes_lock);
-	for (struct mbfs_node *x = fs->nodes; x && !rc; x = x->next) {
-		const char *slash = strrchr(x->path, '/');
-		size_t dl = (size_t)(slash - x->path);
-		if (!x->fresh || !x->shared || x->unlinked ||
-		    !(dl == 0 ? strcmp(dir, "/") == 0
-			      : strncmp(x->path, dir, dl) == 0 && dir[dl] == '\0'))
-			continue;
-		if (n == cap) {
-			cap = cap ? 2 * cap : 4;
-			struct mbfs_dirent *nv = realloc(v, cap * sizeof(*v));
-			if (!nv) {
-				rc = -ENOMEM;
-				break;
-			}
-			v = nv;
-		}
-		if (!(v[n].name = strdup(slash + 1))) {
-			rc = -ENOMEM;
-			break;
-		}
-		fresh_stat(fs, x, &v[n].st);
-		n++;
-	}
-	pthread_mutex_unlock(&fs->nodes_lock);
-	if (rc) {
-		mbfs_dirents_free(v, n);
-		return rc;
-	}
-	*out = v;
-	*count = n;
-	return 0;
-}
-
-void mbfs_dirents_free(struct mbfs_dirent *v, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(v[i].name);
-	free(v);
-}
-
 int mbfs_node_before_utimens(struct mbfs *fs, const char *path, bool now)
 {
 	pthread_mutex_lock(&fs->nodes_lock);
-	struct mbfs_node *n = find_shared(fs, path);
+	struct mbfs_node *n = mbfs_node_find_shared(fs, path);
 	bool dirty = n && n->dirty;
 	pthread_mutex_unlock(&fs->nodes_lock);
 	if (dirty && now)
@@ -494,7 +303,7 @@ int mbfs_node_before_utimens(struct mbfs *fs, const char *path, bool now)
 void mbfs_node_retime(struct mbfs *fs, const char *path, time_t mtime)
 {
 	pthread_mutex_lock(&fs->nodes_lock);
-	struct mbfs_node *n = find_shared(fs, path);
+	struct mbfs_node *n = mbfs_node_find_shared(fs, path);
 	if (!n || !n->loaded || n->dirty || !n->base_known) {
 		pthread_mutex_unlock(&fs->nodes_lock);
 		return;
@@ -528,7 +337,7 @@ int mbfs_node_sync_path(struct mbfs *fs, const char *path)
 {
 	int rc = 0;
 	pthread_mutex_lock(&fs->nodes_lock);
-	struct mbfs_node *n = find_shared(fs, path);
+	struct mbfs_node *n = mbfs_node_find_shared(fs, path);
 	if (n && n->dirty)
 		n->refs++;
 	else
@@ -545,7 +354,7 @@ int mbfs_node_truncate_path(struct mbfs *fs, const char *path, off_t size,
 			    int *rc)
 {
 	pthread_mutex_lock(&fs->nodes_lock);
-	struct mbfs_node *n = find_shared(fs, path);
+	struct mbfs_node *n = mbfs_node_find_shared(fs, path);
 	if (n)
 		n->refs++;
 	pthread_mutex_unlock(&fs->nodes_lock);
@@ -628,6 +437,6 @@ void mbfs_node_free_all(struct mbfs *fs)
 	fs->nodes = NULL;
 	for (; n; n = next) {
 		next = n->next;
-		node_free(n);
+		mbfs_node_destroy(n);
 	}
 }

@@ -1,6 +1,7 @@
 /* node_int.h: the inside of an open-file node, shared by node.c (sharing,
- * writes), upload.c (uploads) and load.c (getting the guest's content into
- * the local copy). Not for other modules. Locking as described in node.c. */
+ * writes), fresh.c (files created here), upload.c (uploads) and load.c
+ * (getting the guest's content into the local copy). Not for other
+ * modules. Locking as described in node.c. */
 #ifndef MBFS_NODE_INT_H
 #define MBFS_NODE_INT_H
 
@@ -48,6 +49,16 @@ struct mbfs_node {
 #define LAZY_MIN (8u * MBFS_CHUNK)
 /* Pieces fetched beyond the one a read needs. */
 #define READ_AHEAD 4
+
+/* node.c */
+
+/* The node new opens of path would share, or NULL. nodes_lock held. */
+struct mbfs_node *mbfs_node_find_shared(struct mbfs *fs, const char *path);
+/* A node for path (one reference, shared, not loaded, not listed), or
+ * NULL; freed with mbfs_node_destroy (fd, local copy, path) when never
+ * listed or once unlisted. */
+struct mbfs_node *mbfs_node_alloc(const char *path);
+void mbfs_node_destroy(struct mbfs_node *n);
 
 /* upload.c, with n->lock held: upload a dirty copy (a fresh node comes
  * into existence on the guest with it). 0 or -errno; on failure the data

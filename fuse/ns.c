@@ -95,6 +95,17 @@ static int remove_path(struct mbfs *fs, const char *path, bool dir)
 		mbfs_cache_removed(fs->cache, path, false);
 		return 0;
 	}
+	if (dir) {
+		/* files created here but not uploaded yet are in it too */
+		struct mbfs_dirent *v;
+		size_t n;
+		rc = mbfs_node_list_new(fs, path, &v, &n);
+		if (rc)
+			return rc;
+		mbfs_dirents_free(v, n);
+		if (n)
+			return -ENOTEMPTY;
+	}
 	mbfs_batch_flush(fs, path, MBFS_BATCH_SELF | MBFS_BATCH_BELOW |
 			 MBFS_BATCH_PARENT);
 	struct mb_err err;

@@ -187,6 +187,9 @@ def test_new_file_is_visible_before_its_upload(service, container, mount):
         assert os.listdir(d) == ["f"]
         os.chmod(p, 0o751)
         assert os.stat(p).st_mode & 0o777 == 0o751
+        with pytest.raises(OSError) as e:
+            os.rmdir(d)
+        assert e.value.errno == errno.ENOTEMPTY
         # nothing on the sandbox yet
         assert sh(service, container, "ls -A " + rel(mount, d)) == ""
     assert sh(service, container, "stat -c '%a %s' " + rel(mount, p)).split() == ["751", "3"]

@@ -1,0 +1,56 @@
+/* cache_int.h: the inside of the cache (cache.c: lookups, fetches and
+ * changes; cache_tab.c: the table). Not for other modules. Every function
+ * here runs with cache->lock held. */
+#ifndef MBFS_CACHE_INT_H
+#define MBFS_CACHE_INT_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+struct child {
+	char *name;
+	struct stat st;
+};
+
+struct centry {
+	struct centry *next;
+	char *path;
+	uint64_t hash;
+	uint64_t attr_until;        /* 0: no attributes */
+	uint64_t neg_until;         /* 0: not negative */
+	uint64_t dir_until;         /* 0: no listing */
+	struct stat st;
+	struct child *kids;         /* sorted by name (strcmp), no duplicates */
+	size_t nkids, capkids;
+};
+
+struct mbfs_cache {
+	pthread_mutex_t lock;
+	struct centry **tab;        /* protected by lock */
+	size_t nbuckets, count;
+	uint64_t counter;           /* write counter, bumped by every change */
+	unsigned puts;
+	uint64_t attr_ms, dir_ms, neg_ms;
+};
+
+/* The entry of path, or NULL. */
+struct centry *mbfs_cache_find(struct mbfs_cache *c, const char *path);
+/* The entry of path, added (empty) when missing; NULL without memory. */
+struct centry *mbfs_cache_add(struct mbfs_cache *c, const char *path);
+/* Drop every entry. */
+void mbfs_cache_clear(struct mbfs_cache *c);
+/* Drop e's listing. */
+void mbfs_cache_free_kids(struct centry *e);
+/* The child called name in e's listing, or NULL. */
+struct child *mbfs_cache_kid(struct centry *e, const char *name);
+/* Add or replace a child, keeping the listing sorted; without memory the
+ * listing is dropped (it would no longer be complete). */
+void mbfs_cache_kid_put(struct centry *e, const char *name,
+			const struct stat *st);
+void mbfs_cache_kid_remove(struct centry *e, const char *name);
+/* Sort n children by name and drop repeated names (freed): the new n. */
+size_t mbfs_cache_kids_sort(struct child *kids, size_t n);
+
+#endif

@@ -1,0 +1,233 @@
+/* cache_tab.c: the table behind cache.c (cache_int.h): a chained hash of
+ * entries keyed by path, growing as it fills, swept of entries with
+ * nothing fresh left; and the sorted child arrays of listings. No policy:
+ * what to keep and for how long is cache.c's. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "fuse/cache.h"
+#include "fuse/cache_int.h"
+#include "fuse/mbfs.h"
+
+static uint64_t hash_path(const char *s)
+{
+	return mbfs_fnv1a(MBFS_FNV_OFFSET, s);
+}
+
+static int kid_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct child *)a)->name,
+		      ((const struct child *)b)->name);
+}
+
+/* The child called name in a listing, or NULL. */
+struct child *mbfs_cache_kid(struct centry *e, const char *name)
+{
+	struct child key = { .name = (char *)name };
+	if (!e->nkids)
+		return NULL;
+	return bsearch(&key, e->kids, e->nkids, sizeof(*e->kids), kid_cmp);
+}
+
+void mbfs_cache_free_kids(struct centry *e)
+{
+	for (size_t i = 0; i < e->nkids; i++)
+		free(e->kids[i].name);
+	free(e->kids);
+	e->kids = NULL;
+	e->nkids = 0;
+	e->capkids = 0;
+	e->dir_until = 0;
+}
+
+static void free_entry(struct centry *e)
+{
+	mbfs_cache_free_kids(e);
+	free(e->path);
+	free(e);
+}
+
+struct mbfs_cache *mbfs_cache_new(uint64_t attr_ms, uint64_t dir_ms,
+				  uint64_t neg_ms)
+{
+	struct mbfs_cache *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->nbuckets = 1024;
+	c->tab = calloc(c->nbuckets, sizeof(*c->tab));
+	if (!c->tab) {
+		free(c);
+		return NULL;
+	}
+	pthread_mutex_init(&c->lock, NULL);
+	c->attr_ms = attr_ms;
+	c->dir_ms = dir_ms;
+	c->neg_ms = neg_ms;
+	return c;
+}
+
+void mbfs_cache_clear(struct mbfs_cache *c)
+{
+	for (size_t i = 0; i < c->nbuckets; i++) {
+		struct centry *e = c->tab[i], *n;
+		for (; e; e = n) {
+			n = e->next;
+			free_entry(e);
+		}
+		c->tab[i] = NULL;
+	}
+	c->count = 0;
+}
+
+void mbfs_cache_free(struct mbfs_cache *c)
+{
+	if (!c)
+		return;
+	mbfs_cache_clear(c);
+	free(c->tab);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+static bool entry_live(const struct centry *e, uint64_t now)
+{
+	return e->attr_until > now || e->neg_until > now || e->dir_until > now;
+}
+
+/* Drop entries with nothing fresh left. Called with the lock held. */
+static void sweep(struct mbfs_cache *c)
+{
+	uint64_t now = mb_now_ms();
+	for (size_t i = 0; i < c->nbuckets; i++) {
+		struct centry **pp = &c->tab[i];
+		while (*pp) {
+			struct centry *e = *pp;
+			if (!entry_live(e, now)) {
+				*pp = e->next;
+				free_entry(e);
+				c->count--;
+			} else {
+				pp = &e->next;
+			}
+		}
+	}
+}
+
+static void grow(struct mbfs_cache *c)
+{
+	size_t nb = c->nbuckets * 2;
+	struct centry **t = calloc(nb, sizeof(*t));
+	if (!t)
+		return;
+	for (size_t i = 0; i < c->nbuckets; i++) {
+		struct centry *e = c->tab[i], *n;
+		for (; e; e = n) {
+			n = e->next;
+			e->next = t[e->hash % nb];
+			t[e->hash % nb] = e;
+		}
+	}
+	free(c->tab);
+	c->tab = t;
+	c->nbuckets = nb;
+}
+
+struct centry *mbfs_cache_find(struct mbfs_cache *c, const char *path)
+{
+	uint64_t h = hash_path(path);
+	for (struct centry *e = c->tab[h % c->nbuckets]; e; e = e->next)
+		if (e->hash == h && strcmp(e->path, path) == 0)
+			return e;
+	return NULL;
+}
+
+struct centry *mbfs_cache_add(struct mbfs_cache *c, const char *path)
+{
+	struct centry *e = mbfs_cache_find(c, path);
+	if (e)
+		return e;
+	if (++c->puts % 4096 == 0)
+		sweep(c);
+	if (c->count >= c->nbuckets * 2)
+		grow(c);
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->path = strdup(path);
+	if (!e->path) {
+		free(e);
+		return NULL;
+	}
+	e->hash = hash_path(path);
+	e->next = c->tab[e->hash % c->nbuckets];
+	c->tab[e->hash % c->nbuckets] = e;
+	c->count++;
+	return e;
+}
+
+/* Add or replace a child in a listing, keeping it sorted. On failure the
+ * listing is dropped (it would no longer be complete). */
+void mbfs_cache_kid_put(struct centry *p, const char *name, const struct stat *st)
+{
+	struct child *k = mbfs_cache_kid(p, name);
+	if (k) {
+		k->st = *st;
+		return;
+	}
+	char *copy = strdup(name);
+	if (copy && p->nkids == p->capkids) {
+		size_t cap = p->capkids ? 2 * p->capkids : 8;
+		struct child *nk = realloc(p->kids, cap * sizeof(*nk));
+		if (nk) {
+			p->kids = nk;
+			p->capkids = cap;
+		}
+	}
+	if (!copy || p->nkids == p->capkids) {
+		free(copy);
+		mbfs_cache_free_kids(p);
+		return;
+	}
+	size_t i = 0, hi = p->nkids;
+	while (i < hi) {            /* first child sorting after name */
+		size_t mid = i + (hi - i) / 2;
+		if (strcmp(p->kids[mid].name, name) < 0)
+			i = mid + 1;
+		else
+			hi = mid;
+	}
+	memmove(&p->kids[i + 1], &p->kids[i], (p->nkids - i) * sizeof(*p->kids));
+	p->kids[i].name = copy;
+	p->kids[i].st = *st;
+	p->nkids++;
+}
+
+void mbfs_cache_kid_remove(struct centry *p, const char *name)
+{
+	struct child *k = mbfs_cache_kid(p, name);
+	if (!k)
+		return;
+	size_t i = (size_t)(k - p->kids);
+	free(k->name);
+	memmove(&p->kids[i], &p->kids[i + 1], (p->nkids - i - 1) * sizeof(*p->kids));
+	p->nkids--;
+}
+
+
+size_t mbfs_cache_kids_sort(struct child *kids, size_t n)
+{
+	qsort(kids, n, sizeof(*kids), kid_cmp);
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (m && strcmp(kids[m - 1].name, kids[i].name) == 0) {
+			free(kids[i].name);
+			continue;
+		}
+		kids[m++] = kids[i];
+	}
+	return m;
+}

@@ -1,0 +1,211 @@
+/* fresh.c: files created here (node.h). A create makes a node only (new,
+ * dirty, empty) and answers from it; the file comes into existence on the
+ * guest with the node's first upload (upload.c). Until then getattr,
+ * readdir, chmod and unlink are answered from the node, and an exclusive
+ * create is checked against what the kernel's lookup saw (our caches).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fuse/cache.h"
+#include "fuse/data.h"
+#include "fuse/mbfs.h"
+#include "fuse/node.h"
+#include "fuse/node_int.h"
+
+/* Does path exist, for a create with these open flags? 1, 0 or -errno.
+ * O_EXCL and O_TRUNC trust what the kernel's lookup has just seen (our
+ * caches and listings; a race with a creator on the guest is accepted, as
+ * in sshfs). A plain O_CREAT may go on to append to a file made on the
+ * guest behind a cached negative entry, so it asks the guest. */
+static int exists_for_create(struct mbfs *fs, const char *path, int flags)
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	struct mbfs_node *o = mbfs_node_find_shared(fs, path);
+	bool here = o && !o->unlinked;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (here)
+		return 1;
+	struct stat st;
+	int rc = (flags & (O_EXCL | O_TRUNC)) ? mbfs_cache_getattr(fs, path, &st)
+					      : mbfs_cache_refresh(fs, path, &st);
+	return rc == 0 ? 1 : rc == -ENOENT ? 0 : rc;
+}
+
+/* All attributes of a fresh node. nodes_lock held. */
+static void fresh_stat(struct mbfs *fs, const struct mbfs_node *n,
+		       struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_mode = S_IFREG | n->mode;
+	st->st_nlink = 1;
+	st->st_uid = fs->uid;
+	st->st_gid = fs->gid;
+	st->st_size = (off_t)n->size;
+	st->st_blksize = 65536;
+	st->st_blocks = (blkcnt_t)((n->size + 511) / 512);
+	st->st_mtim = n->mtime;
+	st->st_atim = n->mtime;
+	st->st_ctim = n->mtime;
+	st->st_ino = (ino_t)mbfs_ino(fs, n->path);
+}
+
+int mbfs_node_create(struct mbfs *fs, const char *path, unsigned mode,
+		     int flags, struct mbfs_node **out)
+{
+	int rc = exists_for_create(fs, path, flags);
+	if (rc)
+		return rc > 0 ? -EEXIST : rc;
+	struct mbfs_node *n = mbfs_node_alloc(path);
+	if (!n)
+		return -ENOMEM;
+	pthread_mutex_lock(&n->lock);
+	rc = mbfs_load_empty(fs, n);
+	pthread_mutex_unlock(&n->lock);
+	if (rc) {
+		mbfs_node_destroy(n);
+		return rc;
+	}
+	struct stat st;
+	pthread_mutex_lock(&fs->nodes_lock);
+	n->fresh = true;
+	n->dirty = true;
+	n->mode = mode & 07777;
+	n->version = 1;
+	clock_gettime(CLOCK_REALTIME, &n->mtime);
+	/* nothing is there: a node still shared under this name is older */
+	for (struct mbfs_node *o = fs->nodes; o; o = o->next)
+		if (o->shared && strcmp(o->path, path) == 0)
+			o->shared = false;
+	n->next = fs->nodes;
+	fs->nodes = n;
+	fresh_stat(fs, n, &st);
+	pthread_mutex_unlock(&fs->nodes_lock);
+	mbfs_data_drop(fs->data, path);
+	mbfs_cache_put(fs->cache, path, &st);
+	*out = n;
+	return 0;
+}
+
+int mbfs_node_stat_new(struct mbfs *fs, struct mbfs_node *n, const char *path,
+		       struct stat *st)
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	if (!n)
+		n = mbfs_node_find_shared(fs, path);
+	bool fresh = n && n->fresh && !n->unlinked;
+	if (fresh)
+		fresh_stat(fs, n, st);
+	pthread_mutex_unlock(&fs->nodes_lock);
+	return fresh;
+}
+
+/* The shared node of path with a reference, locked, when it is fresh;
+ * NULL otherwise. n->lock waits for an upload in progress. */
+static struct mbfs_node *lock_fresh(struct mbfs *fs, const char *path)
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	struct mbfs_node *n = mbfs_node_find_shared(fs, path);
+	if (n && n->fresh)
+		n->refs++;
+	else
+		n = NULL;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (!n)
+		return NULL;
+	pthread_mutex_lock(&n->lock);
+	pthread_mutex_lock(&fs->nodes_lock);
+	bool fresh = n->fresh && !n->unlinked;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (fresh)
+		return n;
+	pthread_mutex_unlock(&n->lock);
+	mbfs_node_release(fs, n);
+	return NULL;
+}
+
+static void set_mode(struct stat *st, const void *arg)
+{
+	st->st_mode = (st->st_mode & S_IFMT) | *(const unsigned *)arg;
+}
+
+int mbfs_node_chmod_new(struct mbfs *fs, const char *path, unsigned mode)
+{
+	struct mbfs_node *n = lock_fresh(fs, path);
+	if (!n)
+		return 0;
+	mode &= 07777;
+	pthread_mutex_lock(&fs->nodes_lock);
+	n->mode = mode;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	pthread_mutex_unlock(&n->lock);
+	mbfs_node_release(fs, n);
+	mbfs_cache_modify(fs->cache, path, set_mode, &mode);
+	return 1;
+}
+
+int mbfs_node_unlink_new(struct mbfs *fs, const char *path)
+{
+	struct mbfs_node *n = lock_fresh(fs, path);
+	if (!n)
+		return 0;
+	pthread_mutex_lock(&fs->nodes_lock);
+	n->unlinked = true;
+	n->shared = false;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	pthread_mutex_unlock(&n->lock);
+	mbfs_node_release(fs, n);
+	return 1;
+}
+
+int mbfs_node_list_new(struct mbfs *fs, const char *dir,
+		       struct mbfs_dirent **out, size_t *count)
+{
+	struct mbfs_dirent *v = NULL;
+	size_t n = 0, cap = 0;
+	int rc = 0;
+	pthread_mutex_lock(&fs->nodes_lock);
+	for (struct mbfs_node *x = fs->nodes; x && !rc; x = x->next) {
+		const char *slash = strrchr(x->path, '/');
+		size_t dl = (size_t)(slash - x->path);
+		if (!x->fresh || !x->shared || x->unlinked ||
+		    !(dl == 0 ? strcmp(dir, "/") == 0
+			      : strncmp(x->path, dir, dl) == 0 && dir[dl] == '\0'))
+			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 4;
+			struct mbfs_dirent *nv = realloc(v, cap * sizeof(*v));
+			if (!nv) {
+				rc = -ENOMEM;
+				break;
+			}
+			v = nv;
+		}
+		if (!(v[n].name = strdup(slash + 1))) {
+			rc = -ENOMEM;
+			break;
+		}
+		fresh_stat(fs, x, &v[n].st);
+		n++;
+	}
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (rc) {
+		mbfs_dirents_free(v, n);
+		return rc;
+	}
+	*out = v;
+	*count = n;
+	return 0;
+}
+
+void mbfs_dirents_free(struct mbfs_dirent *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i].name);
+	free(v);
+}
