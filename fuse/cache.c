@@ -123,26 +123,6 @@ static int fetch_attr(struct mbfs *fs, const char *path, struct stat *st)
 	return rc;
 }
 
-int mbfs_cache_getattr(struct mbfs *fs, const char *path, struct stat *st)
-{
-	struct mbfs_cache *c = fs->cache;
-	pthread_mutex_lock(&c->lock);
-	int hit = lookup_locked(c, path, st);
-	pthread_mutex_unlock(&c->lock);
-	if (hit == 0)
-		hit = fetch_attr(fs, path, st);
-	else if (hit == 1)
-		hit = 0;
-	if (hit == 0)
-		mbfs_batch_apply(fs, path, st);
-	return hit;
-}
-
-int mbfs_cache_refresh(struct mbfs *fs, const char *path, struct stat *st)
-{
-	return fetch_attr(fs, path, st);
-}
-
 static int emit(struct centry *e, mbfs_dir_fn fn, void *ud)
 {
 	for (size_t i = 0; i < e->nkids; i++)
@@ -177,19 +157,12 @@ static void put_listing_locked(struct mbfs_cache *c, const char *path,
 	e->dir_until = now + c->dir_ms;
 }
 
-int mbfs_cache_readdir(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
-		       void *ud)
+/* List path on the guest (every page), give each entry to fn (may be
+ * NULL) and store the listing unless something changed meanwhile. */
+static int fetch_listing(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
+			 void *ud)
 {
 	struct mbfs_cache *c = fs->cache;
-	pthread_mutex_lock(&c->lock);
-	struct centry *e = mbfs_cache_find(c, path);
-	if (e && e->dir_until > mb_now_ms()) {
-		int rc = emit(e, fn, ud);
-		pthread_mutex_unlock(&c->lock);
-		return rc;
-	}
-	pthread_mutex_unlock(&c->lock);
-
 	/* the listing carries its entries' times: queued ones land first */
 	mbfs_batch_flush(fs, path, MBFS_BATCH_CHILDREN);
 	pthread_mutex_lock(&c->lock);
@@ -221,7 +194,7 @@ int mbfs_cache_readdir(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
 	}
 	mb_entry_list_release(&list);
 
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; fn && i < n; i++)
 		if (fn(ud, kids[i].name, &kids[i].st))
 			break;
 
@@ -237,6 +210,63 @@ int mbfs_cache_readdir(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
 		free(kids);
 	}
 	return 0;
+}
+
+int mbfs_cache_readdir(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
+		       void *ud)
+{
+	struct mbfs_cache *c = fs->cache;
+	pthread_mutex_lock(&c->lock);
+	struct centry *e = mbfs_cache_find(c, path);
+	if (e && e->dir_until > mb_now_ms()) {
+		int rc = emit(e, fn, ud);
+		pthread_mutex_unlock(&c->lock);
+		return rc;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return fetch_listing(fs, path, fn, ud);
+}
+
+/* Whether the listing of path's parent (into parent) has expired but was
+ * complete and fits one page: listing it again costs one request, like
+ * the stat it replaces, and answers the lookups that follow too (a long
+ * `tar x` into one directory). Lock held. */
+static bool stale_small_listing(struct mbfs_cache *c, const char *path,
+				char *parent)
+{
+	if (!c->dir_ms || strcmp(path, "/") == 0 || strlen(path) >= MB_PATH_MAX)
+		return false;
+	mbfs_parent_path(path, parent);
+	struct centry *p = mbfs_cache_find(c, parent);
+	return p && p->dir_until && p->dir_until <= mb_now_ms() &&
+	       p->nkids < MB_MAX_LIST_ENTRIES;
+}
+
+int mbfs_cache_getattr(struct mbfs *fs, const char *path, struct stat *st)
+{
+	struct mbfs_cache *c = fs->cache;
+	char parent[MB_PATH_MAX];
+	pthread_mutex_lock(&c->lock);
+	int hit = lookup_locked(c, path, st);
+	bool relist = hit == 0 && stale_small_listing(c, path, parent);
+	pthread_mutex_unlock(&c->lock);
+	if (relist && fetch_listing(fs, parent, NULL, NULL) == 0) {
+		pthread_mutex_lock(&c->lock);
+		hit = lookup_locked(c, path, st);
+		pthread_mutex_unlock(&c->lock);
+	}
+	if (hit == 0)
+		hit = fetch_attr(fs, path, st);
+	else if (hit == 1)
+		hit = 0;
+	if (hit == 0)
+		mbfs_batch_apply(fs, path, st);
+	return hit;
+}
+
+int mbfs_cache_refresh(struct mbfs *fs, const char *path, struct stat *st)
+{
+	return fetch_attr(fs, path, st);
 }
 
 static void forget_locked(struct mbfs_cache *c, const char *path)

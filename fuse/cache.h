@@ -23,8 +23,10 @@ struct mbfs_cache *mbfs_cache_new(uint64_t attr_ms, uint64_t dir_ms,
 				  uint64_t neg_ms);
 void mbfs_cache_free(struct mbfs_cache *c);
 
-/* Attributes of path: from memory, from a fresh parent listing, or one stat
- * request, with times still queued for the guest (batch.h) applied.
+/* Attributes of path: from memory, from a fresh parent listing, or one
+ * request: a stat, or a new listing of the parent when its complete listing
+ * has just expired and fits one page. Times still queued for the guest
+ * (batch.h) are applied.
  * 0 with *st, -ENOENT (possibly cached), or another -errno. */
 int mbfs_cache_getattr(struct mbfs *fs, const char *path, struct stat *st);
 

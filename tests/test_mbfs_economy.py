@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import tarfile
+import time
 
 import pytest
 
@@ -14,6 +15,7 @@ import mbtest
 from test_mbfs_helpers import CONTROL, invalidate, read_file, requests, sh, sync, unique, write_file
 
 STAT = "GET /containers/files/stat"
+LIST = "GET /containers/files/list"
 GET = "GET /containers/files"
 PUT = "PUT /containers/files"
 EXEC = "POST /containers/exec"
@@ -209,6 +211,25 @@ def test_unlink_of_new_file_before_its_upload(service, container, mount):
     assert os.listdir(d) == []
     assert requests(service, PUT) == 0
     assert sh(service, container, "ls -A " + rel(mount, d)) == ""
+
+
+def test_expired_listing_is_renewed_rather_than_a_stat_per_name(service, container, need_fuse):
+    m = mbtest.Mount(service, container, options=["attr_timeout=1", "dir_timeout=1",
+                                                  "negative_timeout=1"])
+    try:
+        d = m.path(unique("relist"))
+        os.mkdir(d)                    # known empty, for 1 s
+        time.sleep(1.2)
+        service.reset_stats()
+        for i in range(20):
+            write_file(os.path.join(d, "f%d" % i), b"x")
+        assert requests(service, LIST) == 1
+        assert requests(service, STAT) <= 1      # d itself, its attributes expired
+        assert sorted(os.listdir(d)) == sorted("f%d" % i for i in range(20))
+    finally:
+        rc = m.unmount()
+    assert rc == 0, m.log()
+    assert not mbtest.sanitizer_report(m.log())
 
 
 def test_exclusive_create_of_listed_name_fails(service, container, mount):
