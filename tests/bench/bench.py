@@ -18,14 +18,11 @@ Standard library only. Run as root (sshd for root login, apt-get).
 """
 import argparse
 import contextlib
-import hashlib
 import http.client
-import json
 import os
 import queue
 import random
 import re
-import shlex
 import shutil
 import signal
 import socket
@@ -405,8 +402,6 @@ class Data:
         with open("/dev/urandom", "rb") as src, open(self.big, "wb") as dst:
             for _ in range(big_mib):
                 dst.write(src.read(MIB))
-        with open(self.big, "rb") as f:
-            self.big_sha = hashlib.sha256(f.read()).hexdigest()
 
         tree = os.path.join(self.dir, "tree")
         self.tree_dirs = set()
@@ -448,7 +443,6 @@ class Data:
 class Backend:
     """A mounted filesystem under test."""
     name = "?"
-    counts_requests = False
 
     def path(self, *parts):
         return os.path.join(self.mnt, *parts)
@@ -460,6 +454,11 @@ class Backend:
         return None
 
     def remount(self):
+        """Unmount and mount again: nothing cached, in the kernel or the daemon."""
+        raise NotImplementedError
+
+    def seed_tar(self, tar, subdir):
+        """Unpack a local tar into SUBDIR of the remote directory, behind the mount."""
         raise NotImplementedError
 
     def exec_true(self):
@@ -469,7 +468,6 @@ class Backend:
 
 class MbfsBackend(Backend):
     name = "mbfs"
-    counts_requests = True
 
     def __init__(self, ctx, latency):
         self.ctx = ctx
