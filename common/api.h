@@ -289,6 +289,7 @@ typedef int (*mb_job_event_fn)(const struct mb_job_event *ev, void *ud);
  * ?cursor=<last id>, delivers each sequence exactly once, in order, and keeps
  * *cursor at the last delivered sequence. The callback also runs about once
  * a second (heartbeats) so the caller can check its own deadlines.
+ * The callback may itself call this API (it then uses its own connection).
  * Returns 0 after the terminal status (final state in *final, may be NULL),
  * the callback's non-zero value if it stopped, or -errno. */
 int mb_job_follow(struct mb_client *c, const struct mb_ident *who,

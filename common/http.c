@@ -22,12 +22,22 @@ static void handle_key_init(void)
 	pthread_key_create(&handle_key, handle_free);
 }
 
+/* 1 while this thread's handle is inside curl_easy_perform: a request made
+ * from a callback (e.g. an SSE event handler) then gets its own handle. */
+static __thread int handle_busy;
+
 /* The calling thread's handle, reset to defaults but keeping its
- * connection cache. */
-static CURL *thread_handle(void)
+ * connection cache; a fresh one (*temp = true, caller cleans up) when the
+ * thread's handle is already in use further up the stack. */
+static CURL *thread_handle(bool *temp)
 {
 	CURL *h;
 
+	*temp = false;
+	if (handle_busy) {
+		*temp = true;
+		return curl_easy_init();
+	}
 	pthread_once(&handle_once, handle_key_init);
 	h = pthread_getspecific(handle_key);
 	if (h) {
@@ -186,13 +196,14 @@ int mb_http_perform(const struct mb_http_req *q, struct mb_http_resp *resp,
 	long code = 0, os_errno = 0;
 	CURLcode rc;
 	CURL *h;
+	bool temp;
 	int r = 0;
 
 	mb_http_resp_release(resp);
 	resp->body.max = q->max_body ? q->max_body : MB_BUF_UNLIMITED;
 	url_for_msg(q->url, where);
 	mb_buf_init(&line, 4096);
-	h = thread_handle();
+	h = thread_handle(&temp);
 	if (!h)
 		return mb_err_set(err, ENOMEM, "cannot create an HTTP handle");
 	memset(&x, 0, sizeof(x));
@@ -261,7 +272,11 @@ int mb_http_perform(const struct mb_http_req *q, struct mb_http_resp *resp,
 	if (strcmp(q->method, "GET") != 0 && strcmp(q->method, "POST") != 0)
 		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, q->method);
 
+	if (!temp)
+		handle_busy = 1;
 	rc = curl_easy_perform(h);
+	if (!temp)
+		handle_busy = 0;
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
 	curl_easy_getinfo(h, CURLINFO_PRETRANSFER_TIME_T, &pre);
 	curl_easy_getinfo(h, CURLINFO_OS_ERRNO, &os_errno);
@@ -291,6 +306,8 @@ out:
 	for (t = hdrs; t; t = t->next)
 		explicit_bzero(t->data, strlen(t->data));
 	curl_slist_free_all(hdrs);
+	if (temp)
+		curl_easy_cleanup(h);
 	if (line.data)
 		explicit_bzero(line.data, line.len);
 	mb_buf_release(&line);
