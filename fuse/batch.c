@@ -14,26 +14,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/buf.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "fuse/batch.h"
 #include "fuse/cache.h"
 #include "fuse/mbfs.h"
-#include "fuse/node.h"
 #include "fuse/remote.h"
+#include "fuse/touch.h"
 
-#define EXEC_TIMEOUT_MS 50000L
-#define FAIL_MARK "!mbfs-touch-failed "
 #define LOG_PATHS 20
 
 struct item {
 	struct item *next;
-	char *path;
-	struct timespec a, m;    /* tv_nsec UTIME_OMIT: leave alone */
+	struct mbfs_touch t;     /* path (owned) and times; tv_nsec UTIME_OMIT:
+	                            leave alone */
 	uint64_t since_ms;       /* queued at */
 	bool inflight;
-	int rc;                  /* outcome of the send */
 };
 
 struct mbfs_batch {
@@ -65,7 +61,7 @@ struct mbfs_batch *mbfs_batch_new(void)
 
 static void item_free(struct item *it)
 {
-	free(it->path);
+	free(it->t.path);
 	free(it);
 }
 
@@ -124,188 +120,6 @@ static bool moving(const struct mbfs_batch *b, const char *path)
 
 /* ---- sending ---- */
 
-static int append_touch(struct mb_buf *b, const char *flag,
-			const struct timespec *ts, const char *qpath)
-{
-	long long sec = ts->tv_sec;
-	long nsec = ts->tv_nsec;
-	const char *sign = "";
-	if (sec < 0 && nsec > 0) {     /* {-2, .5 s} is -1.5 s */
-		sec = -(sec + 1);
-		nsec = 1000000000L - nsec;
-		sign = "-";
-	} else if (sec < 0) {
-		sec = -sec;
-		sign = "-";
-	}
-	return mb_buf_appendf(b, "touch -c -h %s-d @%s%lld.%09ld -- %s", flag,
-			      sign, sec, nsec, qpath);
-}
-
-/* Items with the same times share one touch: qsort order. */
-static int item_cmp(const void *x, const void *y)
-{
-	const struct item *p = *(struct item *const *)x;
-	const struct item *q = *(struct item *const *)y;
-	const long long k[2][4] = {
-		{ p->a.tv_sec, p->a.tv_nsec, p->m.tv_sec, p->m.tv_nsec },
-		{ q->a.tv_sec, q->a.tv_nsec, q->m.tv_sec, q->m.tv_nsec },
-	};
-	for (int i = 0; i < 4; i++)
-		if (k[0][i] != k[1][i])
-			return k[0][i] < k[1][i] ? -1 : 1;
-	return 0;
-}
-
-/* The touch command(s) setting key's times on paths (quoted, separated by
- * spaces), and the marker listing the items (" 3 4 5") when they fail. */
-static int compose(struct mb_buf *out, const struct item *key,
-		   const char *paths, const char *marks)
-{
-	bool aset = key->a.tv_nsec != UTIME_OMIT;
-	bool mset = key->m.tv_nsec != UTIME_OMIT;
-	int rc;
-	if (aset && mset && key->a.tv_sec == key->m.tv_sec &&
-	    key->a.tv_nsec == key->m.tv_nsec) {
-		rc = append_touch(out, "", &key->m, paths);
-	} else {
-		rc = mb_buf_appends(out, "{ ");
-		if (!rc && aset)
-			rc = append_touch(out, "-a ", &key->a, paths);
-		if (!rc && aset && mset)
-			rc = mb_buf_appends(out, " && ");
-		if (!rc && mset)
-			rc = append_touch(out, "-m ", &key->m, paths);
-		if (!rc)
-			rc = mb_buf_appends(out, "; }");
-	}
-	if (!rc)
-		rc = mb_buf_appendf(out, " || echo '" FAIL_MARK "%s'\n", marks);
-	return rc;
-}
-
-/* How many times compose() writes the paths. */
-static size_t copies(const struct item *key)
-{
-	bool both = key->a.tv_nsec != UTIME_OMIT && key->m.tv_nsec != UTIME_OMIT;
-	return both && (key->a.tv_sec != key->m.tv_sec ||
-			key->a.tv_nsec != key->m.tv_nsec) ? 2 : 1;
-}
-
-/* Run one script covering v[first..end) (items already failed are not in
- * it); record each item's outcome. */
-static void run_script(struct mbfs *fs, const char *script, struct item **v,
-		       size_t first, size_t end, char *why, size_t whysz)
-{
-	struct mb_exec_result res;
-	struct mb_err err;
-	int rc = mbfs_exec(fs, script, EXEC_TIMEOUT_MS, &res, &err);
-	if (rc) {
-		rc = mbfs_fail(fs, rc, &err);
-		snprintf(why, whysz, "%.200s", err.msg[0] ? err.msg : strerror(-rc));
-	} else if (!mbfs_exec_ok(&res)) {
-		rc = res.timed_out ? -ETIMEDOUT : mbfs_stderr_errno(res.errout);
-		snprintf(why, whysz, "%.200s", res.errout && res.errout[0]
-			 ? res.errout : strerror(-rc));
-	}
-	for (size_t i = first; i < end; i++)
-		if (!v[i]->rc)
-			v[i]->rc = rc;
-	for (const char *s = res.out; !rc && s && (s = strstr(s, FAIL_MARK));) {
-		s += strlen(FAIL_MARK);
-		for (;;) {
-			char *e;
-			unsigned long long k = strtoull(s, &e, 10);
-			if (e == s)
-				break;
-			if (k >= first && k < end)
-				v[k]->rc = mbfs_stderr_errno(res.errout);
-			s = e;
-		}
-	}
-	if (!rc && res.errout && res.errout[0])
-		snprintf(why, whysz, "%.200s", res.errout);
-	mb_exec_result_release(&res);   /* zeroed when the request failed */
-}
-
-/* Send the n items of v (in flight, owned by this send; reordered here)
- * in scripts below the command limit, one touch per run of equal times.
- * Outcomes in v[i]->rc; why: a message for the log. */
-static void send_items(struct mbfs *fs, struct item **v, size_t n,
-		       char *why, size_t whysz)
-{
-	const size_t max = MB_MAX_COMMAND_BYTES;
-	struct mb_buf script, line, paths, marks, q;
-	mb_buf_init(&script, max);
-	mb_buf_init(&line, max);
-	mb_buf_init(&paths, max);
-	mb_buf_init(&marks, max);
-	mb_buf_init(&q, max);
-	qsort(v, n, sizeof(*v), item_cmp);
-	const struct item *key = NULL;   /* times of the open line */
-	size_t first = 0, lfirst = 0, fixed = 0;
-	for (size_t i = 0; i <= n; i++) {
-		char rpath[MB_PATH_MAX];
-		int rc = 0;
-		mb_buf_reset(&q);
-		if (i < n && !(rc = mbfs_remote_path(fs, v[i]->path, rpath)))
-			rc = mb_buf_append_shq(&q, rpath);
-		size_t need = key ? fixed + copies(key) * (paths.len + 1 + q.len) +
-				    marks.len + 24 : 0;
-		if (key && (i == n || rc || item_cmp(&key, &v[i]) || need > max)) {
-			size_t len = fixed + copies(key) * paths.len + marks.len;
-			mb_buf_reset(&line);
-			if (script.len && script.len + len > max) {
-				run_script(fs, script.data, v, first, lfirst,
-					   why, whysz);
-				mb_buf_reset(&script);
-				first = lfirst;
-			}
-			if (compose(&line, key, paths.data, marks.data) ||
-			    mb_buf_append(&script, line.data, line.len)) {
-				for (size_t k = lfirst; k < i; k++)
-					v[k]->rc = v[k]->rc ? v[k]->rc : -ENOMEM;
-				snprintf(why, whysz, "out of memory");
-			}
-			key = NULL;
-			mb_buf_reset(&paths);
-			mb_buf_reset(&marks);
-		}
-		if (i == n)
-			break;
-		if (!key && !rc) {
-			key = v[i];
-			lfirst = i;
-			mb_buf_reset(&line);
-			rc = compose(&line, key, "", "");
-			fixed = line.len;
-			if (!rc && fixed + copies(key) * q.len + 24 > max)
-				rc = -ENAMETOOLONG;
-			if (rc)
-				key = NULL;
-		}
-		if (!rc && paths.len)
-			rc = mb_buf_appends(&paths, " ");
-		if (!rc)
-			rc = mb_buf_append(&paths, q.data, q.len);
-		if (!rc)
-			rc = mb_buf_appendf(&marks, " %zu", i);
-		if (rc) {
-			v[i]->rc = rc == -ENOMEM ? rc : -ENAMETOOLONG;
-			snprintf(why, whysz, "%s", strerror(-v[i]->rc));
-			if (key && !paths.len)
-				key = NULL;
-		}
-	}
-	if (script.len)
-		run_script(fs, script.data, v, first, n, why, whysz);
-	mb_buf_release(&q);
-	mb_buf_release(&marks);
-	mb_buf_release(&paths);
-	mb_buf_release(&line);
-	mb_buf_release(&script);
-}
-
 static void set_mtime(struct stat *st, const void *arg)
 {
 	st->st_mtim.tv_sec = *(const time_t *)arg;
@@ -314,24 +128,25 @@ static void set_mtime(struct stat *st, const void *arg)
 }
 
 /* The outcomes of a send into the cache, and one log line for failures. */
-static void settle(struct mbfs *fs, struct item **v, size_t n, const char *why)
+static void settle(struct mbfs *fs, struct mbfs_touch **v, size_t n,
+		   const char *why)
 {
 	size_t failed = 0;
 	char list[LOG_PATHS * 64 + 64] = "";
 	size_t used = 0;
 	for (size_t i = 0; i < n; i++) {
-		struct item *it = v[i];
-		if (it->rc == 0) {
-			if (it->m.tv_nsec != UTIME_OMIT)
-				mbfs_cache_modify(fs->cache, it->path, set_mtime,
-						  &it->m.tv_sec);
+		struct mbfs_touch *t = v[i];
+		if (t->rc == 0) {
+			if (t->m.tv_nsec != UTIME_OMIT)
+				mbfs_cache_modify(fs->cache, t->path, set_mtime,
+						  &t->m.tv_sec);
 			continue;
 		}
-		mbfs_cache_invalidate(fs->cache, it->path);
+		mbfs_cache_invalidate(fs->cache, t->path);
 		if (failed++ < LOG_PATHS && used < sizeof(list)) {
 			char rpath[MB_PATH_MAX];
-			if (mbfs_remote_path(fs, it->path, rpath))
-				snprintf(rpath, sizeof(rpath), "%s", it->path);
+			if (mbfs_remote_path(fs, t->path, rpath))
+				snprintf(rpath, sizeof(rpath), "%s", t->path);
 			int w = snprintf(list + used, sizeof(list) - used, "%s'%.60s'",
 					 used ? ", " : "", rpath);
 			used += w > 0 ? (size_t)w : 0;
@@ -350,27 +165,30 @@ static int send_locked(struct mbfs *fs, struct mbfs_batch *b, size_t *took)
 {
 	size_t n = 0;
 	for (struct item *it = b->head; it; it = it->next)
-		if (!it->inflight && !moving(b, it->path))
+		if (!it->inflight && !moving(b, it->t.path))
 			n++;
-	*took = n;
+	*took = 0;
 	if (!n)
 		return 0;
-	struct item **v = malloc(n * sizeof(*v));
+	/* pointers into the items: they stay in the list, in flight, and only
+	 * this send removes them */
+	struct mbfs_touch **v = malloc(n * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
+	*took = n;
 	n = 0;
 	for (struct item *it = b->head; it; it = it->next) {
-		if (!it->inflight && !moving(b, it->path)) {
+		if (!it->inflight && !moving(b, it->t.path)) {
 			it->inflight = true;
-			it->rc = 0;
-			v[n++] = it;
+			it->t.rc = 0;
+			v[n++] = &it->t;
 		}
 	}
 	b->sending = true;
 	pthread_mutex_unlock(&b->lock);
 
 	char why[256] = "";
-	send_items(fs, v, n, why, sizeof(why));
+	mbfs_touch_send(fs, v, n, why, sizeof(why));
 	settle(fs, v, n, why);
 	int rc = 0;
 	for (size_t i = 0; i < n && !rc; i++)
@@ -401,7 +219,7 @@ static uint64_t due_ms(const struct mbfs_batch *b)
 {
 	uint64_t due = 0;
 	for (const struct item *it = b->head; it; it = it->next)
-		if (!it->inflight && !moving(b, it->path) &&
+		if (!it->inflight && !moving(b, it->t.path) &&
 		    (!due || it->since_ms + MBFS_BATCH_DELAY_MS < due))
 			due = it->since_ms + MBFS_BATCH_DELAY_MS;
 	return due;
@@ -424,7 +242,15 @@ static void *flusher(void *arg)
 			pthread_cond_timedwait(&b->cond, &b->lock, &ts);
 		} else {
 			size_t took;
-			send_locked(fs, b, &took);
+			if (send_locked(fs, b, &took) == -ENOMEM && !took) {
+				/* try again a little later */
+				uint64_t t = mb_now_ms() + MBFS_BATCH_DELAY_MS;
+				struct timespec ts = {
+					.tv_sec = (time_t)(t / 1000),
+					.tv_nsec = (long)(t % 1000) * 1000000L,
+				};
+				pthread_cond_timedwait(&b->cond, &b->lock, &ts);
+			}
 		}
 	}
 	pthread_mutex_unlock(&b->lock);
@@ -481,23 +307,23 @@ int mbfs_batch_utimens(struct mbfs *fs, const char *path,
 	pthread_mutex_lock(&b->lock);
 	struct item *it = NULL, **tail = &b->head;
 	for (; *tail; tail = &(*tail)->next)
-		if (!(*tail)->inflight && strcmp((*tail)->path, path) == 0)
+		if (!(*tail)->inflight && strcmp((*tail)->t.path, path) == 0)
 			it = *tail;
 	if (!it) {
 		it = calloc(1, sizeof(*it));
-		if (!it || !(it->path = strdup(path))) {
+		if (!it || !(it->t.path = strdup(path))) {
 			free(it);
 			pthread_mutex_unlock(&b->lock);
 			return -ENOMEM;
 		}
-		it->a.tv_nsec = it->m.tv_nsec = UTIME_OMIT;
+		it->t.a.tv_nsec = it->t.m.tv_nsec = UTIME_OMIT;
 		it->since_ms = mb_now_ms();
 		*tail = it;
 	}
 	if (a.tv_nsec != UTIME_OMIT)
-		it->a = a;
+		it->t.a = a;
 	if (m.tv_nsec != UTIME_OMIT)
-		it->m = m;
+		it->t.m = m;
 	bool running = b->running;
 	pthread_cond_broadcast(&b->cond);
 	pthread_mutex_unlock(&b->lock);
@@ -513,8 +339,8 @@ void mbfs_batch_apply(struct mbfs *fs, const char *path, struct stat *st)
 		return;
 	pthread_mutex_lock(&b->lock);
 	for (const struct item *it = b->head; it; it = it->next) {
-		if (it->m.tv_nsec != UTIME_OMIT && strcmp(it->path, path) == 0) {
-			st->st_mtim.tv_sec = it->m.tv_sec;
+		if (it->t.m.tv_nsec != UTIME_OMIT && strcmp(it->t.path, path) == 0) {
+			st->st_mtim.tv_sec = it->t.m.tv_sec;
 			st->st_mtim.tv_nsec = 0;
 			st->st_ctim = st->st_mtim;
 		}
@@ -530,7 +356,7 @@ int mbfs_batch_flush(struct mbfs *fs, const char *path, unsigned which)
 	for (;;) {
 		bool queued = false, inflight = false;
 		for (const struct item *it = b->head; it; it = it->next) {
-			if (!selects(it->path, path, which))
+			if (!selects(it->t.path, path, which))
 				continue;
 			if (it->inflight)
 				inflight = true;
@@ -544,6 +370,8 @@ int mbfs_batch_flush(struct mbfs *fs, const char *path, unsigned which)
 			int r = send_locked(fs, b, &took);
 			if (r && !rc)
 				rc = r;
+			if (r == -ENOMEM && !took)
+				break;
 		}
 		if (!took)   /* in flight elsewhere, or held by a rename */
 			pthread_cond_wait(&b->cond, &b->lock);
@@ -572,7 +400,7 @@ void mbfs_batch_move_begin(struct mbfs *fs, const char *from)
 	for (;;) {
 		bool busy = false;
 		for (const struct item *it = b->head; it && !busy; it = it->next)
-			busy = it->inflight && at_or_below(it->path, from);
+			busy = it->inflight && at_or_below(it->t.path, from);
 		if (!busy)
 			break;
 		pthread_cond_wait(&b->cond, &b->lock);
@@ -605,13 +433,13 @@ void mbfs_batch_move_end(struct mbfs *fs, const char *from, const char *to,
 		}
 	}
 	for (struct item *it = b->head; done && it; it = it->next) {
-		if (it->inflight || !at_or_below(it->path, from))
+		if (it->inflight || !at_or_below(it->t.path, from))
 			continue;
 		char *np;
-		if (asprintf(&np, "%s%s", to, it->path + fl) < 0)
+		if (asprintf(&np, "%s%s", to, it->t.path + fl) < 0)
 			continue;   /* keeps the old name: a `touch -c` no-op */
-		free(it->path);
-		it->path = np;
+		free(it->t.path);
+		it->t.path = np;
 	}
 	pthread_cond_broadcast(&b->cond);
 	pthread_mutex_unlock(&b->lock);

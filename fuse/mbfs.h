@@ -6,13 +6,15 @@
  *   create.c   `mbfs --create`: keyed container creation with a saved key
  *   ops.c      the fuse_operations table: thin translation to the modules
  *   cache.c    attribute / listing / negative cache (decorator over the
- *              stat and list routes, with a write counter)
+ *              stat and list routes, with a write counter); our own
+ *              changes applied in place; cache_tab.c is its table
  *   node.c     open files: one shared node per path, local working copy,
  *              dirty state
  *   fresh.c    files created here: a node until their first upload
  *   upload.c   a node's upload on flush/fsync/release/unmount, and what
  *              the mount knows afterwards without asking
- *   batch.c    utimens queued and sent in batches by a flusher thread
+ *   batch.c    utimens queued and sent in batches by a flusher thread;
+ *              touch.c builds and runs the touch scripts
  *   load.c     filling a node's copy: data cache, whole file, or piece by
  *              piece as reads need it (node_int.h is the node's inside)
  *   data.c     the local cache directory (clean copies, kept uploads)
