@@ -20,12 +20,6 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-#include "common/ident.h"
-
-#ifndef MB_CONTROL_SYNC
-#define MB_CONTROL_SYNC "sync\n"
-#endif
-
 struct mbfs;
 
 /* Build the JSON once the daemon runs (pid known). 0 or -ENOMEM. */

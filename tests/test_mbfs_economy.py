@@ -151,6 +151,16 @@ def test_rename_keeps_queued_times(service, container, mount):
     assert requests(service, EXEC) <= 5
     got = sh(service, container, "cd %s && stat -c '%%n %%Y' f*" % rel(mount, d)).split("\n")
     assert sorted(got[:-1]) == sorted("f%d %d" % (i, 1300000000 + i) for i in range(20))
+    # times queued below a directory follow its rename
+    os.mkdir(os.path.join(d, "sub"))
+    write_file(os.path.join(d, "sub", "g"), b"g")
+    os.utime(os.path.join(d, "sub", "g"), (1250000000, 1250000000))
+    os.utime(os.path.join(d, "sub"), (1240000000, 1240000000))
+    os.rename(os.path.join(d, "sub"), os.path.join(d, "moved"))
+    assert int(os.stat(os.path.join(d, "moved", "g")).st_mtime) == 1250000000
+    sync(mount)
+    assert sh(service, container, "cd %s/moved && stat -c %%Y . g" % rel(mount, d)).split() == \
+        ["1240000000", "1250000000"]
 
 
 def test_create_costs_no_exec_and_empty_file_lands(service, container, mount):
