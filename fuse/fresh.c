@@ -73,13 +73,20 @@ int mbfs_node_create(struct mbfs *fs, const char *path, unsigned mode,
 	}
 	struct stat st;
 	pthread_mutex_lock(&fs->nodes_lock);
+	struct mbfs_node *o = mbfs_node_find_shared(fs, path);
+	if (o && !o->unlinked) {
+		/* created by another thread meanwhile */
+		pthread_mutex_unlock(&fs->nodes_lock);
+		mbfs_node_destroy(n);
+		return -EEXIST;
+	}
 	n->fresh = true;
 	n->dirty = true;
 	n->mode = mode & 07777;
 	n->version = 1;
 	clock_gettime(CLOCK_REALTIME, &n->mtime);
 	/* nothing is there: a node still shared under this name is older */
-	for (struct mbfs_node *o = fs->nodes; o; o = o->next)
+	for (o = fs->nodes; o; o = o->next)
 		if (o->shared && strcmp(o->path, path) == 0)
 			o->shared = false;
 	n->next = fs->nodes;
