@@ -34,12 +34,12 @@ void mbfs_parent_path(const char *path, char *out)
 	out[n] = '\0';
 }
 
-static void join_path(const char *dir, const char *name, char *out, size_t n)
+/* dir/name into out; false when it does not fit. */
+static bool join_path(const char *dir, const char *name, char *out, size_t n)
 {
-	if (strcmp(dir, "/") == 0)
-		snprintf(out, n, "/%s", name);
-	else
-		snprintf(out, n, "%s/%s", dir, name);
+	int r = snprintf(out, n, "%s/%s", strcmp(dir, "/") == 0 ? "" : dir,
+			 name);
+	return r >= 0 && (size_t)r < n;
 }
 
 /* Look path up. 1 with *st (fresh attributes), -ENOENT (fresh negative, or
@@ -138,8 +138,8 @@ static void put_listing_locked(struct mbfs_cache *c, const char *path,
 	uint64_t now = mb_now_ms();
 	char cpath[MB_PATH_MAX];
 	for (size_t i = 0; i < n; i++) {
-		join_path(path, kids[i].name, cpath, sizeof(cpath));
-		put_attr_locked(c, cpath, &kids[i].st);
+		if (join_path(path, kids[i].name, cpath, sizeof(cpath)))
+			put_attr_locked(c, cpath, &kids[i].st);
 	}
 	struct centry *e = mbfs_cache_add(c, path);
 	if (!e || !c->dir_ms) {
@@ -155,6 +155,35 @@ static void put_listing_locked(struct mbfs_cache *c, const char *path,
 	e->nkids = m;
 	e->capkids = n ? n : 1;
 	e->dir_until = now + c->dir_ms;
+}
+
+/* The children of a listing from the API (released) into *kids, *n
+ * (the caller frees them). 0 or -ENOMEM. */
+static int take_kids(struct mbfs *fs, struct mb_entry_list *list,
+		     struct child **kids, size_t *n)
+{
+	struct child *k = calloc(list->n ? list->n : 1, sizeof(*k));
+	size_t m = 0;
+	for (size_t i = 0; k && i < list->n; i++) {
+		k[m].name = strdup(list->v[i].name);
+		if (!k[m].name)
+			continue;
+		mbfs_entry_stat(fs, &list->v[i], &k[m].st);
+		m++;
+	}
+	mb_entry_list_release(list);
+	if (!k)
+		return -ENOMEM;
+	*kids = k;
+	*n = m;
+	return 0;
+}
+
+static void free_kids(struct child *kids, size_t n)
+{
+	for (size_t i = 0; kids && i < n; i++)
+		free(kids[i].name);
+	free(kids);
 }
 
 /* List path on the guest (every page), give each entry to fn (may be
@@ -178,21 +207,11 @@ static int fetch_listing(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
 	rc = mb_fs_list_all(fs->client, &fs->ident, rpath, &list, &err);
 	if (rc)
 		return mbfs_fail(fs, rc, &err);
-
-	struct child *kids = calloc(list.n ? list.n : 1, sizeof(*kids));
-	size_t n = 0;
-	if (!kids) {
-		mb_entry_list_release(&list);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < list.n; i++) {
-		kids[n].name = strdup(list.v[i].name);
-		if (!kids[n].name)
-			continue;
-		mbfs_entry_stat(fs, &list.v[i], &kids[n].st);
-		n++;
-	}
-	mb_entry_list_release(&list);
+	struct child *kids;
+	size_t n;
+	rc = take_kids(fs, &list, &kids, &n);
+	if (rc)
+		return rc;
 
 	for (size_t i = 0; fn && i < n; i++)
 		if (fn(ud, kids[i].name, &kids[i].st))
@@ -204,11 +223,7 @@ static int fetch_listing(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
 		kids = NULL;
 	}
 	pthread_mutex_unlock(&c->lock);
-	if (kids) {
-		for (size_t i = 0; i < n; i++)
-			free(kids[i].name);
-		free(kids);
-	}
+	free_kids(kids, n);
 	return 0;
 }
 
@@ -227,34 +242,143 @@ int mbfs_cache_readdir(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
 	return fetch_listing(fs, path, fn, ud);
 }
 
-/* Whether the listing of path's parent (into parent) has expired but was
- * complete and fits one page: listing it again costs one request, like
- * the stat it replaces, and answers the lookups that follow too (a long
- * `tar x` into one directory). Lock held. */
-static bool stale_small_listing(struct mbfs_cache *c, const char *path,
+/* What a lookup of path that the cache cannot answer does. */
+enum miss {
+	MISS_STAT,      /* one stat of path */
+	MISS_LIST,      /* list the parent's first page (lookup_listing) */
+	MISS_WAIT,      /* another lookup is listing the parent: wait */
+};
+
+static bool loading_locked(struct mbfs_cache *c, const char *dir)
+{
+	for (struct dirload *l = c->loads; l; l = l->next)
+		if (strcmp(l->path, dir) == 0)
+			return true;
+	return false;
+}
+
+/* How to answer a miss of path; the parent into parent. Lock held. */
+static enum miss on_miss_locked(struct mbfs_cache *c, const char *path,
 				char *parent)
 {
 	if (!c->dir_ms || strcmp(path, "/") == 0 || strlen(path) >= MB_PATH_MAX)
-		return false;
+		return MISS_STAT;
 	mbfs_parent_path(path, parent);
+	if (loading_locked(c, parent))
+		return MISS_WAIT;
+	/* a large directory: its first page does not answer every name,
+	 * and a stat costs no more than listing it again */
 	struct centry *p = mbfs_cache_find(c, parent);
-	return p && p->dir_until && p->dir_until <= mb_now_ms() &&
-	       p->nkids < MB_MAX_LIST_ENTRIES;
+	if (p && (p->large_until > mb_now_ms() ||
+		  (p->dir_until && p->nkids >= MB_MAX_LIST_ENTRIES)))
+		return MISS_STAT;
+	return MISS_LIST;
+}
+
+/* The first page of dir's listing (one request) for a lookup of path in
+ * dir: git lstat()s every file of its index without reading a directory,
+ * and one list answers the lookups of all the entries that follow. Stored
+ * unless something changed meanwhile: a complete page as dir's listing
+ * (misses are negative), otherwise the attributes of its entries, and
+ * dir marked large. Ends load (registered by the caller). 1 with *st,
+ * -errno (ENOENT, ENOTDIR: dir is gone or not a directory), or 0 when
+ * path is to be stat'ed (beyond the first page, or dir cannot be listed
+ * though it may be searchable). */
+static int lookup_listing(struct mbfs *fs, const char *dir,
+			  struct dirload *load, const char *path,
+			  struct stat *st)
+{
+	struct mbfs_cache *c = fs->cache;
+	/* the listing carries its entries' times: queued ones land first */
+	mbfs_batch_flush(fs, dir, MBFS_BATCH_CHILDREN);
+	pthread_mutex_lock(&c->lock);
+	uint64_t ctr = c->counter;
+	pthread_mutex_unlock(&c->lock);
+
+	char rpath[MB_PATH_MAX];
+	struct mb_entry_list list = { NULL, 0 };
+	struct mb_err err;
+	struct child *kids = NULL;
+	size_t n = 0;
+	long next = -1;
+	int ans = 0;
+	mb_err_clear(&err);
+	int rc = mbfs_remote_path(fs, dir, rpath);
+	if (rc == 0) {
+		rc = mb_fs_list(fs->client, &fs->ident, rpath,
+				MB_MAX_LIST_ENTRIES, 0, &list, &next, &err);
+		if (rc == 0)
+			rc = take_kids(fs, &list, &kids, &n);
+		else if (rc == -ENOENT || rc == -ENOTDIR ||
+			 err.http_status == 0 || mb_err_is_stopped(&err))
+			ans = mbfs_fail(fs, rc, &err);
+		else
+			mb_log(MB_LOG_DEBUG, "cannot list '%s' for a lookup: %s",
+			       dir, err.msg[0] ? err.msg : strerror(-rc));
+	} else {
+		ans = rc;
+	}
+	if (rc == 0) {
+		const char *name = strrchr(path, '/') + 1;
+		ans = next < 0 ? -ENOENT : 0;
+		for (size_t i = 0; i < n; i++) {
+			if (strcmp(kids[i].name, name) == 0) {
+				*st = kids[i].st;
+				ans = 1;
+				break;
+			}
+		}
+	}
+
+	pthread_mutex_lock(&c->lock);
+	if (c->counter == ctr && rc == 0 && next < 0) {
+		put_listing_locked(c, dir, kids, n);
+		kids = NULL;
+	} else if (c->counter == ctr && (rc == 0 || ans == 0)) {
+		/* beyond the first page, or not listable: stat the names
+		 * this page does not answer */
+		char cpath[MB_PATH_MAX];
+		for (size_t i = 0; i < n; i++) {
+			if (join_path(dir, kids[i].name, cpath, sizeof(cpath)))
+				put_attr_locked(c, cpath, &kids[i].st);
+		}
+		struct centry *e = mbfs_cache_add(c, dir);
+		if (e)
+			e->large_until = mb_now_ms() + c->dir_ms;
+	}
+	for (struct dirload **pp = &c->loads; *pp; pp = &(*pp)->next) {
+		if (*pp == load) {
+			*pp = load->next;
+			break;
+		}
+	}
+	pthread_cond_broadcast(&c->loaded);
+	pthread_mutex_unlock(&c->lock);
+	free_kids(kids, n);
+	return ans;
 }
 
 int mbfs_cache_getattr(struct mbfs *fs, const char *path, struct stat *st)
 {
 	struct mbfs_cache *c = fs->cache;
 	char parent[MB_PATH_MAX];
+	struct dirload load = { NULL, parent };
 	pthread_mutex_lock(&c->lock);
 	int hit = lookup_locked(c, path, st);
-	bool relist = hit == 0 && stale_small_listing(c, path, parent);
-	pthread_mutex_unlock(&c->lock);
-	if (relist && fetch_listing(fs, parent, NULL, NULL) == 0) {
-		pthread_mutex_lock(&c->lock);
+	enum miss how = hit ? MISS_STAT : on_miss_locked(c, path, parent);
+	if (how == MISS_WAIT) {
+		/* the page being fetched most likely answers; when it does
+		 * not (beyond it, or not stored), a stat does */
+		while (loading_locked(c, parent))
+			pthread_cond_wait(&c->loaded, &c->lock);
 		hit = lookup_locked(c, path, st);
-		pthread_mutex_unlock(&c->lock);
+	} else if (how == MISS_LIST) {
+		load.next = c->loads;
+		c->loads = &load;
 	}
+	pthread_mutex_unlock(&c->lock);
+	if (how == MISS_LIST)
+		hit = lookup_listing(fs, parent, &load, path, st);
 	if (hit == 0)
 		hit = fetch_attr(fs, path, st);
 	else if (hit == 1)

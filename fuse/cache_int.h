@@ -21,13 +21,25 @@ struct centry {
 	uint64_t attr_until;        /* 0: no attributes */
 	uint64_t neg_until;         /* 0: not negative */
 	uint64_t dir_until;         /* 0: no listing */
+	uint64_t large_until;       /* until then a lookup of a name in this
+	                               directory stats it: the first page of
+	                               its listing was not all of it */
 	struct stat st;
 	struct child *kids;         /* sorted by name (strcmp), no duplicates */
 	size_t nkids, capkids;
 };
 
+/* A listing fetched for a lookup, in flight: lookups of other names in
+ * the same directory wait for it rather than list or stat themselves. */
+struct dirload {
+	struct dirload *next;
+	const char *path;           /* the directory (the loader's copy) */
+};
+
 struct mbfs_cache {
 	pthread_mutex_t lock;
+	pthread_cond_t loaded;      /* a dirload ended */
+	struct dirload *loads;      /* protected by lock */
 	struct centry **tab;        /* protected by lock */
 	size_t nbuckets, count;
 	uint64_t counter;           /* write counter, bumped by every change */
@@ -41,7 +53,7 @@ struct centry *mbfs_cache_find(struct mbfs_cache *c, const char *path);
 struct centry *mbfs_cache_add(struct mbfs_cache *c, const char *path);
 /* Drop every entry. */
 void mbfs_cache_clear(struct mbfs_cache *c);
-/* Drop e's listing. */
+/* Drop e's listing (and what its first page told). */
 void mbfs_cache_free_kids(struct centry *e);
 /* The child called name in e's listing, or NULL. */
 struct child *mbfs_cache_kid(struct centry *e, const char *name);

@@ -42,6 +42,7 @@ void mbfs_cache_free_kids(struct centry *e)
 	e->nkids = 0;
 	e->capkids = 0;
 	e->dir_until = 0;
+	e->large_until = 0;
 }
 
 static void free_entry(struct centry *e)
@@ -64,6 +65,7 @@ struct mbfs_cache *mbfs_cache_new(uint64_t attr_ms, uint64_t dir_ms,
 		return NULL;
 	}
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->loaded, NULL);
 	c->attr_ms = attr_ms;
 	c->dir_ms = dir_ms;
 	c->neg_ms = neg_ms;
@@ -89,13 +91,15 @@ void mbfs_cache_free(struct mbfs_cache *c)
 		return;
 	mbfs_cache_clear(c);
 	free(c->tab);
+	pthread_cond_destroy(&c->loaded);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
 
 static bool entry_live(const struct centry *e, uint64_t now)
 {
-	return e->attr_until > now || e->neg_until > now || e->dir_until > now;
+	return e->attr_until > now || e->neg_until > now ||
+	       e->dir_until > now || e->large_until > now;
 }
 
 /* Drop entries with nothing fresh left. Called with the lock held. */

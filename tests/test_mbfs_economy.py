@@ -233,8 +233,10 @@ def test_expired_listing_is_renewed_rather_than_a_stat_per_name(service, contain
         service.reset_stats()
         for i in range(20):
             write_file(os.path.join(d, "f%d" % i), b"x")
-        assert requests(service, LIST) == 1
-        assert requests(service, STAT) <= 1      # d itself, its attributes expired
+        # d's listing, and d itself (its attributes expired): a stat, or a
+        # list of its parent
+        lists, stats = requests(service, LIST), requests(service, STAT)
+        assert lists <= 2 and stats <= 1 and lists + stats <= 2, (lists, stats)
         assert sorted(os.listdir(d)) == sorted("f%d" % i for i in range(20))
     finally:
         rc = m.unmount()
