@@ -3,9 +3,11 @@
  * A chained hash table keyed by mount-relative path. An entry holds any of:
  * attributes (until attr_until), a negative mark (until neg_until), a
  * listing with each child's attributes, sorted by name (until dir_until).
- * Expired parts are ignored and swept now and then. Our own changes edit
- * entries and listings in place without extending them. Time is the
- * monotonic clock in ms.
+ * Expired parts are ignored and swept now and then. A lookup the table
+ * cannot answer lists the parent's first page (lookup_listing): one
+ * request per directory however many of its names are looked up. Our own
+ * changes edit entries and listings in place without extending them. Time
+ * is the monotonic clock in ms.
  */
 #include <errno.h>
 #include <pthread.h>

@@ -24,10 +24,14 @@ struct mbfs_cache *mbfs_cache_new(uint64_t attr_ms, uint64_t dir_ms,
 void mbfs_cache_free(struct mbfs_cache *c);
 
 /* Attributes of path: from memory, from a fresh parent listing, or one
- * request: a stat, or a new listing of the parent when its complete listing
- * has just expired and fits one page. Times still queued for the guest
- * (batch.h) are applied.
- * 0 with *st, -ENOENT (possibly cached), or another -errno. */
+ * request: the first page of the parent's listing when it has none
+ * (stored: it answers the lookups of the names that follow, and when
+ * complete, of names that are not there), or a stat when the parent has
+ * more than one page (or cannot be listed) and the name is not on the
+ * first. Concurrent lookups in one directory share one listing. Times
+ * still queued for the guest (batch.h) are applied.
+ * 0 with *st, -ENOENT (possibly cached), -ENOTDIR (the parent is not a
+ * directory on the guest), or another -errno. */
 int mbfs_cache_getattr(struct mbfs *fs, const char *path, struct stat *st);
 
 /* Like getattr but always asks the API (and refreshes the cache). */

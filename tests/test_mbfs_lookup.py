@@ -9,6 +9,7 @@ import os
 import random
 import subprocess
 import threading
+import time
 
 import pytest
 
@@ -19,13 +20,19 @@ STAT = "GET /containers/files/stat"
 LIST = "GET /containers/files/list"
 
 
+@pytest.fixture(autouse=True)
+def no_faults_left(service):
+    yield
+    service.clear_faults()
+
+
 @pytest.fixture
 def fresh(service, container, need_fuse):
     """A second mount, started after the test made its tree on the sandbox."""
     mounts = []
 
-    def start():
-        m = mbtest.Mount(service, container)
+    def start(options=()):
+        m = mbtest.Mount(service, container, options=options)
         mounts.append(m)
         return m
     yield start
@@ -139,15 +146,25 @@ def test_concurrent_lookups_share_one_listing(service, container, fresh):
     name = unique("conc")
     sh(service, container, "mkdir -p /workspace/%s/d && cd /workspace/%s/d && "
        "for i in $(seq 0 63); do echo $i > f$i; done" % (name, name))
-    m = fresh()
+    m = fresh(["attr_timeout=1", "dir_timeout=1", "negative_timeout=1"])
+    names = [m.path(name, "d", "f%d" % (i * 8)) for i in range(8)]
+    for p in names:
+        os.lstat(p)
+    # the kernel knows the names now and asks again for each (in
+    # parallel, unlike first lookups in one directory) once it has all
+    # expired
+    time.sleep(1.2)
     os.lstat(m.path(name, "d"))
     service.reset_stats()
+    # the first list takes a while: the other lookups arrive while it is
+    # in flight
+    service.fault(route=LIST, count=1, delayMs=300)
     start = threading.Barrier(8)
     sizes = {}
 
     def look(i):
         start.wait()
-        sizes[i] = os.lstat(m.path(name, "d", "f%d" % (i * 8))).st_size
+        sizes[i] = os.lstat(names[i]).st_size
     threads = [threading.Thread(target=look, args=(i,)) for i in range(8)]
     for t in threads:
         t.start()
