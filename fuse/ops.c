@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -489,6 +490,18 @@ static int mbfs_removexattr(const char *path, const char *name)
 	return -ENOTSUP;
 }
 
+/* Our files are local cache files or memory: always ready. Implemented so
+ * that libfuse frees the poll handle (without a poll op it leaks it). */
+static int mbfs_poll(const char *path, struct fuse_file_info *fi,
+		     struct fuse_pollhandle *ph, unsigned *reventsp)
+{
+	(void)path;
+	if (ph)
+		fuse_pollhandle_destroy(ph);
+	*reventsp |= fi->poll_events & (POLLIN | POLLOUT | POLLRDNORM | POLLWRNORM);
+	return 0;
+}
+
 const struct fuse_operations mbfs_ops = {
 	.init        = mbfs_init,
 	.destroy     = mbfs_destroy,
@@ -520,4 +533,5 @@ const struct fuse_operations mbfs_ops = {
 	.getxattr    = mbfs_getxattr,
 	.listxattr   = mbfs_listxattr,
 	.removexattr = mbfs_removexattr,
+	.poll        = mbfs_poll,
 };

@@ -165,32 +165,8 @@ def requests_for(stats, route):
     return stats.get("requests", {}).get(route, 0)
 
 
-# libfuse keeps a 16-byte splice-pipe record per worker thread in thread-
-# specific data; a worker cancelled at unmount can leave it behind. A leak
-# report whose every allocation stack is malloc + frames inside libfuse3
-# alone is that, and nothing of ours: it is not counted. Any other leak is.
-_LEAK_BLOCK_RE = re.compile(r"(Direct|Indirect) leak of \d+ byte\(s\) in \d+ object\(s\) allocated from:\n((?:\s+#\d+ .*\n?)+)")
-
-
-def _only_libfuse_leaks(text):
-    if "LeakSanitizer" not in text or re.search(r"AddressSanitizer: (?!\d+ byte)|runtime error:", text):
-        return False
-    blocks = _LEAK_BLOCK_RE.findall(text)
-    if not blocks:
-        return False
-    for _, frames in blocks:
-        lines = [ln for ln in frames.strip().splitlines() if ln.strip()]
-        if not all("libfuse3.so" in ln or "malloc" in ln or "calloc" in ln for ln in lines):
-            return False
-    return True
-
-
 def sanitizer_report(text):
-    text = text or ""
-    m = SANITIZER_RE.search(text)
-    if m is None:
-        return False
-    return not _only_libfuse_leaks(text)
+    return SANITIZER_RE.search(text or "") is not None
 
 
 class Mount:
