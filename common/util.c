@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "common/util.h"
@@ -237,4 +238,23 @@ uint64_t mb_backoff_ms(unsigned attempt, uint64_t base_ms, uint64_t cap_ms)
 	if (d < 2)
 		return d;
 	return d / 2 + random_u64() % (d - d / 2 + 1);
+}
+
+int mb_mkdir_p(const char *dir, unsigned mode)
+{
+	char tmp[4096];
+
+	if (snprintf(tmp, sizeof(tmp), "%s", dir) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, mode) && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(tmp, mode) && errno != EEXIST)
+		return -errno;
+	return 0;
 }

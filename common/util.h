@@ -28,6 +28,10 @@ int mb_random_hex(char *out, size_t n);
 /* Monotonic clock in milliseconds. */
 uint64_t mb_now_ms(void);
 
+/* mkdir -p: create dir and its missing parents with mode (existing ones are
+ * left as they are). 0 or -errno. */
+int mb_mkdir_p(const char *dir, unsigned mode);
+
 /* Sleep ms milliseconds, restarting on EINTR. */
 void mb_sleep_ms(uint64_t ms);
 

@@ -29,20 +29,7 @@ static int state_dir(char *out, size_t n)
 		return -ENOENT;
 	if (len < 0 || (size_t)len >= n)
 		return -ENAMETOOLONG;
-	/* create each level (0700 for the ones we make) */
-	char tmp[PATH_MAX];
-	snprintf(tmp, sizeof(tmp), "%s", out);
-	for (char *p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(tmp, 0700) && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(tmp, 0700) && errno != EEXIST)
-		return -errno;
-	return 0;
+	return mb_mkdir_p(out, 0700);
 }
 
 /* Write the key and body to a new 0600 file; path into file. */

@@ -32,24 +32,6 @@ struct mbfs_data {
 	unsigned long seq;          /* protected by lock */
 };
 
-static int mkdir_p(const char *dir)
-{
-	char tmp[PATH_MAX];
-	if (snprintf(tmp, sizeof(tmp), "%s", dir) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	for (char *p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(tmp, 0700) && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(tmp, 0700) && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
 static void empty_dir(const char *dir)
 {
 	DIR *dp = opendir(dir);
@@ -78,9 +60,9 @@ int mbfs_data_new(const char *dir, uint64_t cap, struct mbfs_data **out,
 		free(d);
 		return mb_err_set(err, ENOMEM, "out of memory");
 	}
-	int rc = mkdir_p(d->datadir);
+	int rc = mb_mkdir_p(d->datadir, 0700);
 	if (!rc)
-		rc = mkdir_p(d->keptdir);
+		rc = mb_mkdir_p(d->keptdir, 0700);
 	if (rc) {
 		mb_err_set(err, -rc, "cannot create cache directory '%s': %s",
 			   dir, strerror(-rc));
