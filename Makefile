@@ -98,7 +98,6 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 0755 $(MBFS) $(MBEXEC) $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 man/mbfs.1 man/mbexec.1 $(DESTDIR)$(PREFIX)/share/man/man1/
-	ln -sf mbfs $(DESTDIR)$(PREFIX)/bin/mount.fuse.mbfs 2>/dev/null || true
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/mbfs $(DESTDIR)$(PREFIX)/bin/mbexec \
