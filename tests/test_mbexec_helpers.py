@@ -71,7 +71,7 @@ def jobs_created(service):
 
 def fake_mount(service, ident, root="/workspace", api_url=None):
     """A plain directory with a hand-written control file (no FUSE)."""
-    d = tempfile.mkdtemp(prefix="mbx-fake-", dir=os.environ.get("MB_TEST_TMP", "/var/tmp"))
+    d = tempfile.mkdtemp(prefix="mbx-fake-", dir=service.tmp)  # removed with the service
     with open(os.path.join(d, ".mainbrella"), "w") as f:
         json.dump({"apiUrl": api_url or service.url, "id": ident["id"],
                    "createdAt": ident["createdAt"], "root": root, "mountpoint": d,
