@@ -299,17 +299,29 @@ int mbfs_remote_sha256(struct mbfs *fs, const char *rpath, char hex[65])
 	return rc;
 }
 
+/* "<cmd> -- <first> <rpath of second>" into b; first is a remote path of
+ * ours unless literal (a symlink's target text). 0 or -errno. */
+static int two_arg_cmd(struct mbfs *fs, struct mb_buf *b, const char *cmd,
+		       const char *first, bool literal, const char *second)
+{
+	int rc = mb_buf_appends(b, cmd);
+	if (!rc)
+		rc = mb_buf_appends(b, " -- ");
+	if (!rc)
+		rc = literal ? mb_buf_append_shq(b, first)
+			     : append_rpath(fs, b, first);
+	if (!rc)
+		rc = mb_buf_appends(b, " ");
+	if (!rc)
+		rc = append_rpath(fs, b, second);
+	return rc;
+}
+
 int mbfs_remote_symlink(struct mbfs *fs, const char *target, const char *path)
 {
 	struct mb_buf b;
 	mb_buf_init(&b, MB_MAX_COMMAND_BYTES + 1);
-	int rc = mb_buf_appends(&b, "ln -s -- ");
-	if (!rc)
-		rc = mb_buf_append_shq(&b, target);
-	if (!rc)
-		rc = mb_buf_appends(&b, " ");
-	if (!rc)
-		rc = append_rpath(fs, &b, path);
+	int rc = two_arg_cmd(fs, &b, "ln -s", target, true, path);
 	struct outcome o = { .kind = CHK_SYMLINK, .path = path, .target = target };
 	return run_checked(fs, &b, rc, &o);
 }
@@ -318,13 +330,7 @@ int mbfs_remote_link(struct mbfs *fs, const char *from, const char *to)
 {
 	struct mb_buf b;
 	mb_buf_init(&b, MB_MAX_COMMAND_BYTES + 1);
-	int rc = mb_buf_appends(&b, "ln -P -- ");
-	if (!rc)
-		rc = append_rpath(fs, &b, from);
-	if (!rc)
-		rc = mb_buf_appends(&b, " ");
-	if (!rc)
-		rc = append_rpath(fs, &b, to);
+	int rc = two_arg_cmd(fs, &b, "ln -P", from, false, to);
 	struct outcome o = { .kind = CHK_EXISTS, .path = to };
 	return run_checked(fs, &b, rc, &o);
 }
@@ -344,13 +350,7 @@ int mbfs_remote_rename_over(struct mbfs *fs, const char *from, const char *to)
 {
 	struct mb_buf b;
 	mb_buf_init(&b, MB_MAX_COMMAND_BYTES + 1);
-	int rc = mb_buf_appends(&b, "mv -fT -- ");
-	if (!rc)
-		rc = append_rpath(fs, &b, from);
-	if (!rc)
-		rc = mb_buf_appends(&b, " ");
-	if (!rc)
-		rc = append_rpath(fs, &b, to);
+	int rc = two_arg_cmd(fs, &b, "mv -fT", from, false, to);
 	/* done when the source is gone and the destination is there */
 	struct outcome o = { .kind = CHK_MOVED, .path = from, .path2 = to };
 	return run_checked(fs, &b, rc, &o);
