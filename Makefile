@@ -36,7 +36,9 @@ TOOL_SRC   := $(wildcard tests/tools/*.c)
 
 COMMON_OBJ := $(COMMON_SRC:%.c=$(OBJ)/%.o)
 FUSE_OBJ   := $(FUSE_SRC:%.c=$(OBJ)/%.o)
-SHIM_OBJ   := $(SHIM_SRC:%.c=$(OBJ)/%.o)
+SHIM_OBJ   := $(SHIM_SRC:%.c=$(OBJ)/%.o) $(OBJ)/gen/guest_sh.o
+# The scripts mbexec runs on the guest, embedded as strings (shim/embed.sh).
+GUEST_SH   := $(sort $(wildcard shim/guest/*.sh))
 TOOL_BIN   := $(TOOL_SRC:tests/tools/%.c=$(O)/tests/%)
 
 MBFS   := $(O)/fuse/mbfs
@@ -45,12 +47,19 @@ LIBCOMMON := $(OBJ)/libmbcommon.a
 
 .SECONDARY:
 
-.PHONY: all deps check test asan asan-build install uninstall clean serve demo bench
+.PHONY: all deps lint check test asan asan-build install uninstall clean serve demo bench
 
 all: $(MBFS) $(MBEXEC) $(TOOL_BIN)
 
 $(OBJ)/%.o: %.c
 	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(OBJ)/gen/guest_sh.c: $(GUEST_SH) shim/embed.sh
+	@mkdir -p $(dir $@)
+	sh shim/embed.sh $(GUEST_SH) >$@.t && mv -f $@.t $@
+
+$(OBJ)/gen/guest_sh.o: $(OBJ)/gen/guest_sh.c shim/guest_sh.h
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 $(LIBCOMMON): $(COMMON_OBJ)
@@ -79,7 +88,13 @@ deps:
 
 check: deps
 	$(MAKE) all
+	$(MAKE) lint
 	MB_BIN_DIR=$(CURDIR) $(PYTHON) -m pytest -q $(PYTEST_ARGS) tests
+
+# Every script that runs on the guest (and the one that embeds them) passes
+# shellcheck as POSIX sh, since the hosted images run them under dash.
+lint:
+	shellcheck -s sh $(GUEST_SH) shim/embed.sh
 
 test: all
 	MB_BIN_DIR=$(CURDIR) $(PYTHON) -m pytest -q $(PYTEST_ARGS) tests

@@ -1,20 +1,23 @@
-/* guest.h: the shell scripts the exec strategy sends, and their reports.
+/* guest.h: the guest ops of the exec strategy, and their reports.
  *
- * A run lives in the guest directory /tmp/.mbexec/RUNID (mode 0700):
- *   (the directory)  created by the one launch that starts the command: the
- *                    idempotency guard, so a retried launch only reports
+ * The scripts themselves are the files in shim/guest/ (read them there); this
+ * module fills their arguments. A run lives in the guest directory
+ * /tmp/.mbexec/RUNID (mode 0700), created by the one launch that starts the
+ * command (the idempotency guard, so a retried launch only reports):
+ *   cwd, cmd, mode, winsz, guard, orphan, ready   written by the launch
+ *   started      the supervisor's run.sh took it (it starts a run once)
  *   pgid         the command's process group (it runs in its own session)
  *   out, err     its output; in (embedded stdin) or fifo + in.NNNNNN chunks
  *                + in.eof (streamed stdin, see stdin_exec.h); in.pos counts
- *                the chunks the guest reader has consumed
+ *                the chunks the guest feeder has consumed
  *   rc           its exit status ($?: 128+N for signal N), one write
  *   result       a final one-line report (remote directory missing...)
- *   .mark .tick  long-poll bookkeeping
- *   hb, wd       the client's heartbeat, and the watchdog (its pgid) that
- *                ends the command when mbexec is gone (MBX_ORPHAN_S)
+ *   idle         seconds since the client's last poll or heartbeat, counted
+ *                by the supervisor, which ends the command at `orphan`
+ *   tty, ptypid  a pty run's terminal and the job leader in it
  * A finished run keeps its files, so a lost answer can be fetched again by
- * repeating the same request; the client removes big ones, the sweep in
- * every 16th launch removes runs finished (or dead) for over 60 minutes.
+ * repeating the same request; the client removes big ones, and the guest
+ * supervisor removes finished runs after 10 minutes.
  * Every report is ASCII (output is base64), so the UTF-8 decoding of exec
  * output cannot damage it. Nothing here does I/O.
  */
@@ -48,6 +51,7 @@ enum mbx_in_mode {
 	MBX_IN_NULL,     /* /dev/null */
 	MBX_IN_EMBED,    /* the bytes travel in the launch script */
 	MBX_IN_STREAM,   /* a FIFO fed from uploaded chunk files */
+	MBX_IN_PTY,      /* the same, into a pseudo-terminal (script(1)) */
 };
 
 struct mbx_launch {
@@ -61,6 +65,7 @@ struct mbx_launch {
 	unsigned wait_ms;            /* wait this long for the end */
 	unsigned guard_s;            /* guest-side KILL after this (0: none) */
 	unsigned orphan_s;           /* the watchdog's patience (MBX_ORPHAN_S) */
+	unsigned cols, rows;         /* MBX_IN_PTY: the terminal size */
 };
 
 /* Append `var=VALUE` (a shell assignment, newline-terminated) for any
@@ -79,6 +84,10 @@ int mbx_guest_poll(struct mb_buf *out, const char *run_id, uint64_t oo,
 
 /* Signal the command's group: "INT", or "TERM" (then KILL after 2 s). */
 int mbx_guest_signal(struct mb_buf *out, const char *run_id, const char *how);
+
+/* Set a pty run's terminal size. */
+int mbx_guest_resize(struct mb_buf *out, const char *run_id, unsigned cols,
+		     unsigned rows);
 
 /* Mark the client alive (it cannot poll now: stdout is blocked). */
 int mbx_guest_heartbeat(struct mb_buf *out, const char *run_id);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/api.h"
@@ -148,6 +149,28 @@ static int final_status(const struct mbx_run *r)
 	return r->status;
 }
 
+/* The sandbox ends at its hard deadline whatever it is doing (activity
+ * never moves it): say so once when a command starts within 10 minutes of
+ * it. The mount wrote the deadline into its control file, so this costs no
+ * request. */
+static void warn_deadline(const struct mbx_target *t)
+{
+	time_t end, now = time(NULL);
+	char when[16];
+	struct tm tm;
+
+	if (!t->control.expires_at[0] ||
+	    mb_parse_iso8601(t->control.expires_at, &end, NULL) || end <= now ||
+	    end - now > MBX_DEADLINE_WARN_S)
+		return;
+	localtime_r(&end, &tm);
+	strftime(when, sizeof(when), "%H:%M", &tm);
+	mbx_note("the sandbox %s@%s ends in %lld min (at %s, its hard deadline); "
+		 "save your work elsewhere or start another with mbfs --create",
+		 t->control.ident.id, t->control.ident.created_at,
+		 (long long)(end - now + 59) / 60, when);
+}
+
 int main(int argc, char **argv)
 {
 	/* static: the signal thread may look at run until the process ends */
@@ -183,6 +206,7 @@ int main(int argc, char **argv)
 	code = mbx_locate(&o, &target);
 	if (code)
 		goto out;
+	warn_deadline(&target);
 	code = resolve_url(&target, &url);
 	if (code)
 		goto out;
@@ -205,8 +229,9 @@ int main(int argc, char **argv)
 	run.pty = o.tty == 1;
 	run.forward_stdin = !o.no_stdin &&
 		(run.pty || o.interactive || (!run.stdin_tty && stdin_forwardable()));
-	if (o.mode == MBX_MODE_MANAGED ||
-	    (o.mode == MBX_MODE_AUTO && (run.pty || (o.interactive && run.stdin_tty))))
+	/* managed executions only when asked for: the exec strategy has a
+	 * pty too (script(1) on the guest), and never meets the history limit */
+	if (o.mode == MBX_MODE_MANAGED)
 		run.strategy = &mbx_strategy_managed;
 	else
 		run.strategy = &mbx_strategy_exec;

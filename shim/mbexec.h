@@ -26,6 +26,9 @@
 
 /* --json keeps at most this much of each stream. */
 #define MBX_JSON_CAP (8u * 1024 * 1024)
+/* A command that starts within this many seconds of the sandbox's hard
+ * deadline gets a note on stderr saying how long it has left. */
+#define MBX_DEADLINE_WARN_S 600
 
 enum mbx_mode { MBX_MODE_AUTO, MBX_MODE_EXEC, MBX_MODE_MANAGED };
 

@@ -246,9 +246,6 @@ int mbx_opts_parse(int argc, char **argv, struct mbx_opts *o)
 	if (o->tty == 1 && o->json)
 		return usage_error("%s", "--json captures the output and cannot "
 				   "be used with -t");
-	if (o->tty == 1 && o->mode == MBX_MODE_EXEC)
-		return usage_error("%s", "-t needs a managed execution; drop "
-				   "--mode exec or -t");
 	if (o->cwd && !*o->cwd)
 		return usage_error("%s", "-C needs a directory");
 	if (o->mount && !*o->mount)

@@ -24,6 +24,17 @@ void mbx_error(const char *fmt, ...)
 	fprintf(stderr, "%s: %s\n", MBX_PROG, last_error);
 }
 
+void mbx_note(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: note: ", MBX_PROG);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
 const char *mbx_last_error(void)
 {
 	return last_error;

@@ -9,6 +9,9 @@
 /* Print "mbexec: MESSAGE" on stderr and remember it for --json. */
 void mbx_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* A line on stderr that is not an error ("mbexec: note: ..."). */
+void mbx_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* The last message given to mbx_error() ("" if none). */
 const char *mbx_last_error(void);
 

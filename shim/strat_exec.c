@@ -74,13 +74,35 @@ static void send_signal(struct mbx_run *r, const char *how)
 	mb_buf_release(&b);
 }
 
+static void resize(struct mbx_run *r)
+{
+	struct mbx_exec_state *st = r->priv;
+	struct mbx_report rep;
+	struct mb_err err;
+	struct mb_buf b;
+	int cols, rows;
+
+	mbx_term_size(&cols, &rows);
+	mb_buf_init(&b, 64 * 1024);
+	if (mbx_guest_resize(&b, st->run_id, (unsigned)cols, (unsigned)rows) == 0 &&
+	    mbx_guest_call(r, &b, MBX_SIGNAL_TIMEOUT_MS, true, &rep, NULL, &err) == 0)
+		mbx_report_release(&rep);
+	else
+		mb_log(MB_LOG_DEBUG, "cannot resize the terminal: %s", err.msg);
+	mb_buf_release(&b);
+}
+
 static void exec_signal(struct mbx_run *r, enum mbx_action a, int signo)
 {
+	struct mbx_exec_state *st = r->priv;
+
 	(void)signo;
 	if (a == MBX_ACT_INTERRUPT)
 		send_signal(r, "INT");
 	else if (a == MBX_ACT_TERMINATE)
 		send_signal(r, "TERM");
+	else if (a == MBX_ACT_RESIZE && st->in_mode == MBX_IN_PTY)
+		resize(r);
 }
 
 /* ---- start ---- */
@@ -96,9 +118,18 @@ static int build_launch(struct mbx_run *r, struct mbx_exec_state *st,
 		.in_mode = st->in_mode,
 		.in_data = st->pre,
 		.in_len = st->prelen,
-		.wait_ms = st->in_mode == MBX_IN_STREAM ? 200 : 1000,
+		.wait_ms = st->in_mode == MBX_IN_STREAM ||
+			   st->in_mode == MBX_IN_PTY ? 200 : 1000,
 		.orphan_s = mbx_orphan_seconds(),
 	};
+
+	if (st->in_mode == MBX_IN_PTY) {
+		int cols, rows;
+
+		mbx_term_size(&cols, &rows);
+		l.cols = cols > 0 && cols <= 1000 ? (unsigned)cols : 80;
+		l.rows = rows > 0 && rows <= 1000 ? (unsigned)rows : 24;
+	}
 
 	if (r->deadline_ms) {
 		uint64_t t = r->deadline_ms - r->t0_ms;
@@ -172,7 +203,10 @@ static int exec_start(struct mbx_run *r)
 	snprintf(r->remote_id, sizeof(r->remote_id), "%s", st->run_id);
 
 	st->in_mode = MBX_IN_NULL;
-	if (r->forward_stdin) {
+	if (r->pty) {
+		/* script(1) on the guest gives the pty; stdin always streams */
+		st->in_mode = MBX_IN_PTY;
+	} else if (r->forward_stdin) {
 		if (mbx_stdin_probe(0, MBX_EMBED_STDIN, &st->pre, &st->prelen,
 				    &st->pre_eof)) {
 			mbx_error("out of memory");
@@ -223,13 +257,20 @@ static int exec_start(struct mbx_run *r)
 		ret = MBX_EXIT_FAIL;
 		goto out_rep;
 	}
-	if (st->in_mode == MBX_IN_STREAM && !st->done) {
+	if (st->in_mode == MBX_IN_PTY && !r->forward_stdin)
+		st->pre_eof = true;   /* the terminal reads EOF at once */
+	if ((st->in_mode == MBX_IN_STREAM || st->in_mode == MBX_IN_PTY) &&
+	    !st->done) {
 		e = mbx_uploader_start(r, 0, st->run_dir, st->pre, st->prelen,
 				       st->pre_eof, &st->up);
 		st->pre = NULL;
 		if (e)
 			mb_log(MB_LOG_WARN, "cannot forward stdin: %s", strerror(-e));
 	}
+	/* a local Ctrl-C is then a byte for the remote terminal, as in ssh -t */
+	if (st->in_mode == MBX_IN_PTY && r->stdin_tty && r->forward_stdin &&
+	    !st->done && mbx_term_raw(0) == 0)
+		mb_log(MB_LOG_DEBUG, "local terminal in raw mode");
 	if (!st->done) {
 		mbx_contact(st);
 		if (mbx_heartbeat_start(r, st))
@@ -370,7 +411,7 @@ static void exec_finish(struct mbx_run *r)
 	 * big ones (and streamed stdin) are removed now */
 	if (st->done && st->complete &&
 	    (st->out_size + st->err_size > MBX_RESULT_KEEP ||
-	     st->in_mode == MBX_IN_STREAM)) {
+	     st->in_mode == MBX_IN_STREAM || st->in_mode == MBX_IN_PTY)) {
 		mb_buf_init(&b, 4096);
 		if (mbx_guest_cleanup(&b, st->run_id) == 0 &&
 		    mbx_guest_call(r, &b, MBX_SIGNAL_TIMEOUT_MS, false, &rep, NULL, &err) == 0)

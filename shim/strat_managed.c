@@ -49,7 +49,8 @@ struct managed_state {
 static void history_full(struct mbx_run *r)
 {
 	struct mb_job *jobs = NULL;
-	long long first = 0, now_ms;
+	long long first = 0, now_ms, mins;
+	struct timespec ts;
 	char when[32] = "";
 	struct mb_err err;
 	struct tm tm;
@@ -71,15 +72,20 @@ static void history_full(struct mbx_run *r)
 			  "command did not start", MB_MAX_RETAINED_JOBS);
 		return;
 	}
-	now_ms = (long long)time(NULL) * 1000;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now_ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 	t = (time_t)(first / 1000);
 	localtime_r(&t, &tm);
 	strftime(when, sizeof(when), "%H:%M:%S", &tm);
+	/* to the nearest minute, and never beyond the hour a record lives */
+	mins = first > now_ms ? (first - now_ms + 30000) / 60000 : 0;
+	if (mins > 60)
+		mins = 60;
 	mbx_error("the sandbox already keeps %d managed executions (its limit "
 		  "per hour); the next slot frees up at %s (in %lld min). Run "
 		  "without -t/-i/--mode managed to avoid the limit; the command "
 		  "did not start", MB_MAX_RETAINED_JOBS, when,
-		  first > now_ms ? (first - now_ms + 59999) / 60000 : 0);
+		  mins);
 }
 
 /* ---- stdin ---- */

@@ -1,10 +1,14 @@
 """Helpers shared by the tests/test_mbexec_*.py suites (no tests here)."""
+import fcntl
 import hashlib
 import json
 import os
+import select
 import shutil
+import struct
 import subprocess
 import tempfile
+import termios
 import time
 import uuid
 
@@ -70,7 +74,12 @@ def jobs_created(service):
 
 
 def fake_mount(service, ident, root="/workspace", api_url=None):
-    """A plain directory with a hand-written control file (no FUSE)."""
+    """A plain directory with a hand-written control file (no FUSE). The
+    remote root is created first, as mbfs does for /workspace (the default
+    image has none)."""
+    status, doc = service.request("POST", "/containers/files/mkdir", query=service.ident_query(ident),
+                                  body={"path": root, "recursive": True, "mode": "0755"})
+    assert status == 200, (status, doc)
     d = tempfile.mkdtemp(prefix="mbx-fake-", dir=service.tmp)  # removed with the service
     with open(os.path.join(d, ".mainbrella"), "w") as f:
         json.dump({"apiUrl": api_url or service.url, "id": ident["id"],
@@ -95,3 +104,37 @@ def module_mount(service, container):
 
 def rmtree(d):
     shutil.rmtree(d, ignore_errors=True)
+
+
+def run_in_pty(service, args, cwd, rows=33, cols=101, keys=(), timeout=60):
+    """Run mbexec on a fresh pty of the given size; returns (status, output,
+    terminal attributes before, after)."""
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    before = termios.tcgetattr(slave)
+    p = subprocess.Popen([mbtest.MBEXEC] + list(args), cwd=cwd, env=service.env(),
+                         stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
+    out = b""
+    deadline = time.time() + timeout
+    keys = list(keys)
+    try:
+        while time.time() < deadline:
+            r, _, _ = select.select([master], [], [], 0.1)
+            if r:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:
+                    break
+                out += data
+            if keys and keys[0][0] in out:
+                os.write(master, keys.pop(0)[1])
+            if p.poll() is not None and not r:
+                break
+        status = p.wait(timeout=max(1, deadline - time.time()))
+        after = termios.tcgetattr(slave)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        os.close(master)
+        os.close(slave)
+    return status, out, before, after

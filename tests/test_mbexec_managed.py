@@ -1,5 +1,6 @@
-"""mbexec: the managed strategy (--mode managed, -t), driven through a real
-pseudo-terminal for -t."""
+"""mbexec: the managed strategy (--mode managed), and -t/-i from a terminal
+(a pty on the guest through script(1), no managed job), driven through a
+real pseudo-terminal."""
 import fcntl
 import json
 import os
@@ -13,7 +14,7 @@ import time
 import pytest
 
 import mbtest
-from test_mbexec_helpers import (jobs_created, mbx, module_mount, popen, remote_procs, unique,
+from test_mbexec_helpers import (jobs_created, mbx, module_mount, popen, remote_procs, run_in_pty, unique,
                                  wait_remote_gone)
 
 
@@ -68,40 +69,6 @@ def test_managed_timeout(service, container, mnt):
                       "while :; do sleep 1; done # %s" % tag], mnt.mountpoint, timeout=60)
     assert p.returncode == 124, p.stderr
     assert wait_remote_gone(service, container, tag)
-
-
-def run_in_pty(service, args, cwd, rows=33, cols=101, keys=(), timeout=60):
-    """Run mbexec on a fresh pty of the given size; returns (status, output,
-    terminal attributes before, after)."""
-    master, slave = os.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-    before = termios.tcgetattr(slave)
-    p = subprocess.Popen([mbtest.MBEXEC] + list(args), cwd=cwd, env=service.env(),
-                         stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
-    out = b""
-    deadline = time.time() + timeout
-    keys = list(keys)
-    try:
-        while time.time() < deadline:
-            r, _, _ = select.select([master], [], [], 0.1)
-            if r:
-                try:
-                    data = os.read(master, 65536)
-                except OSError:
-                    break
-                out += data
-            if keys and keys[0][0] in out:
-                os.write(master, keys.pop(0)[1])
-            if p.poll() is not None and not r:
-                break
-        status = p.wait(timeout=max(1, deadline - time.time()))
-        after = termios.tcgetattr(slave)
-    finally:
-        if p.poll() is None:
-            p.kill()
-        os.close(master)
-        os.close(slave)
-    return status, out, before, after
 
 
 def test_tty_runs_in_a_pty_of_the_local_size(service, mnt):
@@ -190,12 +157,14 @@ def test_tty_window_size_follows_sigwinch(service, mnt):
         os.close(slave)
 
 
-def test_dash_i_from_a_terminal_uses_a_managed_job(service, mnt):
+def test_dash_i_from_a_terminal_needs_no_managed_job(service, mnt):
+    before = jobs_created(service)
     status, out, before, after = run_in_pty(
         service, ["-i", "--json", "cat"], mnt.mountpoint,
         keys=[(b"", b"abc\n"), (b"abc", b"\x04")])
     assert status == 0, out
     doc = json.loads(out[out.index(b"{"):].replace(b"\r\n", b"\n"))
-    assert doc["strategy"] == "managed" and doc["exitCode"] == 0
+    assert doc["strategy"] == "exec" and doc["exitCode"] == 0
+    assert jobs_created(service) == before
     assert doc["stdout"] == "abc\n"
     assert after == before

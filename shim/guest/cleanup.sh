@@ -1,0 +1,7 @@
+#!/bin/sh
+# cleanup.sh: remove a finished run's directory once its output is collected.
+#
+# Usage (after lib.sh): cleanup.sh
+# shellcheck disable=SC2154 # B, V and R are set by the caller
+rm -rf "$R"
+echo '@mbx ack clean'

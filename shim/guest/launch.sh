@@ -1,0 +1,68 @@
+#!/bin/sh
+# launch.sh: start one mbexec run on the guest (at most once), wait a little for its end, report.
+#
+# Usage (after lib.sh): launch.sh WAIT MODE GUARD ORPHAN COLS ROWS
+#   with C (remote directory), and S (the script) or SF (a guest file
+#   holding it), IN (base64 stdin for MODE embed) set by the caller.
+#   WAIT: seconds to wait for the end ("1.000"; 0: do not wait); MODE:
+#   none, embed, stream or pty; GUARD: seconds after which the command is
+#   killed (0: never); ORPHAN: seconds without a poll after which it is
+#   ended; COLS ROWS: the terminal size for pty.
+# Creating R is the guard: a retried launch finds it and only reports (and
+# re-dispatches a run that the supervisor did not get).
+# shellcheck disable=SC2154 # B, V, R, C, S, SF and IN are set by the caller
+new=0
+if mkdir -m 700 "$R" 2>/dev/null ||
+	{ mkdir -m 700 "$B" 2>/dev/null; mkdir -m 700 "$R" 2>/dev/null; }; then
+	new=1
+	if [ ! -d "$C" ]; then
+		echo '@mbx nocwd' >"$R/result"
+	elif ! command -v setsid >/dev/null 2>&1 || ! command -v flock >/dev/null 2>&1; then
+		echo '@mbx fail setsid-or-flock-missing' >"$R/result"
+	elif [ "$2" = pty ] && ! command -v script >/dev/null 2>&1; then
+		echo '@mbx fail script-missing' >"$R/result"
+	else
+		printf %s "$C" >"$R/cwd"
+		if [ -n "${SF:-}" ]; then
+			mv -f "$SF" "$R/cmd"
+		else
+			printf %s "$S" >"$R/cmd"
+		fi
+		: >"$R/out"
+		: >"$R/err"
+		case $2 in
+		embed) printf %s "$IN" | base64 -d >"$R/in" ;;
+		stream | pty) mkfifo "$R/fifo" ;;
+		esac
+		echo "$5 $6" >"$R/winsz"
+		echo "$2" >"$R/mode"
+		echo "$3" >"$R/guard"
+		echo "$4" >"$R/orphan"
+		echo 0 >"$R/idle"
+		echo $$ >"$R/waiter"
+		: >"$R/ready"
+	fi
+elif [ ! -d "$R" ]; then
+	echo '@mbx fail mkdir'
+	exit 0
+fi
+if [ $new = 1 ] && [ ! -s "$R/result" ]; then
+	# run.sh wakes us with SIGUSR1 when the command has ended
+	trap 'w=1' USR1
+	if ! dispatch; then
+		echo '@mbx fail supervisor' >"$R/result"
+	elif [ "$1" != 0 ] && [ ! -s "$R/rc" ]; then
+		sleep "$1" >/dev/null 2>&1 &
+		tp=$!
+		[ -s "$R/rc" ] || wait $tp
+		kill $tp 2>/dev/null
+		wait $tp 2>/dev/null
+	fi
+	rm -f "$R/waiter"
+	trap - USR1
+elif [ $new = 0 ] && [ ! -e "$R/ready" ] && [ ! -s "$R/result" ]; then
+	echo '@mbx lost'
+	exit 0
+fi
+alive
+rep 0 0

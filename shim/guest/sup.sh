@@ -1,0 +1,124 @@
+#!/bin/sh
+# sup.sh: the long-lived guest parent of mbexec runs: starts them, reaps them, ends the orphaned and the overdue.
+#
+# Usage: sup.sh BASE VERSION   (lib.sh's sup_up starts it with setsid -f)
+#
+# Why a parent that lives on: PID 1 of a Mainbrella container is
+# `sleep infinity`, which never reaps, so a process whose parent exits first
+# stays a zombie until the container ends. Every run (run.sh) is a child of
+# this one shell, which reaps it as soon as it ends; the run reaps its own
+# command and stdin feeder. Only this supervisor itself becomes a zombie when
+# it leaves, after IDLE_TICKS without a run. What a command itself leaves
+# running in the background after it exits is reparented to PID 1, as any
+# orphan on that runtime: no POSIX shell can adopt it (no subreaper).
+#
+# It reads one line at a time from the FIFO BASE/ctl-VERSION: a run directory
+# to start (run.sh starts a run at most once, however often it is asked) or
+# `t` from the ticker, about once a second. Each tick counts, for every
+# running run, the seconds since its client last showed a sign of life
+# (idle: reset by every poll) and the seconds left before its guard (guard:
+# a deadline the client asked for); it ends the command's process group when
+# either runs out. Writing `exit` to the FIFO stops the supervisor.
+B=$1
+V=$2
+IDLE_TICKS=${MBX_SUP_IDLE:-600}
+cd "$B" || exit 1
+exec 9>>"sup-$V.lock"
+flock -n 9 || exit 0
+[ -p "ctl-$V" ] || mkfifo -m 600 "ctl-$V" 2>/dev/null || [ -p "ctl-$V" ] || exit 1
+exec 3<>"ctl-$V"
+echo $$ >"sup-$V.pid"
+stop=".sup-$V.stop.$$"
+rm -f "$stop"
+
+# run.sh starts the command in the foreground, but a background job of a
+# non-interactive shell ignores SIGINT, and the command would inherit that.
+DS=
+if env --default-signal=INT true 2>/dev/null; then
+	DS="env --default-signal=INT,QUIT"
+fi
+
+# The ticker stops by itself once the stop file exists, so that it can be
+# waited for (killing it would orphan its sleep).
+(while [ ! -e "$stop" ]; do sleep 1; echo t; done) >&3 2>/dev/null 9>&- &
+
+# enforce DIR: one tick of the run in DIR (its command runs: pgid, no rc)
+enforce() {
+	d=$1
+	p=
+	read -r p <"$d/pgid" 2>/dev/null || return 0
+	[ -n "$p" ] || return 0
+	n=0
+	read -r n <"$d/idle" 2>/dev/null
+	n=$((n + 1))
+	echo "$n" >"$d/idle"
+	o=120
+	read -r o <"$d/orphan" 2>/dev/null
+	# the client is gone: end it as a dropped ssh session would
+	if [ "$n" -eq "$o" ]; then
+		kill -HUP -"$p" 2>/dev/null
+		kill -TERM -"$p" 2>/dev/null
+	elif [ "$n" -ge $((o + 5)) ]; then
+		kill -KILL -"$p" 2>/dev/null
+	fi
+	g=0
+	read -r g <"$d/guard" 2>/dev/null
+	if [ "$g" -gt 0 ]; then
+		g=$((g - 1))
+		echo "$g" >"$d/guard"
+		[ "$g" -eq 0 ] && kill -KILL -"$p" 2>/dev/null
+	fi
+	return 0
+}
+
+# sweep: remove runs finished over 10 minutes ago, and launches that never
+# completed (no ready) after an hour; runs still going are never touched.
+sweep() {
+	for d in "$B"/*/; do
+		d=${d%/}
+		[ -d "$d" ] || continue
+		if [ -s "$d/rc" ] || [ -s "$d/result" ]; then
+			[ -n "$(find "$d" -maxdepth 1 \( -name rc -o -name result \) -mmin +10 2>/dev/null)" ] &&
+				rm -rf "$d"
+		elif [ ! -e "$d/ready" ]; then
+			[ -n "$(find "$d" -maxdepth 0 -mmin +60 2>/dev/null)" ] && rm -rf "$d"
+		fi
+	done
+}
+
+idle=0
+ticks=0
+while read -r line <&3; do
+	case $line in
+	t)
+		ticks=$((ticks + 1))
+		busy=0
+		for d in "$B"/*/; do
+			d=${d%/}
+			if [ -d "$d/started" ] && [ ! -s "$d/rc" ]; then
+				busy=1
+				enforce "$d"
+			fi
+		done
+		if [ $busy = 1 ]; then idle=0; else idle=$((idle + 1)); fi
+		[ $((ticks % 600)) -eq 0 ] && sweep
+		[ "$idle" -ge "$IDLE_TICKS" ] && break
+		;;
+	exit)
+		break
+		;;
+	/*)
+		idle=0
+		if [ -e "$line/ready" ] && [ ! -d "$line/started" ]; then
+			# shellcheck disable=SC2086 # DS is a command prefix or empty
+			$DS /bin/sh "$B/run-$V.sh" "$line" </dev/null >/dev/null 2>&1 3>&- 9>&- &
+		fi
+		;;
+	esac
+done
+# Stop taking runs first, so that a launch sees no supervisor and starts one.
+rm -f "sup-$V.pid"
+exec 9>&-
+: >"$stop"
+wait
+rm -f "$stop"
