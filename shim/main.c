@@ -245,6 +245,7 @@ int main(int argc, char **argv)
 	copts.api_url = url;
 	copts.api_key = key;
 	copts.use_limiter = true;
+	copts.log_requests = o.verbose > 0;
 	mb_err_clear(&err);
 	if (mb_client_new(&copts, &run.client, &err)) {
 		mbx_error("%s", err.msg);

@@ -35,6 +35,15 @@ void mbx_note(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
+void mbx_gone(const struct mbx_run *r, const char *what)
+{
+	mbx_error("the sandbox %s (generation %s) is not running any more: it "
+		  "was stopped, or reached its idle timeout or hard deadline; "
+		  "%s. Unmount and mount its current generation again (mbfs "
+		  "%s:/workspace DIR), or start a new sandbox with mbfs --create "
+		  "DIR", r->ident.id, r->ident.created_at, what, r->ident.id);
+}
+
 const char *mbx_last_error(void)
 {
 	return last_error;

@@ -9,6 +9,10 @@
 /* Print "mbexec: MESSAGE" on stderr and remember it for --json. */
 void mbx_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* The error for a sandbox that is gone (container_not_running): names it
+ * and says what to do; what: what became of the command. */
+void mbx_gone(const struct mbx_run *r, const char *what);
+
 /* A line on stderr that is not an error ("mbexec: note: ..."). */
 void mbx_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -221,6 +221,11 @@ static int exec_start(struct mbx_run *r)
 		goto out;
 
 	e = mbx_guest_call(r, &b, MBX_LAUNCH_TIMEOUT_MS, true, &rep, &reached, &err);
+	if (e && mb_err_is_stopped(&err)) {
+		mbx_gone(r, "the command did not start");
+		ret = MBX_EXIT_FAIL;
+		goto out;
+	}
 	if (e) {
 		if (reached)
 			mbx_error("%s; the command may have run (run id %s)",
@@ -350,8 +355,7 @@ static int exec_wait(struct mbx_run *r)
 		if (e == 0)
 			mbx_contact(st);
 		if (e && mb_err_is_stopped(&err)) {
-			mbx_error("%s; the container stopped, and the command "
-				  "with it (run id %s)", err.msg, st->run_id);
+			mbx_gone(r, "the command ended with it");
 			ret = MBX_EXIT_FAIL;
 			break;
 		}

@@ -11,7 +11,10 @@ def test_container_stopped_mid_command_is_255(service):
         service.expire(ident)
         out, err = p.communicate(timeout=120)
         assert p.returncode == 255, err
-        assert b"container stopped" in err, err
+        msg = err.decode()
+        assert "the sandbox %s (generation %s) is not running any more" % (
+            ident["id"], ident["createdAt"]) in msg, msg
+        assert "the command ended with it" in msg and "mbfs --create" in msg, msg
     finally:
         rmtree(d)
         service.delete_container(ident)
@@ -25,6 +28,6 @@ def test_stopped_container_before_start_says_not_started(service):
         p = popen(service, ["true"], d)
         out, err = p.communicate(timeout=120)
         assert p.returncode == 255, err
-        assert b"did not start" in err, err
+        assert b"did not start" in err and b"is not running any more" in err, err
     finally:
         rmtree(d)
