@@ -38,6 +38,7 @@ int mbx_guest_call(struct mbx_run *r, const struct mb_buf *script,
 	uint64_t t0 = mb_now_ms();
 	struct mb_exec_result res;
 	unsigned attempt = 0;
+	bool told = false;
 	int e;
 
 	for (;;) {
@@ -69,6 +70,14 @@ int mbx_guest_call(struct mbx_run *r, const struct mb_buf *script,
 		if (mb_now_ms() - t0 > MBX_RETRY_BUDGET_MS)
 			return e;
 		mb_log(MB_LOG_DEBUG, "exec: %s; retrying", err->msg);
+		/* long retries are visible, once per call */
+		if (!told && mb_now_ms() - t0 >= MBX_WAIT_NOTICE_MS) {
+			told = true;
+			mb_log(MB_LOG_WARN, "still waiting for the sandbox (%s); "
+			       "retrying for up to %llu s more", err->msg,
+			       (unsigned long long)(MBX_RETRY_BUDGET_MS -
+						    (mb_now_ms() - t0)) / 1000);
+		}
 		mb_sleep_ms(mb_backoff_ms(attempt++, 250, 4000));
 	}
 }
@@ -173,8 +182,7 @@ static void *ahead_main(void *arg)
 	struct mb_buf b;
 
 	mb_buf_init(&b, 1u << 20);
-	a->e = mbx_guest_poll(&b, a->run_id, a->off, AHEAD_NO_ERR, -1, 0,
-			      mbx_orphan_seconds());
+	a->e = mbx_guest_poll(&b, a->run_id, a->off, AHEAD_NO_ERR, -1, 0, false);
 	if (!a->e)
 		a->e = mbx_guest_call(a->r, &b, MBX_POLL_TIMEOUT_MS, true, &a->rep,
 				      NULL, &err);

@@ -19,6 +19,7 @@
 #define MBX_SIGNAL_TIMEOUT_MS 15000
 #define MBX_POLL_WAIT_MS 1000       /* guest long-poll */
 #define MBX_RETRY_BUDGET_MS 60000   /* consecutive failures before giving up */
+#define MBX_WAIT_NOTICE_MS 5000     /* retrying this long is said on stderr */
 
 struct mbx_exec_state {
 	char run_id[MBX_RUNID_HEX + 1];

@@ -38,11 +38,17 @@ int mbx_sh_assign(struct mb_buf *b, const char *var, const char *value)
 	return r;
 }
 
-/* The variables every op needs, then lib.sh. */
+/* The variables every op needs, then lib.sh. $MBEXEC_KEEP_SECONDS (tests)
+ * sets how long a supervisor started by this op keeps finished runs. */
 static int head(struct mb_buf *b, const char *run_id)
 {
+	const char *keep = getenv("MBEXEC_KEEP_SECONDS");
+	uint64_t k = 0;
 	int r = mb_buf_appendf(b, "B=%s V=%s R=%s/%s\n", MBX_RUN_BASE,
 			       mbx_sh_version, MBX_RUN_BASE, run_id);
+
+	if (!r && keep && mb_parse_u64(keep, 2, 86400, &k) == 0)
+		r = mb_buf_appendf(b, "K=%llu\n", (unsigned long long)k);
 
 	return r ? r : mb_buf_appends(b, mbx_sh_lib);
 }
@@ -102,15 +108,22 @@ int mbx_guest_launch(struct mb_buf *b, const struct mbx_launch *l)
 }
 
 int mbx_guest_poll(struct mb_buf *b, const char *run_id, uint64_t oo,
-		   uint64_t eo, long in_pos, unsigned wait_ms, unsigned orphan_s)
+		   uint64_t eo, long in_pos, unsigned wait_ms, bool record)
 {
 	int r = head(b, run_id);
 
-	(void)orphan_s;   /* the launch told the guest */
-	r = r ? r : mb_buf_appendf(b, "set -- %llu %llu %ld %u.%03u %u\n",
+	r = r ? r : mb_buf_appendf(b, "set -- %llu %llu %ld %u.%03u %u %d\n",
 				   (unsigned long long)oo, (unsigned long long)eo,
 				   in_pos, wait_ms / 1000, wait_ms % 1000,
-				   2 * wait_ms / 50 + 1);
+				   2 * wait_ms / 50 + 1, record ? 1 : 0);
+	return r ? r : mb_buf_appends(b, mbx_sh_poll);
+}
+
+int mbx_guest_attach(struct mb_buf *b, const char *run_id)
+{
+	int r = head(b, run_id);
+
+	r = r ? r : mb_buf_appends(b, "set -- seen seen -1 0 1 0\n");
 	return r ? r : mb_buf_appends(b, mbx_sh_poll);
 }
 

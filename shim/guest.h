@@ -76,11 +76,14 @@ int mbx_sh_assign(struct mb_buf *b, const char *var, const char *value);
 int mbx_guest_launch(struct mb_buf *out, const struct mbx_launch *l);
 
 /* Report output from offsets oo/eo, waiting up to wait_ms on the guest for
- * new output, the end, or (in_pos >= 0) in.pos to differ from in_pos. The
- * first poll of a run starts its watchdog: orphan_s seconds without a poll
- * or heartbeat end the command. */
+ * new output, the end, or (in_pos >= 0) in.pos to differ from in_pos. When
+ * record is set (the main poll, not a read-ahead), the guest keeps oo/eo as
+ * what the client has, for a later --attach. */
 int mbx_guest_poll(struct mb_buf *out, const char *run_id, uint64_t oo,
-		   uint64_t eo, long in_pos, unsigned wait_ms, unsigned orphan_s);
+		   uint64_t eo, long in_pos, unsigned wait_ms, bool record);
+
+/* Report from the offsets the last recorded poll had (mbexec --attach). */
+int mbx_guest_attach(struct mb_buf *out, const char *run_id);
 
 /* Signal the command's group: "INT", or "TERM" (then KILL after 2 s). */
 int mbx_guest_signal(struct mb_buf *out, const char *run_id, const char *how);

@@ -253,8 +253,13 @@ int mbx_locate(const struct mbx_opts *o, struct mbx_target *t)
 			snprintf(t->remote_cwd, MB_PATH_MAX, "%s", o->cwd);
 			normalise(t->remote_cwd);
 		} else if (have) {
-			/* relative, not found locally: relative to the remote cwd */
-			if (join_remote(t->remote_cwd, o->cwd, t->remote_cwd))
+			/* relative, not found locally: relative to the remote
+			 * cwd (joined through a copy: snprintf must not read
+			 * the buffer it writes) */
+			char base[MB_PATH_MAX];
+
+			memcpy(base, t->remote_cwd, sizeof(base));
+			if (join_remote(base, o->cwd, t->remote_cwd))
 				return fail("-C '%s': path too long%s", o->cwd, "");
 		} else {
 			return fail("-C '%s' is not inside a Mainbrella mount, and "

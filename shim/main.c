@@ -216,8 +216,9 @@ int main(int argc, char **argv)
 		code = MBX_EXIT_USAGE;
 		goto out;
 	}
-	run.script = build_script(&o, false);
-	run.script_exec = build_script(&o, true);
+	run.script = o.attach ? strdup("") : build_script(&o, false);
+	run.script_exec = o.attach ? strdup("") : build_script(&o, true);
+	run.attach_id = o.attach;
 	if (!run.script || !run.script_exec) {
 		mbx_error("the command is too long");
 		code = MBX_EXIT_USAGE;
@@ -227,7 +228,7 @@ int main(int argc, char **argv)
 	run.api_url = url;
 	run.stdin_tty = isatty(0);
 	run.pty = o.tty == 1;
-	run.forward_stdin = !o.no_stdin &&
+	run.forward_stdin = !o.no_stdin && !o.attach &&
 		(run.pty || o.interactive || (!run.stdin_tty && stdin_forwardable()));
 	/* managed executions only when asked for: the exec strategy has a
 	 * pty too (script(1) on the guest), and never meets the history limit */

@@ -50,6 +50,7 @@ struct mbx_opts {
 	uint64_t timeout_ms;    /* --timeout; 0 none */
 	enum mbx_mode mode;
 	const char *key_file;   /* --key-file */
+	const char *attach;     /* --attach RUN_ID, or NULL */
 };
 
 /* Parse argv into o. Returns -1 to go on, or an exit status (0 after
@@ -111,6 +112,7 @@ struct mbx_run {
 	bool forward_stdin;      /* local stdin goes to the command */
 	bool stdin_tty;          /* stdin is a terminal */
 	bool pty;                /* run in a pseudo-terminal */
+	const char *attach_id;   /* --attach: follow this run, start nothing */
 	uint64_t t0_ms;          /* mb_now_ms() at start */
 	uint64_t end_ms;         /* mb_now_ms() when the command was over */
 	uint64_t deadline_ms;    /* 0: no --timeout */

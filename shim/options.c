@@ -3,6 +3,7 @@
  * Parsing stops at the first non-option word, so `mbexec ls -la` passes -la
  * to ls. Nothing here touches the network or the mount.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 
 #include "common/ident.h"
 #include "common/util.h"
+#include "shim/guest.h"
 #include "shim/mbexec.h"
 
 enum {
@@ -19,6 +21,7 @@ enum {
 	OPT_SH,
 	OPT_TIMEOUT,
 	OPT_MODE,
+	OPT_ATTACH,
 	OPT_JSON,
 	OPT_KEY_FILE,
 };
@@ -34,6 +37,7 @@ static const struct option longopts[] = {
 	{ "no-tty", no_argument, NULL, 'T' },
 	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
 	{ "mode", required_argument, NULL, OPT_MODE },
+	{ "attach", required_argument, NULL, OPT_ATTACH },
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "key-file", required_argument, NULL, OPT_KEY_FILE },
 	{ "verbose", no_argument, NULL, 'v' },
@@ -63,6 +67,8 @@ static const char usage_text[] =
 	"      --mode MODE      auto (default), exec or managed\n"
 	"      --json           capture the output, print one JSON result at the end\n"
 	"      --key-file FILE  read the API key from FILE\n"
+	"      --attach RUN_ID  follow a run whose mbexec lost contact: the rest of\n"
+	"                       its output, then its exit status\n"
 	"  -v, --verbose        log the requests made (twice: more)\n"
 	"  -h, --help           show this help\n"
 	"  -V, --version        show the version\n"
@@ -205,6 +211,9 @@ int mbx_opts_parse(int argc, char **argv, struct mbx_opts *o)
 				return usage_error("invalid --mode '%s' (want auto, "
 						   "exec or managed)", optarg);
 			break;
+		case OPT_ATTACH:
+			o->attach = optarg;
+			break;
 		case OPT_JSON:
 			o->json = true;
 			break;
@@ -231,6 +240,22 @@ int mbx_opts_parse(int argc, char **argv, struct mbx_opts *o)
 	if (timeout_arg && mb_parse_duration_ms(timeout_arg, &o->timeout_ms))
 		return usage_error("invalid --timeout '%s' (examples: 30, 500ms, "
 				   "2m, 1h)", timeout_arg);
+	if (o->attach) {
+		size_t i, n = strlen(o->attach);
+
+		for (i = 0; i < n && isxdigit((unsigned char)o->attach[i]); i++)
+			;
+		if (n != MBX_RUNID_HEX || i != n)
+			return usage_error("invalid --attach '%s' (a run id: 16 hex "
+					   "digits, as printed when contact was lost)",
+					   o->attach);
+		if (o->argc > 0 || o->sh || o->tty == 1 || o->interactive ||
+		    o->mode == MBX_MODE_MANAGED)
+			return usage_error("%s", "--attach follows a run already "
+					   "started: no command, --sh, -t, -i or "
+					   "--mode managed");
+		return -1;
+	}
 	if (o->sh && o->argc > 0)
 		return usage_error("--sh takes the whole script; got extra "
 				   "argument '%s'", o->argv[0]);

@@ -177,6 +177,46 @@ static int fit_launch(struct mbx_run *r, struct mbx_exec_state *st, struct mb_bu
 	return MBX_EXIT_USAGE;
 }
 
+/* --attach: no launch; the first report starts where the lost mbexec's
+ * last recorded poll left off. */
+static int attach(struct mbx_run *r, struct mbx_exec_state *st, struct mb_buf *b)
+{
+	struct mbx_report rep;
+	struct mb_err err;
+	int ret = 0;
+
+	if (mbx_guest_attach(b, st->run_id) ||
+	    mbx_guest_call(r, b, MBX_POLL_TIMEOUT_MS, true, &rep, NULL, &err)) {
+		if (mb_err_is_stopped(&err))
+			mbx_gone(r, "the run ended with it");
+		else
+			mbx_error("cannot reach run %s: %s", st->run_id, err.msg);
+		return MBX_EXIT_FAIL;
+	}
+	if (rep.state != MBX_ST_RUNNING && rep.state != MBX_ST_DONE) {
+		mbx_error("no run %s on the sandbox (finished runs are kept for "
+			  "a few minutes only)", st->run_id);
+		ret = MBX_EXIT_FAIL;
+	} else {
+		st->out_off = rep.out_off;
+		st->err_off = rep.err_off;
+		if (consume(r, st, &rep)) {
+			mbx_error("inconsistent output offsets from the sandbox "
+				  "(run id %s)", st->run_id);
+			ret = MBX_EXIT_FAIL;
+		}
+	}
+	mbx_report_release(&rep);
+	if (!ret && !st->done) {
+		mbx_contact(st);
+		if (mbx_heartbeat_start(r, st))
+			mb_log(MB_LOG_DEBUG, "no heartbeat thread");
+	}
+	if (!ret)
+		mbx_signals_ready(r);
+	return ret;
+}
+
 static int exec_start(struct mbx_run *r)
 {
 	struct mbx_exec_state *st = calloc(1, sizeof(*st));
@@ -199,8 +239,14 @@ static int exec_start(struct mbx_run *r)
 		ret = MBX_EXIT_FAIL;
 		goto out;
 	}
+	if (r->attach_id)
+		snprintf(st->run_id, sizeof(st->run_id), "%s", r->attach_id);
 	snprintf(st->run_dir, sizeof(st->run_dir), "%s/%s", MBX_RUN_BASE, st->run_id);
 	snprintf(r->remote_id, sizeof(r->remote_id), "%s", st->run_id);
+	if (r->attach_id) {
+		ret = attach(r, st, &b);
+		goto out;
+	}
 
 	st->in_mode = MBX_IN_NULL;
 	if (r->pty) {
@@ -341,7 +387,7 @@ static int exec_wait(struct mbx_run *r)
 			wait = (unsigned)(r->deadline_ms - now);
 		mb_buf_reset(&b);
 		if (mbx_guest_poll(&b, st->run_id, st->out_off, st->err_off,
-				   mbx_uploader_waiting(st->up), wait, mbx_orphan_seconds())) {
+				   mbx_uploader_waiting(st->up), wait, true)) {
 			mbx_error("out of memory");
 			ret = MBX_EXIT_FAIL;
 			break;
@@ -361,8 +407,10 @@ static int exec_wait(struct mbx_run *r)
 		}
 		if (e) {
 			mbx_error("lost contact with the command: %s; it may "
-				"still be running (run id %s)", err.msg,
-				st->run_id);
+				"still be running (run id %s). To reattach, run "
+				"`mbexec --attach %s` in the same mount within "
+				"%u s", err.msg, st->run_id, st->run_id,
+				mbx_orphan_seconds());
 			ret = MBX_EXIT_FAIL;
 			break;
 		}

@@ -65,4 +65,8 @@ elif [ $new = 0 ] && [ ! -e "$R/ready" ] && [ ! -s "$R/result" ]; then
 	exit 0
 fi
 alive
+on=0
+en=0
 rep 0 0
+# what this report holds is what an mbexec --attach starts after
+[ -d "$R" ] && echo "$on $en" >"$R/seen"

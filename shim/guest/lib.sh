@@ -63,7 +63,7 @@ sup_up() {
 	free=0
 	{ flock -n 5 && free=1; } 5>>"$B/sup-$V.lock"
 	if [ $free = 1 ]; then
-		setsid -f /bin/sh "$B/sup-$V.sh" "$B" "$V" </dev/null >/dev/null 2>&1 || return 1
+		setsid -f /bin/sh "$B/sup-$V.sh" "$B" "$V" "${K:-120}" </dev/null >/dev/null 2>&1 || return 1
 	fi
 	return 0
 }

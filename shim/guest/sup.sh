@@ -1,7 +1,9 @@
 #!/bin/sh
 # sup.sh: the long-lived guest parent of mbexec runs: starts them, reaps them, ends the orphaned and the overdue.
 #
-# Usage: sup.sh BASE VERSION   (lib.sh's sup_up starts it with setsid -f)
+# Usage: sup.sh BASE VERSION [KEEP]   (lib.sh's sup_up starts it, setsid -f)
+#   KEEP: seconds a finished run is kept for a client that lost an answer
+#   and asks again (default 120: twice mbexec's retry budget).
 #
 # Why a parent that lives on: PID 1 of a Mainbrella container is
 # `sleep infinity`, which never reaps, so a process whose parent exits first
@@ -19,8 +21,11 @@
 # (idle: reset by every poll) and the seconds left before its guard (guard:
 # a deadline the client asked for); it ends the command's process group when
 # either runs out. Writing `exit` to the FIFO stops the supervisor.
+# shellcheck disable=SC3013 # dash (and bash) have test -ot
 B=$1
 V=$2
+KEEP=${3:-120}
+[ "$KEEP" -ge 2 ] 2>/dev/null || KEEP=120
 IDLE_TICKS=${MBX_SUP_IDLE:-600}
 cd "$B" || exit 1
 exec 9>>"sup-$V.lock"
@@ -71,17 +76,24 @@ enforce() {
 	return 0
 }
 
-# sweep: remove runs finished over 10 minutes ago, and launches that never
-# completed (no ready) after an hour; runs still going are never touched.
+# sweep: every KEEP ticks, remove the runs that had finished before the
+# previous sweep (so each is kept between KEEP and 2 KEEP seconds), and
+# launches that never completed (no ready) for as long. Builtin tests only:
+# no process per run. Runs still going are never touched.
 sweep() {
+	mv -f ".sweep-$V.new" ".sweep-$V.old" 2>/dev/null
+	: >".sweep-$V.new"
+	[ -e ".sweep-$V.old" ] || return 0
 	for d in "$B"/*/; do
 		d=${d%/}
-		[ -d "$d" ] || continue
 		if [ -s "$d/rc" ] || [ -s "$d/result" ]; then
-			[ -n "$(find "$d" -maxdepth 1 \( -name rc -o -name result \) -mmin +10 2>/dev/null)" ] &&
+			# dash's -ot is false when a file is missing
+			if { [ ! -e "$d/rc" ] || [ "$d/rc" -ot ".sweep-$V.old" ]; } &&
+				{ [ ! -e "$d/result" ] || [ "$d/result" -ot ".sweep-$V.old" ]; }; then
 				rm -rf "$d"
-		elif [ ! -e "$d/ready" ]; then
-			[ -n "$(find "$d" -maxdepth 0 -mmin +60 2>/dev/null)" ] && rm -rf "$d"
+			fi
+		elif [ ! -e "$d/ready" ] && [ "$d" -ot ".sweep-$V.old" ]; then
+			rm -rf "$d"
 		fi
 	done
 }
@@ -101,7 +113,7 @@ while read -r line <&3; do
 			fi
 		done
 		if [ $busy = 1 ]; then idle=0; else idle=$((idle + 1)); fi
-		[ $((ticks % 600)) -eq 0 ] && sweep
+		[ $((ticks % KEEP)) -eq 0 ] && sweep
 		[ "$idle" -ge "$IDLE_TICKS" ] && break
 		;;
 	exit)
