@@ -14,6 +14,9 @@
  *    (nothing was started), for every route, mutations included;
  *  - idempotent reads (file GET, list, stat, job get/list, export, container
  *    list): transport errors and 5xx retried with capped back-off;
+ *  - a list page answered 403 file_access_denied is asked again up to twice
+ *    (short back-off): the runtime fails a whole page when an entry vanishes
+ *    while it is listed (contract §9.5); a lasting 403 is returned as such;
  *  - mutations (PUT, mkdir, remove, move, chmod, exec, DELETE container,
  *    stdin POST) are never retried blindly: a transport fault after sending
  *    or a 503 returns the error with err->ambiguous = 1 so the caller can
@@ -43,6 +46,7 @@
 #define MB_MAX_FILE_BYTES 1048576u
 #define MB_MAX_LIST_ENTRIES 1000u
 #define MB_MAX_COMMAND_BYTES 16384u
+#define MB_MAX_EXEC_BODY_BYTES 32768u   /* JSON body of exec; more is 413 */
 #define MB_MAX_EXEC_TIMEOUT_MS 60000L
 #define MB_MAX_JOB_TIMEOUT_MS 900000L
 #define MB_MAX_STDIN_CHUNK 65536u
@@ -57,6 +61,8 @@ struct mb_client_opts {
 	long connect_timeout_ms;    /* default 10000 when 0 */
 	long op_timeout_ms;         /* total time for one call incl. retries;
 	                               default 60000 when 0 */
+	bool log_requests;          /* log each HTTP attempt at MB_LOG_INFO
+	                               (method, route, status, time): -v */
 	bool use_limiter;           /* take machine-wide slots: set it true;
 	                               false only in tests of the 429 path */
 };
@@ -64,6 +70,12 @@ struct mb_client_opts {
 int mb_client_new(const struct mb_client_opts *opts, struct mb_client **out,
 		  struct mb_err *err);
 void mb_client_free(struct mb_client *c);
+
+/* When (mb_now_ms()) a call through c that renews a container's idle
+ * deadline last succeeded: exec, file GET/PUT, metadata and job create,
+ * not export or GETs of /containers (contract §2.2). 0 when none yet.
+ * Covers every container c talked to. Thread-safe. */
+uint64_t mb_client_last_renew_ms(struct mb_client *c);
 
 /* Global init/cleanup (curl_global_*); call once from main(). */
 int mb_api_global_init(void);
@@ -75,8 +87,10 @@ struct mb_container {
 	char id[MB_ID_MAX];
 	char created_at[MB_GEN_MAX];
 	char status[16];           /* "running" | "starting" */
-	char expires_at[MB_GEN_MAX];
+	char expires_at[MB_GEN_MAX];  /* hard deadline; "" when not reported */
 	char size[16];
+	long long idle_timeout_ms; /* the account's limits.idleTimeoutMs (the
+	                              same for every entry); 0 when absent */
 };
 
 /* GET /containers. *out is a malloc'd array of *n entries (free()). */
@@ -87,6 +101,17 @@ int mb_containers_list(struct mb_client *c, struct mb_container **out,
  * running. */
 int mb_container_find(struct mb_client *c, const char *id,
 		      struct mb_container *out, struct mb_err *err);
+
+/* The hard deadline of generation who (id and createdAt), from one
+ * GET /containers (which does not renew idle time). Activity never moves
+ * it, so one look per generation is enough. 0 with out set to expiresAt as
+ * the service wrote it ("2026-10-05T13:00:00.000Z") and *sec (may be NULL)
+ * to the same time in Unix seconds; -ENOENT when that generation is not
+ * running (stopped, expired, or its slot runs another one); -EPROTO when
+ * its entry has no usable expiresAt. */
+int mb_container_expires_at(struct mb_client *c, const struct mb_ident *who,
+			    char out[MB_GEN_MAX], time_t *sec,
+			    struct mb_err *err);
 
 struct mb_create_req {
 	const char *catalog_id;    /* NULL: server default */
@@ -191,6 +216,19 @@ struct mb_exec_result {
 };
 
 void mb_exec_result_release(struct mb_exec_result *r);
+
+/* Bytes the n bytes of s take inside a JSON string as mb_exec sends it:
+ * '"', '\\' and control characters are escaped (2 or 6 bytes). Additive
+ * over concatenation, so a script can be measured piece by piece. */
+size_t mb_exec_text_bytes(const char *s, size_t n);
+
+/* Bytes of the JSON body mb_exec sends for command (any timeout). */
+size_t mb_exec_body_bytes(const char *command);
+
+/* 1 when mb_exec can send command: at most MB_MAX_COMMAND_BYTES bytes and
+ * a body of at most MB_MAX_EXEC_BODY_BYTES (a 16 KiB command whose escapes
+ * double it would get 413, contract §9.6). */
+bool mb_exec_fits(const char *command);
 
 /* POST /containers/exec: runs `/bin/sh -lc command` with closed stdin.
  * timeout_ms 1..60000 (0: server default 30000). */

@@ -43,6 +43,7 @@ int mb_client_new(const struct mb_client_opts *opts, struct mb_client **out,
 	c->connect_timeout_ms = opts->connect_timeout_ms > 0 ? opts->connect_timeout_ms : 10000;
 	c->op_timeout_ms = opts->op_timeout_ms > 0 ? opts->op_timeout_ms : 60000;
 	c->use_limiter = opts->use_limiter;
+	c->log_requests = opts->log_requests;
 	pthread_mutex_init(&c->lock, NULL);
 	*out = c;
 	return 0;
@@ -169,11 +170,41 @@ int mb_call_json(const struct mb_call *k, const struct mb_http_resp *resp,
 	return mb_json_parse(resp->body.data, resp->body.len, out, k->what, err);
 }
 
+uint64_t mb_client_last_renew_ms(struct mb_client *c)
+{
+	return atomic_load(&c->last_renew_ms);
+}
+
 static int remaining(uint64_t deadline)
 {
 	uint64_t now = mb_now_ms();
 
 	return now >= deadline ? 0 : (int)(deadline - now);
+}
+
+/* -v: one line per HTTP attempt, with the route (the path without its
+ * query: no file names, never a credential), the status and the time. */
+static void log_request(const struct mb_client *c, const struct mb_call *k,
+			const struct mb_buf *url, int r,
+			const struct mb_http_resp *resp, uint64_t ms)
+{
+	const char *p, *q;
+
+	if (!c->log_requests || mb_log_get_level() < MB_LOG_INFO)
+		return;
+	p = strstr(url->data, "://");
+	p = p ? strchr(p + 3, '/') : NULL;
+	if (!p)
+		p = "/";
+	q = strchr(p, '?');
+	if (r == 0)
+		mb_log(MB_LOG_INFO, "%s %.*s %d %llu ms", k->method,
+		       (int)(q ? q - p : (long)strlen(p)), p, resp->status,
+		       (unsigned long long)ms);
+	else
+		mb_log(MB_LOG_INFO, "%s %.*s failed (%s) %llu ms", k->method,
+		       (int)(q ? q - p : (long)strlen(p)), p, strerror(-r),
+		       (unsigned long long)ms);
 }
 
 int mb_call_run(struct mb_client *c, const struct mb_call *k,
@@ -182,7 +213,9 @@ int mb_call_run(struct mb_client *c, const struct mb_call *k,
 	long budget = k->budget_ms > 0 ? k->budget_ms : c->op_timeout_ms;
 	uint64_t deadline = mb_now_ms() + (uint64_t)budget;
 	unsigned busy_tries = 0, transient_tries = 0;
+	uint64_t t_first = mb_now_ms(), t_try;
 	bool lost = false;   /* an earlier attempt may have taken effect */
+	bool told = false;   /* the user heard that we are still waiting */
 	struct mb_limiter *lim = NULL;
 	struct mb_http_req q;
 	struct mb_err e;
@@ -232,12 +265,19 @@ int mb_call_run(struct mb_client *c, const struct mb_call *k,
 		q.timeout_ms = left > k->min_timeout_ms ? left : k->min_timeout_ms;
 		if (q.timeout_ms <= 0)
 			q.timeout_ms = 1;
+		t_try = mb_now_ms();
 		r = mb_http_perform(&q, resp, &e);
 		mb_limiter_release(slot);
+		log_request(c, k, &url, r, resp, mb_now_ms() - t_try);
 
 		if (r == 0 && (resp->stopped ||
-			       (resp->status >= 200 && resp->status < 300)))
+			       (resp->status >= 200 && resp->status < 300))) {
+			/* a guest call that ran renewed the idle deadline
+			 * (export is the one pool call that does not) */
+			if (k->pool && k->op != MB_OP_EXPORT)
+				atomic_store(&c->last_renew_ms, mb_now_ms());
 			goto out;
+		}
 		if (r == 0) {
 			error_code(resp, code);
 			if (resp->status == 429 && strcmp(code, "execution_limit") == 0) {
@@ -266,6 +306,14 @@ int mb_call_run(struct mb_client *c, const struct mb_call *k,
 			retry = false;
 		if (retry && (uint64_t)remaining(deadline) > delay) {
 			lost = lost || maybe_done;
+			/* long waits are visible, once per call (-v shows each) */
+			if (!told && mb_now_ms() - t_first >= MB_WAIT_NOTICE_MS) {
+				told = true;
+				mb_log(MB_LOG_WARN, "%s: still waiting for the service "
+				       "(%s); retrying for up to %d s more", k->what,
+				       r ? e.msg : (code[0] ? code : "server error"),
+				       remaining(deadline) / 1000);
+			}
 			mb_log(MB_LOG_DEBUG, "%s: retrying in %llu ms (%s)", k->what,
 			       (unsigned long long)delay,
 			       r ? e.msg : (code[0] ? code : "server error"));

@@ -37,7 +37,8 @@ int mb_containers_list(struct mb_client *c, struct mb_container **out,
 	};
 	struct mb_container *v = NULL;
 	struct mb_http_resp resp;
-	const cJSON *arr = NULL, *it;
+	const cJSON *arr = NULL, *limits = NULL, *it;
+	long long idle_ms = 0;
 	cJSON *doc = NULL;
 	size_t cnt, i = 0;
 	int r;
@@ -49,6 +50,12 @@ int mb_containers_list(struct mb_client *c, struct mb_container **out,
 	if ((r = mb_call_json(&k, &resp, &doc, err)) ||
 	    (r = mb_json_get_arr(doc, "containers", true, &arr, k.what, err)))
 		goto out;
+	/* advisory (keep-alive pacing): an odd value is ignored, not fatal */
+	limits = cJSON_GetObjectItemCaseSensitive(doc, "limits");
+	it = cJSON_IsObject(limits)
+		? cJSON_GetObjectItemCaseSensitive(limits, "idleTimeoutMs") : NULL;
+	if (cJSON_IsNumber(it) && it->valuedouble >= 1 && it->valuedouble < 1e15)
+		idle_ms = (long long)it->valuedouble;
 	cnt = (size_t)cJSON_GetArraySize(arr);
 	v = calloc(cnt ? cnt : 1, sizeof(*v));
 	if (!v) {
@@ -56,9 +63,10 @@ int mb_containers_list(struct mb_client *c, struct mb_container **out,
 		goto out;
 	}
 	cJSON_ArrayForEach(it, arr) {
-		r = parse_container(it, &v[i++], k.what, err);
+		r = parse_container(it, &v[i], k.what, err);
 		if (r)
 			goto out;
+		v[i++].idle_timeout_ms = idle_ms;
 	}
 	*out = v;
 	*n = cnt;
@@ -91,6 +99,32 @@ int mb_container_find(struct mb_client *c, const char *id,
 	}
 	free(v);
 	return r;
+}
+
+int mb_container_expires_at(struct mb_client *c, const struct mb_ident *who,
+			    char out[MB_GEN_MAX], time_t *sec,
+			    struct mb_err *err)
+{
+	struct mb_container ct;
+	time_t t;
+	int msec, r;
+
+	r = mb_container_find(c, who->id, &ct, err);
+	if (r == 0 && strcmp(ct.created_at, who->created_at) != 0)
+		r = -ENOENT;
+	if (r == -ENOENT)
+		return mb_err_set(err, ENOENT, "container '%s' generation %s is "
+				  "not running", who->id, who->created_at);
+	if (r)
+		return r;
+	if (!ct.expires_at[0] || mb_parse_iso8601(ct.expires_at, &t, &msec))
+		return mb_err_set(err, EPROTO, "container '%s' generation %s: "
+				  "no usable expiresAt in the container list",
+				  who->id, who->created_at);
+	memcpy(out, ct.expires_at, MB_GEN_MAX);
+	if (sec)
+		*sec = t;
+	return 0;
 }
 
 static int parse_creation(const cJSON *doc, struct mb_creation *out,

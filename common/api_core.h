@@ -9,6 +9,8 @@
 #define MB_API_CORE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 
 #include "common/api.h"
 #include "common/http.h"
@@ -26,9 +28,11 @@ struct mb_client {
 	long connect_timeout_ms;
 	long op_timeout_ms;
 	bool use_limiter;
+	bool log_requests;
 	pthread_mutex_t lock;       /* protects lims, nlims */
 	struct lim_entry *lims;
 	size_t nlims;
+	_Atomic uint64_t last_renew_ms;  /* mb_client_last_renew_ms() */
 };
 
 enum mb_retry {
@@ -77,6 +81,8 @@ int mb_call_json(const struct mb_call *k, const struct mb_http_resp *resp,
 void mb_call_what(char *out, size_t size, const char *verb, const char *path);
 
 #define MB_WHAT_MAX 320
+/* A call still retrying after this long says so once (log level WARN). */
+#define MB_WAIT_NOTICE_MS 5000
 
 /* Parse an execution summary (contract §5.2). */
 int mb_job_parse(const cJSON *o, struct mb_job *out, const char *what,

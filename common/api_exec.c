@@ -24,6 +24,40 @@ static int blank(const char *s)
 	return 1;
 }
 
+/* The body is {"command":"...","timeoutMs":60000} at most, as cJSON
+ * prints it: '"', '\\', \b \f \n \r \t take 2 bytes, other control
+ * characters 6 (\u001f); everything else, UTF-8 included, goes as is. */
+#define BODY_FRAME_BYTES (sizeof("{\"command\":\"\",\"timeoutMs\":60000}") - 1)
+
+size_t mb_exec_text_bytes(const char *s, size_t n)
+{
+	size_t total = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+
+		if (ch == '"' || ch == '\\' || ch == '\b' || ch == '\f' ||
+		    ch == '\n' || ch == '\r' || ch == '\t')
+			total += 2;
+		else if (ch < 0x20)
+			total += 6;
+		else
+			total++;
+	}
+	return total;
+}
+
+size_t mb_exec_body_bytes(const char *command)
+{
+	return BODY_FRAME_BYTES + mb_exec_text_bytes(command, strlen(command));
+}
+
+bool mb_exec_fits(const char *command)
+{
+	return strlen(command) <= MB_MAX_COMMAND_BYTES &&
+	       mb_exec_body_bytes(command) <= MB_MAX_EXEC_BODY_BYTES;
+}
+
 int mb_exec(struct mb_client *c, const struct mb_ident *who,
 	    const char *command, long timeout_ms, struct mb_exec_result *out,
 	    struct mb_err *err)

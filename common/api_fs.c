@@ -6,7 +6,10 @@
 #include <string.h>
 
 #include "common/api_core.h"
+#include "common/log.h"
 #include "common/util.h"
+
+#define LIST_RACE_TRIES 3   /* a 403 on a list page: asked up to this often */
 
 void mb_entry_release(struct mb_entry *e)
 {
@@ -112,9 +115,10 @@ static int parse_entry(const cJSON *o, struct mb_entry *out, const char *what,
 	return 0;
 }
 
-int mb_fs_list(struct mb_client *c, const struct mb_ident *who,
-	       const char *path, unsigned limit, unsigned long offset,
-	       struct mb_entry_list *out, long *next_offset, struct mb_err *err)
+static int list_page(struct mb_client *c, const struct mb_ident *who,
+		     const char *path, unsigned limit, unsigned long offset,
+		     struct mb_entry_list *out, long *next_offset,
+		     struct mb_err *err)
 {
 	char lim[16], off[24], what[MB_WHAT_MAX];
 	const char *query[] = { "path", path, "limit", lim, "offset", off, NULL };
@@ -168,6 +172,32 @@ out:
 	mb_entry_list_release(&l);
 	cJSON_Delete(doc);
 	mb_http_resp_release(&resp);
+	return r;
+}
+
+/* The runtime stats every entry of a page and fails the whole page with
+ * 403 when one vanishes meanwhile (contract §9.5): that 403 says nothing
+ * about the directory, so ask again a couple of times before believing it. */
+int mb_fs_list(struct mb_client *c, const struct mb_ident *who,
+	       const char *path, unsigned limit, unsigned long offset,
+	       struct mb_entry_list *out, long *next_offset, struct mb_err *err)
+{
+	struct mb_err e;
+	int r;
+
+	for (unsigned t = 0;; t++) {
+		mb_err_clear(&e);
+		r = list_page(c, who, path, limit, offset, out, next_offset, &e);
+		if (!r || e.http_status != 403 ||
+		    strcmp(e.code, "file_access_denied") != 0 ||
+		    t + 1 >= LIST_RACE_TRIES)
+			break;
+		mb_log(MB_LOG_DEBUG, "%s: asking again (an entry may have "
+		       "vanished while it was listed)", e.msg);
+		mb_sleep_ms(mb_backoff_ms(t, 100, 1000));
+	}
+	if (r && err)
+		*err = e;
 	return r;
 }
 

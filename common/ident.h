@@ -4,7 +4,9 @@
  * generation createdAt ("2026-10-05T12:00:00.000Z"); every guest call sends
  * both. The control file MOUNTPOINT/.mainbrella is JSON:
  *   {"apiUrl":..., "id":..., "createdAt":..., "root":"/workspace",
- *    "mountpoint":"/home/u/sb", "pid":1234, "version":"0.1.0"}
+ *    "mountpoint":"/home/u/sb", "pid":1234, "version":"0.1.0",
+ *    "expiresAt":"2026-10-05T13:00:00.000Z"}
+ * expiresAt (the generation's hard deadline) is left out when unknown.
  * It never holds the API key. Writing the line MB_CONTROL_SYNC to it makes
  * the mount push what it still holds back (the write returns once done, or
  * fails with EIO); writing MB_CONTROL_INVALIDATE tells it that a command has
@@ -39,6 +41,7 @@ struct mb_control {
 	char mountpoint[MB_PATH_MAX];  /* absolute local path */
 	long pid;
 	char version[32];
+	char expires_at[MB_GEN_MAX];   /* hard deadline; "" when unknown */
 };
 
 /* 1 when id is "small" or "c1".."c499". */

@@ -24,6 +24,7 @@ int mbfs_control_init(struct mbfs *fs)
 	snprintf(c.mountpoint, sizeof(c.mountpoint), "%s", fs->mountpoint);
 	c.pid = (long)getpid();
 	snprintf(c.version, sizeof(c.version), "%s", MB_VERSION);
+	snprintf(c.expires_at, sizeof(c.expires_at), "%s", fs->expires_at);
 	char *json = mb_control_format(&c);
 	if (!json)
 		return -ENOMEM;

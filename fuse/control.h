@@ -1,7 +1,8 @@
 /* control.h: the virtual file MOUNTPOINT/.mainbrella.
  *
  * Reading it gives the JSON of mb_control_format (API URL, identity, root,
- * mountpoint, pid, version; never the key). Writing the line
+ * mountpoint, pid, version, the generation's hard deadline expiresAt when
+ * the service gave one; never the key). Writing the line
  * MB_CONTROL_INVALIDATE drops every cache of the mount: attributes,
  * listings, negative entries, clean file copies (a whole-second mtime with
  * an unchanged size cannot prove a copy current) and the sharing of clean

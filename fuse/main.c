@@ -29,15 +29,16 @@
 #include "common/cred.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "fuse/attach.h"
 #include "fuse/batch.h"
 #include "fuse/cache.h"
 #include "fuse/create.h"
 #include "fuse/data.h"
+#include "fuse/lease.h"
 #include "fuse/node.h"
 #include "fuse/ops.h"
 #include "fuse/watch.h"
 
-#define DEFAULT_ROOT "/workspace"
 #define DEFAULT_TIMEOUT_MS 20000
 #define OP_TIMEOUT_MS 60000
 #define DATA_CAP_BYTES (2ULL << 30)
@@ -53,6 +54,7 @@ static const struct fuse_opt mbfs_opt_spec[] = {
 	OPT("dir_timeout=%s", dir_timeout, 0),
 	OPT("negative_timeout=%s", negative_timeout, 0),
 	OPT("op_timeout=%s", op_timeout, 0),
+	OPT("keepalive=%s", keepalive, 0),
 	OPT("cache_dir=%s", cache_dir, 0),
 	OPT("key_file=%s", key_file, 0),
 	OPT("api_url=%s", api_url, 0),
@@ -139,6 +141,10 @@ static void usage(FILE *f)
 "    -o dir_timeout=T       cache directory listings for T (default 20s)\n"
 "    -o negative_timeout=T  cache missing names for T (default 20s)\n"
 "    -o op_timeout=T        give up on an unanswered request after T (default 60s)\n"
+"    -o keepalive=T         when the mount made no call for T, make one (a stat)\n"
+"                           so the sandbox is not stopped as idle (default: a\n"
+"                           third of the account's idle timeout, else 180s;\n"
+"                           0: off)\n"
 "    -o cache_dir=DIR       local data cache (default $XDG_CACHE_HOME/mbfs/ID-HASH)\n"
 "    -o key_file=FILE       API key file (default $MAINBRELLA_API_KEY,\n"
 "                           $MAINBRELLA_API_KEY_FILE, ~/.config/mainbrella/api-key)\n"
@@ -242,44 +248,6 @@ static int default_cache_dir(const struct mbfs *fs, char *out, size_t n)
 	return 0;
 }
 
-/* Pin or confirm the generation and check the remote directory. */
-static int check_container(struct mbfs *fs, struct mb_client *c, bool pinned)
-{
-	struct mb_container ct;
-	struct mb_err err;
-	mb_err_clear(&err);
-	int rc = mb_container_find(c, fs->ident.id, &ct, &err);
-	if (rc == -ENOENT)
-		return fail("container '%s' is not running: start one (mbfs "
-			    "--create) or check the id", fs->ident.id);
-	if (rc)
-		return fail("cannot look up container '%s': %s", fs->ident.id,
-			    err.msg);
-	if (pinned && strcmp(ct.created_at, fs->ident.created_at) != 0)
-		return fail("generation %s of container '%s' is no longer running "
-			    "(the slot now runs %s): mount %s@%s instead",
-			    fs->ident.created_at, fs->ident.id, ct.created_at,
-			    fs->ident.id, ct.created_at);
-	if (strcmp(ct.status, "running") != 0)
-		return fail("container '%s' is still %s: try again in a moment",
-			    fs->ident.id, ct.status);
-	snprintf(fs->ident.created_at, sizeof(fs->ident.created_at), "%s",
-		 ct.created_at);
-
-	struct mb_entry e;
-	const char *root = fs->root[0] ? fs->root : "/";
-	rc = mb_fs_stat(c, &fs->ident, root, true, &e, &err);
-	if (rc)
-		return fail("cannot use remote directory '%s' of container '%s': %s",
-			    root, fs->ident.id, err.msg);
-	bool dir = e.type == MB_FT_DIR;
-	mb_entry_release(&e);
-	if (!dir)
-		return fail("remote path '%s' of container '%s' is not a directory",
-			    root, fs->ident.id);
-	return 0;
-}
-
 static int new_client(struct mbfs *fs, const char *key, struct mb_client **c)
 {
 	struct mb_client_opts co = {
@@ -308,13 +276,13 @@ static int validate(struct mbfs *fs, struct mbfs_opts *o, struct parse_state *ps
 			    ? "CONTAINER and MOUNTPOINT" : "MOUNTPOINT") : "");
 	o->mountpoint = ps->nonopt[want - 1];
 	if (o->create && ps->nnonopt == 1) {
-		snprintf(fs->root, sizeof(fs->root), "%s", DEFAULT_ROOT);
+		snprintf(fs->root, sizeof(fs->root), "%s", MBFS_DEFAULT_ROOT);
 	} else if (!o->create) {
 		o->spec = ps->nonopt[0];
 		if (mb_ident_parse_spec(o->spec, &fs->ident, dir, &err))
 			return fail("invalid container '%s': %s", o->spec, err.msg);
 		if (!dir[0])
-			snprintf(dir, sizeof(dir), "%s", DEFAULT_ROOT);
+			snprintf(dir, sizeof(dir), "%s", MBFS_DEFAULT_ROOT);
 		if (dir[0] != '/')
 			return fail("remote directory '%s' must be absolute", dir);
 		size_t n = strlen(dir);
@@ -334,6 +302,10 @@ static int validate(struct mbfs *fs, struct mbfs_opts *o, struct parse_state *ps
 		return 1;
 	if (fs->op_ms < 1000)
 		return fail("op_timeout must be at least 1s");
+	if (parse_timeout(o->keepalive, "keepalive", 0, &fs->keepalive_ms))
+		return 1;
+	if (fs->keepalive_ms && fs->keepalive_ms < 1000)
+		return fail("keepalive must be 0 (off) or at least 1s");
 	unsigned uid, gid;
 	if (parse_id(o->uid, "uid", getuid(), &uid) ||
 	    parse_id(o->gid, "gid", getgid(), &gid))
@@ -376,11 +348,19 @@ static int prepare(struct mbfs *fs, struct mbfs_opts *o, const char *key)
 			printf("%s@%s\n", fs->ident.id, fs->ident.created_at);
 		fflush(stdout);
 	}
-	if (!rc)
-		rc = check_container(fs, c, fs->ident.created_at[0] != '\0');
+	long long idle_ms = 0;
+	if (!rc) {
+		struct mb_err err;
+		if (mbfs_attach(fs, c, &idle_ms, &err))
+			rc = fail("%s", err.msg);
+	}
 	mb_client_free(c);
 	if (rc)
 		return rc;
+	if (!o->keepalive)
+		fs->keepalive_ms = mbfs_lease_default_ms(idle_ms);
+	/* on the terminal, before daemonising, when it is already due */
+	mbfs_lease_warn_if_due(fs);
 
 	char cdir[PATH_MAX];
 	if (o->cache_dir)
@@ -526,6 +506,7 @@ out:
 	mb_cred_free_key(key);
 	char **strs[] = { &o->api_url, &o->key_file, &o->cache_dir,
 			  &o->attr_timeout, &o->dir_timeout, &o->op_timeout,
+			  &o->keepalive,
 			  &o->negative_timeout, &o->uid, &o->gid, &o->catalog,
 			  &o->size };
 	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)

@@ -4,6 +4,10 @@
  *   main.c     options (fuse_opt), one validation block, session
  *              (fuse_new / mount / daemonise / loop / unmount)
  *   create.c   `mbfs --create`: keyed container creation with a saved key
+ *   attach.c   before mounting: pin the generation, read its deadlines,
+ *              make the default /workspace when the image has none
+ *   lease.c    while mounted: keep-alive calls against the idle timeout,
+ *              one warning before the hard deadline
  *   ops.c      the fuse_operations table: thin translation to the modules
  *   cache.c    attribute / listing / negative cache (decorator over the
  *              stat and list routes, with a write counter); our own
@@ -20,15 +24,18 @@
  *   data.c     the local cache directory (clean copies, kept uploads)
  *   xfer.c     chunked transfer: split downloads, staged atomic uploads
  *   ns.c       namespace changes through the metadata routes
- *   remote.c   path mapping, failure reporting, exec-based operations
+ *   remote.c   path mapping, failure reporting, exec-based operations;
+ *              exec.c sends one command (inline, or as a script file)
  *   control.c  the virtual control file MOUNTPOINT/.mainbrella
  *   watch.c    exit when unmounted while other namespaces hold copies
  *
  * Threads: libfuse runs ops on several threads; transfers add up to
- * MBFS_XFER_THREADS helpers; batch.c runs one flusher. Lock order (a
+ * MBFS_XFER_THREADS helpers; batch.c runs one flusher, lease.c one
+ * keep-alive thread. Lock order (a
  * thread holding one lock only takes locks further right):
  *   node->lock  ->  fs->nodes_lock  ->  cache->lock
- *   data->lock, batch->lock, statfs_lock and watch_lock are leaves.
+ *   data->lock, batch->lock, lease->lock, statfs_lock and watch_lock are
+ *   leaves.
  * node->lock may be held across network calls (and across waiting for a
  * batch send); no other lock ever is.
  * Inode numbers: use_ino, st_ino = mbfs_ino() of the path, so they stay
@@ -46,6 +53,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "common/api.h"
 #include "common/err.h"
@@ -54,7 +62,12 @@
 struct mbfs_batch;
 struct mbfs_cache;
 struct mbfs_data;
+struct mbfs_lease;
 struct mbfs_node;
+
+/* The remote directory mounted when none is given, and the one directory
+ * mbfs creates when it is missing (the default node image has none). */
+#define MBFS_DEFAULT_ROOT "/workspace"
 
 struct mbfs_opts {
 	char *spec;             /* CONTAINER[@GEN][:DIR] */
@@ -63,6 +76,7 @@ struct mbfs_opts {
 	char *key_file;
 	char *cache_dir;
 	char *attr_timeout, *dir_timeout, *negative_timeout, *op_timeout;
+	char *keepalive;
 	char *uid, *gid;
 	char *catalog, *size;   /* --create */
 	int create;
@@ -83,6 +97,11 @@ struct mbfs {
 
 	uint64_t attr_ms, dir_ms, neg_ms;
 	uint64_t op_ms;                 /* bound on one API call, retries incl. */
+	uint64_t keepalive_ms;          /* idle this long: one renewing call;
+	                                   0: never (lease.h) */
+	char expires_at[MB_GEN_MAX];    /* the generation's hard deadline,
+	                                   "" when the service did not say */
+	time_t expires_sec;             /* the same in Unix seconds, or 0 */
 	uid_t uid;
 	gid_t gid;
 	bool ro;
@@ -90,6 +109,7 @@ struct mbfs {
 	struct mbfs_cache *cache;
 	struct mbfs_data *data;
 	struct mbfs_batch *batch;
+	struct mbfs_lease *lease;       /* NULL until mbfs_lease_start */
 
 	pthread_mutex_t nodes_lock;
 	struct mbfs_node *nodes;        /* open files by path; protected by
@@ -97,6 +117,7 @@ struct mbfs {
 
 	atomic_int stopped;             /* generation gone: fail fast */
 	atomic_int stop_logged;
+	atomic_int deadline_warned;     /* the hard-deadline warning is out */
 };
 
 extern struct mbfs *mbfs_fs;

@@ -24,6 +24,7 @@
 #include "fuse/batch.h"
 #include "fuse/cache.h"
 #include "fuse/control.h"
+#include "fuse/lease.h"
 #include "fuse/node.h"
 #include "fuse/ns.h"
 #include "fuse/ops.h"
@@ -69,12 +70,17 @@ static void *mbfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	if (rc)
 		mb_log(MB_LOG_WARN, "cannot start the batch thread (%s): file "
 		       "times are set one by one", strerror(-rc));
+	rc = mbfs_lease_start(FS);
+	if (rc)
+		mb_log(MB_LOG_WARN, "cannot start the keep-alive thread (%s): "
+		       "an idle mount may lose its container", strerror(-rc));
 	return FS;
 }
 
 static void mbfs_destroy(void *data)
 {
 	(void)data;
+	mbfs_lease_stop(FS);
 	mbfs_node_flush_all(FS);
 	mbfs_batch_stop(FS);
 }

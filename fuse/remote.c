@@ -114,24 +114,6 @@ void mbfs_entry_stat(const struct mbfs *fs, const struct mb_entry *e,
 	st->st_ctim = st->st_mtim;
 }
 
-int mbfs_exec(struct mbfs *fs, const char *cmd, long timeout_ms,
-	      struct mb_exec_result *res, struct mb_err *err)
-{
-	memset(res, 0, sizeof(*res));
-	mb_err_clear(err);
-	/* the guest-side limit must end before the client gives up */
-	long cap = fs->op_ms > 10000 ? (long)fs->op_ms - 5000 : (long)fs->op_ms / 2;
-	if (timeout_ms <= 0 || timeout_ms > cap)
-		timeout_ms = cap;
-	mb_log(MB_LOG_DEBUG, "exec: %.200s", cmd);
-	return mb_exec(fs->client, &fs->ident, cmd, timeout_ms, res, err);
-}
-
-int mbfs_exec_ok(const struct mb_exec_result *res)
-{
-	return res->has_exit_code && res->exit_code == 0 && !res->timed_out;
-}
-
 int mbfs_stderr_errno(const char *t)
 {
 	static const struct { const char *text; int e; } map[] = {
@@ -254,7 +236,7 @@ static int run_checked(struct mbfs *fs, struct mb_buf *b, int rc,
 		       const struct outcome *o)
 {
 	bool amb = false;
-	if (rc == 0 && b->len > MB_MAX_COMMAND_BYTES)
+	if (rc == -E2BIG)
 		rc = -ENAMETOOLONG;
 	if (rc == 0)
 		rc = exec_simple_amb(fs, b->data, EXEC_TIMEOUT_MS, &amb);
@@ -275,7 +257,7 @@ static int run_built(struct mbfs *fs, struct mb_buf *b, int rc)
 int mbfs_remote_sha256(struct mbfs *fs, const char *rpath, char hex[65])
 {
 	struct mb_buf b;
-	mb_buf_init(&b, MB_MAX_COMMAND_BYTES + 1);
+	mb_buf_init(&b, MBFS_CMD_MAX);
 	int rc = mb_buf_appends(&b, "sha256sum -- ");
 	if (!rc)
 		rc = mb_buf_append_shq(&b, rpath);
@@ -320,7 +302,7 @@ static int two_arg_cmd(struct mbfs *fs, struct mb_buf *b, const char *cmd,
 int mbfs_remote_symlink(struct mbfs *fs, const char *target, const char *path)
 {
 	struct mb_buf b;
-	mb_buf_init(&b, MB_MAX_COMMAND_BYTES + 1);
+	mb_buf_init(&b, MBFS_CMD_MAX);
 	int rc = two_arg_cmd(fs, &b, "ln -s", target, true, path);
 	struct outcome o = { .kind = CHK_SYMLINK, .path = path, .target = target };
 	return run_checked(fs, &b, rc, &o);
@@ -329,7 +311,7 @@ int mbfs_remote_symlink(struct mbfs *fs, const char *target, const char *path)
 int mbfs_remote_link(struct mbfs *fs, const char *from, const char *to)
 {
 	struct mb_buf b;
-	mb_buf_init(&b, MB_MAX_COMMAND_BYTES + 1);
+	mb_buf_init(&b, MBFS_CMD_MAX);
 	int rc = two_arg_cmd(fs, &b, "ln -P", from, false, to);
 	struct outcome o = { .kind = CHK_EXISTS, .path = to };
 	return run_checked(fs, &b, rc, &o);
@@ -338,7 +320,7 @@ int mbfs_remote_link(struct mbfs *fs, const char *from, const char *to)
 int mbfs_remote_truncate(struct mbfs *fs, const char *path, uint64_t size)
 {
 	struct mb_buf b;
-	mb_buf_init(&b, MB_MAX_COMMAND_BYTES + 1);
+	mb_buf_init(&b, MBFS_CMD_MAX);
 	int rc = mb_buf_appendf(&b, "truncate -s %" PRIu64 " -- ", size);
 	if (!rc)
 		rc = append_rpath(fs, &b, path);
@@ -349,7 +331,7 @@ int mbfs_remote_truncate(struct mbfs *fs, const char *path, uint64_t size)
 int mbfs_remote_rename_over(struct mbfs *fs, const char *from, const char *to)
 {
 	struct mb_buf b;
-	mb_buf_init(&b, MB_MAX_COMMAND_BYTES + 1);
+	mb_buf_init(&b, MBFS_CMD_MAX);
 	int rc = two_arg_cmd(fs, &b, "mv -fT", from, false, to);
 	/* done when the source is gone and the destination is there */
 	struct outcome o = { .kind = CHK_MOVED, .path = from, .path2 = to };
@@ -359,7 +341,7 @@ int mbfs_remote_rename_over(struct mbfs *fs, const char *from, const char *to)
 int mbfs_remote_chmod_exec(struct mbfs *fs, const char *path, unsigned mode)
 {
 	struct mb_buf b;
-	mb_buf_init(&b, MB_MAX_COMMAND_BYTES + 1);
+	mb_buf_init(&b, MBFS_CMD_MAX);
 	int rc = mb_buf_appendf(&b, "chmod %04o -- ", mode & 07777);
 	if (!rc)
 		rc = append_rpath(fs, &b, path);
@@ -433,7 +415,7 @@ int mbfs_remote_statfs(struct mbfs *fs, struct statvfs *out)
 
 	struct mb_buf q, b;
 	mb_buf_init(&q, MB_PATH_MAX * 4 + 8);
-	mb_buf_init(&b, MB_MAX_COMMAND_BYTES + 1);
+	mb_buf_init(&b, MBFS_CMD_MAX);
 	int rc = append_rpath(fs, &q, "/");
 	if (!rc)
 		rc = mb_buf_appendf(&b, "df -kP -- %s && { df -iP -- %s || true; }",

@@ -3,6 +3,13 @@
  * helpers every module uses to build and run those commands. (utimens is
  * batched: batch.h.)
  *
+ * Every guest command mbfs sends runs in the foreground and leaves no
+ * process behind: the hosted runtime answers an exec only once stdout and
+ * stderr reach end-of-file (a background child holding them stalls the
+ * request until its timeout), and its PID 1 never reaps, so an orphan would
+ * stay a zombie until the container ends (contract §9.2, §9.3). Never add
+ * '&', nohup or setsid to a command here, in touch.c or in xfer.c.
+ *
  * Every path argument is mount-relative ("/a/b") unless named rpath.
  * Each function returns 0 or -errno (errors from the shell commands are
  * mapped from coreutils' messages) and never retries an exec blindly: an
@@ -20,9 +27,16 @@
 
 struct mbfs;
 
-/* Run cmd on the guest. 0 with *res filled (the caller releases it), even
- * for a non-zero exit; -errno when the request itself failed (err filled,
- * err->ambiguous says whether it may have run). */
+/* The longest command the builders here make (two quoted paths of
+ * MB_PATH_MAX and some text fit); mbfs_exec decides how it travels. */
+#define MBFS_CMD_MAX 65536u
+
+/* Run cmd on the guest (exec.c). 0 with *res filled (the caller releases
+ * it), even for a non-zero exit; -errno when the request itself failed (err
+ * filled, err->ambiguous says whether it may have run). A command whose
+ * exec request would be refused as too large (mb_exec_fits) travels as a
+ * script file in the guest's /tmp that removes itself as it starts: one PUT
+ * more. */
 int mbfs_exec(struct mbfs *fs, const char *cmd, long timeout_ms,
 	      struct mb_exec_result *res, struct mb_err *err);
 

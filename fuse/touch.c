@@ -119,6 +119,14 @@ static void run_script(struct mbfs *fs, const char *script, struct mbfs_touch **
 	mb_exec_result_release(&res);   /* zeroed when the request failed */
 }
 
+/* What text costs in the exec request: its JSON-escaped size, which is
+ * at least its size, so a script within max bytes of cost fits both of the
+ * exec's limits (16 KiB of command, 32 KiB of body: contract §3, §9.6). */
+static size_t cost(const struct mb_buf *b)
+{
+	return b->data ? mb_exec_text_bytes(b->data, b->len) : 0;
+}
+
 /* Send the n items of v (in flight, owned by this send; reordered here)
  * in scripts below the command limit, one touch per run of equal times.
  * Outcomes in v[i]->rc; why: a message for the log. */
@@ -134,22 +142,26 @@ void mbfs_touch_send(struct mbfs *fs, struct mbfs_touch **v, size_t n,
 	mb_buf_init(&q, max);
 	qsort(v, n, sizeof(*v), item_cmp);
 	const struct mbfs_touch *key = NULL;   /* times of the open line */
-	size_t first = 0, lfirst = 0, fixed = 0;
+	size_t first = 0, lfirst = 0;
+	/* costs: the open line without paths and marks, its paths, the script */
+	size_t fixed = 0, pcost = 0, scost = 0;
 	for (size_t i = 0; i <= n; i++) {
 		char rpath[MB_PATH_MAX];
 		int rc = 0;
 		mb_buf_reset(&q);
 		if (i < n && !(rc = mbfs_remote_path(fs, v[i]->path, rpath)))
 			rc = mb_buf_append_shq(&q, rpath);
-		size_t need = key ? fixed + copies(key) * (paths.len + 1 + q.len) +
+		size_t qcost = cost(&q);
+		size_t need = key ? fixed + copies(key) * (pcost + 1 + qcost) +
 				    marks.len + 24 : 0;
 		if (key && (i == n || rc || item_cmp(&key, &v[i]) || need > max)) {
-			size_t len = fixed + copies(key) * paths.len + marks.len;
+			size_t len = fixed + copies(key) * pcost + marks.len;
 			mb_buf_reset(&line);
-			if (script.len && script.len + len > max) {
+			if (script.len && scost + len > max) {
 				run_script(fs, script.data, v, first, lfirst,
 					   why, whysz);
 				mb_buf_reset(&script);
+				scost = 0;
 				first = lfirst;
 			}
 			if (compose(&line, key, paths.data, marks.data) ||
@@ -157,10 +169,13 @@ void mbfs_touch_send(struct mbfs *fs, struct mbfs_touch **v, size_t n,
 				for (size_t k = lfirst; k < i; k++)
 					v[k]->rc = v[k]->rc ? v[k]->rc : -ENOMEM;
 				snprintf(why, whysz, "out of memory");
+			} else {
+				scost += cost(&line);
 			}
 			key = NULL;
 			mb_buf_reset(&paths);
 			mb_buf_reset(&marks);
+			pcost = 0;
 		}
 		if (i == n)
 			break;
@@ -169,16 +184,18 @@ void mbfs_touch_send(struct mbfs *fs, struct mbfs_touch **v, size_t n,
 			lfirst = i;
 			mb_buf_reset(&line);
 			rc = compose(&line, key, "", "");
-			fixed = line.len;
-			if (!rc && fixed + copies(key) * q.len + 24 > max)
+			fixed = cost(&line);
+			if (!rc && fixed + copies(key) * qcost + 24 > max)
 				rc = -ENAMETOOLONG;
 			if (rc)
 				key = NULL;
 		}
-		if (!rc && paths.len)
+		if (!rc && paths.len) {
 			rc = mb_buf_appends(&paths, " ");
-		if (!rc)
-			rc = mb_buf_append(&paths, q.data, q.len);
+			pcost += rc ? 0 : 1;
+		}
+		if (!rc && !(rc = mb_buf_append(&paths, q.data, q.len)))
+			pcost += qcost;
 		if (!rc)
 			rc = mb_buf_appendf(&marks, " %zu", i);
 		if (rc) {

@@ -173,7 +173,7 @@ static int split_remote(struct job *j, const char *rpath, size_t *count,
 			struct mb_err *err)
 {
 	struct mb_buf b;
-	mb_buf_init(&b, MB_MAX_COMMAND_BYTES + 1);
+	mb_buf_init(&b, MBFS_CMD_MAX);
 	int rc = mb_buf_appends(&b, "export LC_ALL=C; d=");
 	if (!rc)
 		rc = mb_buf_append_shq(&b, j->dir);
@@ -426,7 +426,7 @@ static int join_parts(struct mbfs *fs, const char *dir, const char *rpath,
 		      const char *hex, struct mb_err *err)
 {
 	struct mb_buf b;
-	mb_buf_init(&b, MB_MAX_COMMAND_BYTES + 1);
+	mb_buf_init(&b, MBFS_CMD_MAX);
 	int rc = join_script(&b, dir, rpath, hex);
 	if (rc) {
 		mb_buf_release(&b);

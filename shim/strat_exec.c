@@ -265,6 +265,12 @@ static int exec_start(struct mbx_run *r)
 	ret = fit_launch(r, st, &b);
 	if (ret)
 		goto out;
+	/* raw before the first output arrives (the remote pty already turned
+	 * \n into \r\n), and a local Ctrl-C is then a byte for the remote
+	 * terminal, as in ssh -t */
+	if (st->in_mode == MBX_IN_PTY && r->stdin_tty && r->forward_stdin &&
+	    mbx_term_raw(0) == 0)
+		mb_log(MB_LOG_DEBUG, "local terminal in raw mode");
 
 	e = mbx_guest_call(r, &b, MBX_LAUNCH_TIMEOUT_MS, true, &rep, &reached, &err);
 	if (e && mb_err_is_stopped(&err)) {
@@ -318,10 +324,6 @@ static int exec_start(struct mbx_run *r)
 		if (e)
 			mb_log(MB_LOG_WARN, "cannot forward stdin: %s", strerror(-e));
 	}
-	/* a local Ctrl-C is then a byte for the remote terminal, as in ssh -t */
-	if (st->in_mode == MBX_IN_PTY && r->stdin_tty && r->forward_stdin &&
-	    !st->done && mbx_term_raw(0) == 0)
-		mb_log(MB_LOG_DEBUG, "local terminal in raw mode");
 	if (!st->done) {
 		mbx_contact(st);
 		if (mbx_heartbeat_start(r, st))

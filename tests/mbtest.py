@@ -101,12 +101,19 @@ class Service:
         except ValueError:
             return status, payload
 
-    def create_container(self):
+    def create_container(self, workspace=True):
+        """A default (node) container. The node image has no /workspace:
+        with workspace, it is created, as Mastra's adapter and mbfs do."""
         status, doc = self.request("POST", "/containers", body={},
                                    headers={"Idempotency-Key": uuid.uuid4().hex})
         assert status == 200, (status, doc)
         c = doc["creation"]
-        return {"id": c["containerId"], "createdAt": c["createdAt"]}
+        ident = {"id": c["containerId"], "createdAt": c["createdAt"]}
+        if workspace:
+            status, doc = self.request("POST", "/containers/files/mkdir", query=self.ident_query(ident),
+                                       body={"path": "/workspace", "recursive": True, "mode": "0755"})
+            assert status == 200, (status, doc)
+        return ident
 
     def delete_container(self, ident):
         self.request("DELETE", "/containers", query=ident)

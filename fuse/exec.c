@@ -1,0 +1,87 @@
+/* exec.c: running one command on the guest (mbfs_exec, see remote.h):
+ * inline in the exec request when it fits, else as a script file. Builds
+ * no commands (remote.c, touch.c, xfer.c do) and interprets no output. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "fuse/mbfs.h"
+#include "fuse/remote.h"
+
+#define PUT_TRIES 3
+
+/* A command too large for the exec request (contract §3: 16 KiB of
+ * command, 32 KiB of JSON, and escapes count) goes up as a file in the
+ * guest's /tmp and runs with `exec sh FILE`. The script removes itself
+ * before anything else, so it is gone however the command ends, and one
+ * that never started is removed here. */
+static int exec_as_file(struct mbfs *fs, const char *cmd, long timeout_ms,
+			struct mb_exec_result *res, struct mb_err *err)
+{
+	char hex[17], path[64], wrapper[96];
+	struct mb_buf script;
+	int rc;
+
+	if (mb_random_hex(hex, 8))
+		return mb_err_set(err, EIO, "cannot run a long command: no random bytes");
+	snprintf(path, sizeof(path), "/tmp/.mbfs-sh-%s", hex);
+	mb_buf_init(&script, MB_MAX_FILE_BYTES);
+	rc = mb_buf_appendf(&script, "rm -f -- \"$0\"\n%s\n", cmd);
+	if (rc) {
+		mb_buf_release(&script);
+		return mb_err_set(err, rc == -E2BIG ? E2BIG : ENOMEM,
+				  "cannot run a command of %zu bytes", strlen(cmd));
+	}
+	/* a private name: repeating an unconfirmed PUT is harmless */
+	for (int t = 0; t < PUT_TRIES; t++) {
+		mb_err_clear(err);
+		rc = mb_file_put(fs->client, &fs->ident, path, script.data,
+				 script.len, err);
+		if (!rc || !(err->ambiguous || err->http_status >= 500) ||
+		    mb_err_is_stopped(err))
+			break;
+		if (t + 1 < PUT_TRIES)
+			mb_sleep_ms(mb_backoff_ms((unsigned)t, 250, 2000));
+	}
+	mb_buf_release(&script);
+	if (rc)
+		return rc;
+	snprintf(wrapper, sizeof(wrapper), "exec sh %s", path);
+	mb_log(MB_LOG_DEBUG, "exec (as %s, %zu bytes): %.200s", path,
+	       strlen(cmd), cmd);
+	rc = mb_exec(fs->client, &fs->ident, wrapper, timeout_ms, res, err);
+	if (rc && !mb_err_is_stopped(err)) {
+		/* still there: the script never started; gone: it did */
+		struct mb_err e2;
+		mb_err_clear(&e2);
+		if (mb_fs_remove(fs->client, &fs->ident, path, false, &e2) &&
+		    e2.errnum != ENOENT)
+			mb_log(MB_LOG_DEBUG, "cannot remove '%s' on the guest: %s",
+			       path, e2.msg);
+	}
+	return rc;
+}
+
+int mbfs_exec(struct mbfs *fs, const char *cmd, long timeout_ms,
+	      struct mb_exec_result *res, struct mb_err *err)
+{
+	memset(res, 0, sizeof(*res));
+	mb_err_clear(err);
+	/* the guest-side limit must end before the client gives up */
+	long cap = fs->op_ms > 10000 ? (long)fs->op_ms - 5000 : (long)fs->op_ms / 2;
+	if (timeout_ms <= 0 || timeout_ms > cap)
+		timeout_ms = cap;
+	if (!mb_exec_fits(cmd))
+		return exec_as_file(fs, cmd, timeout_ms, res, err);
+	mb_log(MB_LOG_DEBUG, "exec: %.200s", cmd);
+	return mb_exec(fs->client, &fs->ident, cmd, timeout_ms, res, err);
+}
+
+int mbfs_exec_ok(const struct mb_exec_result *res)
+{
+	return res->has_exit_code && res->exit_code == 0 && !res->timed_out;
+}
