@@ -12,7 +12,7 @@ import uuid
 from . import config
 from .errors import ApiError, GuestError
 from .generation import Generation, now_ms
-from .guest import Guest
+from .guest import Guest, GuestSpec
 from .validate import iso_ms, slot_index
 
 log = logging.getLogger("mbsvc.account")
@@ -48,6 +48,10 @@ class Account:
         self.idle_ms = opts.idle_timeout_ms or self.limits["idleTimeoutMs"]
         self.state_dir = opts.state
         self.isolated = opts.isolated
+        self.opts = opts
+        self.job_renew_ms = opts.job_renew_ms or config.JOB_RENEW_MS
+        if opts.lenient_idle and not opts.job_renew_ms:
+            self.job_renew_ms = min(config.JOB_RENEW_MS, self.idle_ms / 3.0)
         self.stats = stats
         self.lock = threading.Lock()
         self.slots = {}          # index -> Generation | Reservation
@@ -195,8 +199,12 @@ class Account:
         root = os.path.join(self.state_dir, "slots", "small" if res.index == 0 else "c%d" % res.index,
                             iso_ms(created).replace(":", ""))
         gen = Generation(res.index, created, self.limits, res.size, res.catalog, res.internet, root,
-                         self.idle_ms, self.stats)
-        gen.guest = Guest(root, self.isolated, res.internet)
+                         self.idle_ms, self.stats, renew_at_end=self.opts.lenient_idle,
+                         job_renew_ms=self.job_renew_ms)
+        spec = GuestSpec(workdir=config.IMAGE_WORKDIR[res.catalog], guest_uid=self.opts.guest_uid,
+                         uid_base=config.UID_BASE + res.index * config.UID_RANGE,
+                         reaping_init=self.opts.reaping_init)
+        gen.guest = Guest(root, self.isolated, res.internet, spec)
         try:
             gen.guest.start(config.BOOT_TIMEOUT_MS / 1000.0)
             r, w = os.pipe()

@@ -1,86 +1,86 @@
-# The guest agent: one process per container generation, started by the
-# service through `unshare --mount --pid --fork`, so it is PID 1 of the guest.
-# It bind-mounts the generation's directories on /workspace and /tmp, drops to
-# the guest uid, then serves file operations (agent_fs) and process control
-# (spawn / wait / kill / export) over socketpairs handed to it by the service.
-# When the control socket closes it exits, and the kernel kills every guest
-# process with it.  Run as: python3 -m mbsvc.agent --ctrl FD ...
+# The guest agent, one per container generation. Isolated mode: a child of the
+# guest's PID 1 (guestinit), inside all of the guest's namespaces, running as the
+# guest user. Degraded mode (no root or no unshare): a plain host process that
+# translates /workspace and /tmp onto the generation's directories. Either way it
+# serves file operations (agent_fs) and process control (spawn, wait, kill,
+# export, zombie count) over socketpairs handed to it by the service. It waits
+# only for the processes it spawned, each by pid: it is no subreaper and never
+# waits for -1, so orphans go to PID 1 (which does not reap them either).
+# Degraded mode entry: python3 -m mbsvc.agent --ctrl FD --workspace DIR --tmp DIR
 
 import argparse
-import ctypes
 import fcntl
 import os
-import re
 import secrets
 import shutil
 import signal
 import socket
 import struct
 import sys
+import termios
 import threading
 
 from . import agent_fs, wire
 
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC = 2, 4, 8, 4096, 16384
-MNT_DETACH = 2
 EXPORT_CAP = 16777216
 EXPORT_TIMEOUT = 60.0
+_SIGDEF = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGTERM, signal.SIGCHLD)
 
 
-class Reaper:
-    """Reaps every child (PID 1 also inherits orphans); keeps statuses of spawned ones."""
+class Children:
+    """The processes this agent spawned, each waited for by a thread of its own."""
 
     def __init__(self):
         self.cond = threading.Condition()
-        self.spawned = set()
+        self.live = set()
         self.statuses = {}
 
     def spawn(self, path, argv, env, fds, setsid):
         actions = [(os.POSIX_SPAWN_DUP2, fd, n) for n, fd in enumerate(fds)]
         with self.cond:
             pid = os.posix_spawn(path, argv, env, file_actions=actions, setsid=setsid,
-                                 setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGTERM),
-                                 setsigmask=())
-            self.spawned.add(pid)
-            self.cond.notify_all()
+                                 setsigdef=_SIGDEF, setsigmask=())
+            self.live.add(pid)
+        threading.Thread(target=self._reap, args=(pid,), daemon=True).start()
         return pid
 
-    def run(self):
-        while True:
-            try:
-                pid, status = os.waitpid(-1, 0)
-            except ChildProcessError:
-                with self.cond:
-                    self.cond.wait(0.5)
-                continue
-            except InterruptedError:
-                continue
-            with self.cond:
-                if pid in self.spawned:
-                    self.spawned.discard(pid)
-                    self.statuses[pid] = status
-                    self.cond.notify_all()
+    def _reap(self, pid):
+        try:
+            _, status = os.waitpid(pid, 0)
+        except ChildProcessError:
+            status = None
+        with self.cond:
+            self.live.discard(pid)
+            self.statuses[pid] = status
+            self.cond.notify_all()
 
     def wait(self, pid, timeout=None):
+        """The raw wait status of pid, or None on timeout (or if it was never ours)."""
         with self.cond:
-            ok = self.cond.wait_for(lambda: pid in self.statuses, timeout)
-            return self.statuses.pop(pid) if ok else None
+            ok = self.cond.wait_for(lambda: pid in self.statuses or pid not in self.live, timeout)
+            return self.statuses.pop(pid, None) if ok else None
 
-    def live(self):
+    def running(self):
         with self.cond:
-            return list(self.spawned)
+            return list(self.live)
+
+
+def _which(prog, path):
+    if "/" in prog:
+        return prog if os.access(prog, os.X_OK) and not os.path.isdir(prog) else None
+    return shutil.which(prog, path=path or os.defpath)
 
 
 class Agent:
-    def __init__(self, args):
-        self.args = args
-        self.reaper = Reaper()
-        self.workspace = "/workspace" if args.isolated else args.workspace
-        self.tmp = "/tmp" if args.isolated else args.tmp
+    def __init__(self, isolated, workspace, tmp):
+        self.isolated = isolated
+        self.children = Children()
+        self.workspace = workspace
+        self.tmp = tmp
 
     # --- degraded mode: translate guest paths onto the generation's dirs ---
     def _to_host(self, path):
-        if self.args.isolated or path is None:
+        if self.isolated or path is None:
             return path
         for guest, host in (("/workspace", self.workspace), ("/tmp", self.tmp)):
             if path == guest or path.startswith(guest + "/"):
@@ -88,14 +88,14 @@ class Agent:
         return path
 
     def _fs(self, op, req, payload):
-        if not self.args.isolated:
+        if not self.isolated:
             req = dict(req)
             orig = {k: req.get(k) for k in ("path", "destination")}
             for k in orig:
                 if k in req:
                     req[k] = self._to_host(req[k])
         res, out = agent_fs.write(req, payload) if op == "write" else agent_fs.OPS[op](req)
-        if not self.args.isolated:
+        if not self.isolated:
             for k, v in orig.items():
                 if k in res:
                     res[k] = v
@@ -106,31 +106,42 @@ class Agent:
 
     # --- processes ---
     def spawn(self, req, fds):
+        """Start argv with fds as stdin/stdout/stderr, or on a new pty of this guest
+        whose master goes back to the service. The process leads its own session."""
+        master = None
+        close = list(fds)
         try:
             argv, env, cwd = req["argv"], dict(req["env"]), self._to_host(req.get("cwd"))
-            if not self.args.isolated and env.get("HOME"):
+            if not self.isolated and env.get("HOME"):
                 env["HOME"] = self._to_host(env["HOME"])
             if cwd and not os.path.isdir(cwd):
                 raise agent_fs.FsError("bad_cwd")
-            prog = argv[0]
-            if "/" not in prog:
-                prog = shutil.which(prog, path=env.get("PATH", os.defpath))
-                if prog is None:
-                    raise agent_fs.FsError("not_found")
-            elif not os.access(prog, os.X_OK):
+            prog = _which(argv[0], env.get("PATH"))
+            if prog is None:
                 raise agent_fs.FsError("not_found")
-            path, full = prog, list(argv)
-            if req.get("pty"):
-                full = ["/usr/bin/setsid", "-c", prog] + full[1:]
+            prefix = []
             if cwd and cwd != os.getcwd():
-                full = ["/usr/bin/env", "-C", cwd, "--"] + ([prog] + full[1:] if full[0] == argv[0] else full)
-            if full[0] != argv[0]:
-                path = full[0]
-            pid = self.reaper.spawn(path, full, env, fds, setsid=not req.get("pty"))
+                prefix = ["/usr/bin/env", "-C", cwd, "--"]
+            pty = req.get("pty")
+            if pty:
+                master, slave = os.openpty()
+                close.append(slave)
+                fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", pty["rows"], pty["cols"], 0, 0))
+                fds = [slave, slave, slave]
+                prefix += ["/usr/bin/setsid", "-c"]    # session leader with the pty as controlling terminal
+            full = prefix + [prog] + argv[1:] if prefix else list(argv)
+            pid = self.children.spawn(full[0] if prefix else prog, full, env, fds, setsid=not pty)
+        except BaseException:
+            if master is not None:
+                os.close(master)
+            raise
         finally:
-            for fd in fds:
+            for fd in close:
                 os.close(fd)
-        return {"pid": pid}
+        res = {"pid": pid}
+        if master is not None:
+            res["_fds"] = [master]
+        return res
 
     def kill(self, req):
         try:
@@ -142,23 +153,40 @@ class Agent:
             raise agent_fs.FsError("no_process")
         return {}
 
+    def zombies(self):
+        """Processes in state Z in this PID namespace (0 when not isolated)."""
+        if not self.isolated:
+            return {"zombies": 0}
+        count = 0
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % name, "rb") as f:
+                    data = f.read()
+            except OSError:
+                continue
+            if data[data.rfind(b")") + 2:][:1] == b"Z":
+                count += 1
+        return {"zombies": count}
+
     def export(self):
         out = os.path.join(self.tmp, ".mainbrella-export.%s.tar.gz" % secrets.token_hex(5))
         null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
         try:
-            pid = self.reaper.spawn("/usr/bin/tar", ["tar", "--one-file-system", "-czf", out, "-C",
-                                                     self.workspace, "."],
-                                    {"PATH": "/usr/bin:/bin"}, [null, null, null], setsid=True)
+            pid = self.children.spawn("/usr/bin/tar", ["tar", "--one-file-system", "-czf", out, "-C",
+                                                       self.workspace, "."],
+                                      {"PATH": "/usr/bin:/bin"}, [null, null, null], setsid=True)
         finally:
             os.close(null)
         try:
-            status = self.reaper.wait(pid, EXPORT_TIMEOUT)
+            status = self.children.wait(pid, EXPORT_TIMEOUT)
             if status is None:
                 try:
                     os.killpg(pid, signal.SIGKILL)
                 except OSError:
                     pass
-                self.reaper.wait(pid)
+                self.children.wait(pid)
                 raise agent_fs.FsError("workspace_export_unavailable")
             if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
                 raise agent_fs.FsError("workspace_export_unavailable")
@@ -179,10 +207,11 @@ class Agent:
         for fd in fds:
             os.close(fd)
         if op == "wait":
-            status = self.reaper.wait(req["pid"], req.get("timeout"))
-            return {"status": status}, b""
+            return {"status": self.children.wait(req["pid"], req.get("timeout"))}, b""
         if op == "kill":
             return self.kill(req), b""
+        if op == "zombies":
+            return self.zombies(), b""
         if op == "export":
             return self.export()
         if op == "ping":
@@ -197,21 +226,26 @@ class Agent:
                 req, payload, fds = wire.recv(sock)
             except (wire.WireClosed, OSError):
                 break
+            back = []
             try:
                 res, out = self.dispatch(req, payload, fds)
+                back = res.pop("_fds", [])
                 res = {"_ok": True, "result": res}
             except agent_fs.FsError as e:
                 res, out = {"_ok": False, "error": e.code}, b""
             except Exception as e:  # a bug must not kill the agent
                 res, out = {"_ok": False, "error": "internal", "detail": repr(e)}, b""
             try:
-                wire.send(sock, res, out)
+                wire.send(sock, res, out, back)
             except OSError:
                 break
+            finally:
+                for fd in back:
+                    os.close(fd)
         sock.close()
 
     def shutdown(self):
-        for pid in self.reaper.live():
+        for pid in self.children.running():
             try:
                 os.killpg(pid, signal.SIGKILL)
             except OSError:
@@ -219,7 +253,7 @@ class Agent:
         os._exit(0)
 
     def main(self, ctrl):
-        threading.Thread(target=self.reaper.run, daemon=True).start()
+        """Accept connections handed over ctrl until the service closes it."""
         while True:
             try:
                 _req, _payload, fds = wire.recv(ctrl)
@@ -230,67 +264,14 @@ class Agent:
                 threading.Thread(target=self.serve, args=(conn,), daemon=True).start()
 
 
-def _mount(libc, src, dst, fstype, flags):
-    if libc.mount(src.encode(), dst.encode(), fstype and fstype.encode(), flags, None) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, "mount %s on %s: %s" % (src, dst, os.strerror(err)))
-
-
-def _detach_fuse_mounts(libc):
-    """`unshare --mount` copied every FUSE mount of the host (mbfs mounts of
-    other tests among them); a copy would keep that daemon's mount alive after
-    the user unmounts it, so detach them all. Best effort."""
-    try:
-        with open("/proc/self/mountinfo", "rb") as f:
-            lines = f.read().decode(errors="replace").splitlines()
-    except OSError:
-        return
-    targets = []
-    for line in lines:
-        left, _, right = line.partition(" - ")
-        fstype = right.split(" ", 1)[0]
-        if fstype.startswith("fuse") and fstype != "fusectl":
-            mnt = left.split(" ")[4]
-            targets.append(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), mnt))
-    for t in sorted(targets, key=len, reverse=True):
-        libc.umount2(t.encode(), MNT_DETACH)
-
-
-def _loopback_up():
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        ifr = fcntl.ioctl(s, 0x8913, struct.pack("16sh14x", b"lo", 0))
-        flags = struct.unpack("16sh14x", ifr)[1]
-        fcntl.ioctl(s, 0x8914, struct.pack("16sh14x", b"lo", flags | 1))
-    finally:
-        s.close()
-
-
-def setup(args):
-    """Mount the guest view (isolated mode) and drop to the guest user. Returns the host pid."""
-    host_pid = os.getpid()
-    if args.isolated:
-        host_pid = int(os.readlink("/proc/self"))
-        libc = ctypes.CDLL(None, use_errno=True)
-        _detach_fuse_mounts(libc)
-        _mount(libc, args.workspace, "/workspace", None, MS_BIND | MS_REC)
-        _mount(libc, args.tmp, "/tmp", None, MS_BIND | MS_REC)
-        try:
-            _mount(libc, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-        except OSError as e:
-            print("agent: warning: %s" % e, file=sys.stderr)
-        if args.no_internet:
-            try:
-                _loopback_up()
-            except OSError as e:
-                print("agent: warning: loopback: %s" % e, file=sys.stderr)
-    os.chdir(args.workspace if not args.isolated else "/workspace")
-    if os.getuid() == 0 and args.uid >= 0:
-        os.setgroups([])
-        os.setresgid(args.gid, args.gid, args.gid)
-        os.setresuid(args.uid, args.uid, args.uid)
+def serve_isolated(ctrl, host_pid, workdir):
+    """Called by guestinit in the forked agent, already the guest user in the guest's root."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    ctrl.set_inheritable(False)
     os.umask(0o022)
-    return host_pid
+    wire.send(ctrl, {"ok": True, "pid": host_pid, "isolated": True})
+    Agent(True, "/workspace", "/tmp").main(ctrl)
+    os._exit(0)
 
 
 def main():
@@ -300,19 +281,22 @@ def main():
     p.add_argument("--tmp", required=True)
     p.add_argument("--uid", type=int, default=-1)
     p.add_argument("--gid", type=int, default=-1)
-    p.add_argument("--isolated", action="store_true")
-    p.add_argument("--no-internet", action="store_true")
     args = p.parse_args()
     ctrl = socket.socket(fileno=args.ctrl)
     ctrl.set_inheritable(False)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     try:
-        host_pid = setup(args)
+        os.chdir(args.workspace)
+        if os.getuid() == 0 and args.uid >= 0:
+            os.setgroups([])
+            os.setresgid(args.gid, args.gid, args.gid)
+            os.setresuid(args.uid, args.uid, args.uid)
+        os.umask(0o022)
     except OSError as e:
         wire.send(ctrl, {"ok": False, "error": str(e)})
         sys.exit(1)
-    wire.send(ctrl, {"ok": True, "pid": host_pid, "isolated": args.isolated})
-    Agent(args).main(ctrl)
+    wire.send(ctrl, {"ok": True, "pid": os.getpid(), "isolated": False})
+    Agent(False, args.workspace, args.tmp).main(ctrl)
 
 
 if __name__ == "__main__":

@@ -147,6 +147,9 @@ def write(req, payload):
 
 
 def listdir(req):
+    """One page, plus a stat of the entry after it as the runtime's `sed` window has.
+    An entry that vanishes between readdir and its stat fails the whole page with
+    403, as the runtime's `entry ... || exit 46` does (req["lenient"]: skip it)."""
     path, limit, offset = req["path"], req["limit"], req["offset"]
     bpath = _b(path)
     try:
@@ -159,27 +162,30 @@ def listdir(req):
         names = sorted(os.listdir(bpath))
     except OSError as e:
         raise _lookup_error(e)
-    page = names[offset:offset + limit]
+    window = names[offset:offset + limit + (0 if req.get("lenient") else 1)]
     more = len(names) > offset + limit
     if more and offset + limit > MAX_OFFSET:
         raise FsError("directory_too_large")
     base = "" if path == "/" else path
     entries, size = [], 0
-    for raw in page:
+    for raw in window:
         name = _utf8(raw)
         child = bpath.rstrip(b"/") + b"/" + raw
         try:
             cst = os.lstat(child)
             link = os.readlink(child) if stat.S_ISLNK(cst.st_mode) else None
         except FileNotFoundError:
-            continue
+            if req.get("lenient"):
+                continue
+            raise FsError("file_access_denied")
         except OSError:
             raise FsError("file_access_denied")
         entry = _entry(name, base + "/" + name, cst, link)
-        size += len(json.dumps(entry)) + 1
-        if size > MAX_METADATA:
-            raise FsError("directory_too_large")
-        entries.append(entry)
+        if len(entries) < limit:
+            size += len(json.dumps(entry)) + 1
+            if size > MAX_METADATA:
+                raise FsError("directory_too_large")
+            entries.append(entry)
     return {"path": path, "entries": entries, "nextOffset": offset + limit if more else None}, b""
 
 

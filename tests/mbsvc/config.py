@@ -37,8 +37,10 @@ IDEMPOTENCY_MS = 86400000
 JOB_RENEW_MS = 15000
 STARTING_VISIBLE_MS = 90000
 
-GUEST_UID = 1000
+GUEST_UID = 1000              # degraded mode only: the unprivileged user commands run as
 GUEST_GID = 1000
+UID_BASE = 100000             # isolated mode: guest uid 0 of slot N is host uid UID_BASE + N*UID_RANGE
+UID_RANGE = 65536
 GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 ALLOWED_ORIGINS = frozenset({
@@ -66,13 +68,17 @@ SIZES = {r["id"]: r for r in RESOURCES}
 
 IMAGE_CATALOG = [
     {"id": "node", "name": "Node 24 + TypeScript"},
-    {"id": "python", "name": "Python 3"},
-    {"id": "rust", "name": "Rust"},
-    {"id": "go", "name": "Go"},
-    {"id": "devops", "name": "DevOps tools"},
+    {"id": "python", "name": "Python 3.14"},
+    {"id": "rust", "name": "Rust development"},
+    {"id": "go", "name": "Go development"},
+    {"id": "devops", "name": "DevOps \u00b7 AWS, Terraform, Wrangler"},
 ]
+# WORKDIR of each catalog image (containers/Dockerfile, containers/catalog/*.Dockerfile):
+# only node works in /root and has no /workspace.
+IMAGE_WORKDIR = {"node": "/root", "python": "/workspace", "rust": "/workspace", "go": "/workspace",
+                 "devops": "/workspace"}
 CATALOG_IDS = ("node", "python", "rust", "go", "devops")
-DEFAULT_CATALOG = "node"
+DEFAULT_CATALOG = "node"       # what POST /containers without catalogId starts (hosted: node)
 
 
 def capabilities():

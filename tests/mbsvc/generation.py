@@ -1,6 +1,8 @@
 # One container generation: its guest, deadlines (hard and idle) and the
 # shared pool of 4 concurrent operations (exec, files, metadata, export and
 # running managed jobs).  Stopping is owned by Account; this holds state only.
+# Idle renewal follows the hosted runtime: once when a call's process starts,
+# never at its end, and every job_renew_ms while a managed job runs.
 
 import threading
 import time
@@ -15,7 +17,8 @@ def now_ms():
 
 
 class Generation:
-    def __init__(self, index, created_ms, limits, size, catalog, internet, root, idle_ms, stats):
+    def __init__(self, index, created_ms, limits, size, catalog, internet, root, idle_ms, stats,
+                 renew_at_end=False, job_renew_ms=config.JOB_RENEW_MS):
         self.index = index
         self.id = slot_name(index)
         self.created_ms = created_ms
@@ -23,6 +26,8 @@ class Generation:
         self.expires_ms = created_ms + limits["maxSessionMs"]
         self.idle_timeout_ms = idle_ms
         self.idle_deadline_ms = created_ms + idle_ms
+        self.renew_at_end = renew_at_end          # --lenient-idle: calls renew again when they end
+        self.job_renew_ms = job_renew_ms
         self.size = size
         self.catalog = catalog
         self.internet = internet
@@ -40,10 +45,12 @@ class Generation:
         return at >= self.expires_ms or at >= self.idle_deadline_ms
 
     def touch(self):
-        """Renew the idle deadline (exec, files, metadata, running jobs)."""
+        """Renew the idle deadline; False when the generation is already stopped or past a deadline."""
         with self.lock:
-            if self.running:
-                self.idle_deadline_ms = now_ms() + self.idle_timeout_ms
+            if not self.running or self.expired():
+                return False
+            self.idle_deadline_ms = min(now_ms() + self.idle_timeout_ms, self.expires_ms)
+            return True
 
     def remaining_ms(self):
         return self.expires_ms - now_ms()
@@ -51,7 +58,7 @@ class Generation:
     # --- the pool of 4 ---
     def acquire(self, renew=True):
         with self.lock:
-            if not self.running:
+            if not self.running or self.expired():
                 raise ApiError(409, "container_not_running")
             if self.ops >= config.MAX_CONCURRENT_OPS:
                 raise ApiError(429, "execution_limit")
@@ -64,7 +71,7 @@ class Generation:
     def release(self, renew=True):
         with self.lock:
             self.ops -= 1
-        if renew:
+        if renew and self.renew_at_end:
             self.touch()
 
     def add_stop_hook(self, fn):

@@ -1,7 +1,8 @@
-# Host side of a guest agent: starts it in fresh mount+PID namespaces
-# (unshare), keeps a pool of socketpair connections to it, and offers
-# call() for file ops and spawn/wait/kill for processes.  stop() kills the
-# agent, which is PID 1 of the guest, so the kernel kills every guest process.
+# Host side of a guest: starts it (isolated: `unshare` running guestinit as the
+# guest's PID 1, which forks the agent; degraded: the agent as a plain process),
+# keeps a pool of socketpair connections to the agent, and offers call() for
+# file ops and spawn/wait/kill for processes. stop() closes the lifeline and
+# kills PID 1, so the kernel kills every guest process.
 
 import logging
 import os
@@ -20,51 +21,82 @@ _PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def isolation_available():
-    """True when we can create mount+PID namespaces (root with unshare)."""
+    """True when we can create the guest's namespaces (root with unshare)."""
     return os.geteuid() == 0 and shutil.which("unshare") is not None
+
+
+class GuestSpec:
+    """What a guest looks like inside: its image's working directory, the user
+    commands run as, the host uid range guest uids map to, and PID 1's policy."""
+
+    def __init__(self, workdir="/root", guest_uid=0, uid_base=config.UID_BASE, reaping_init=False):
+        self.workdir = workdir
+        self.guest_uid = guest_uid
+        self.uid_base = uid_base
+        self.reaping_init = reaping_init
+
+    @property
+    def home(self):
+        # Root's home as in every catalog image; another user gets the working directory.
+        return "/root" if self.guest_uid == 0 else self.workdir
 
 
 class Guest:
     """One generation's guest.  Thread-safe."""
 
-    def __init__(self, root, isolated, internet=True):
+    def __init__(self, root, isolated, internet=True, spec=None):
         self.root = root
-        self.workspace = os.path.join(root, "workspace")
-        self.tmp = os.path.join(root, "tmp")
+        self.workspace = os.path.join(root, "workspace")    # degraded mode only
+        self.tmp = os.path.join(root, "tmp")                 # degraded mode only
         self.isolated = isolated
         self.internet = internet
+        self.spec = spec or GuestSpec()
         self.proc = None
         self.ctrl = None
+        self.life = None
         self.agent_pid = None
         self.idle = []
         self.lock = threading.Lock()
         self.stopped = False
 
     # --- lifecycle ---
+    def _command(self, ctrl_fd, life_fd):
+        if not self.isolated:
+            uid = gid = -1
+            os.makedirs(self.workspace, mode=0o755)
+            os.makedirs(self.tmp)
+            os.chmod(self.tmp, 0o1777)
+            if os.geteuid() == 0:
+                uid, gid = config.GUEST_UID, config.GUEST_GID
+                os.chown(self.workspace, uid, gid)
+                os.chown(self.tmp, uid, gid)
+            return [sys.executable, "-m", "mbsvc.agent", "--ctrl", str(ctrl_fd), "--workspace", self.workspace,
+                    "--tmp", self.tmp, "--uid", str(uid), "--gid", str(gid)]
+        rootfs = os.path.join(self.root, "rootfs")
+        os.makedirs(rootfs, mode=0o755)
+        flags = ["--mount", "--pid", "--ipc", "--uts", "--fork", "--propagation", "private", "--kill-child"]
+        cmd = [sys.executable, "-m", "mbsvc.guestinit", "--ctrl", str(ctrl_fd), "--life", str(life_fd),
+               "--rootfs", rootfs, "--workdir", self.spec.workdir, "--uid-base", str(self.spec.uid_base),
+               "--guest-uid", str(self.spec.guest_uid)]
+        if not self.internet:
+            flags.append("--net")
+            cmd.append("--no-internet")
+        if self.spec.reaping_init:
+            cmd.append("--reaping-init")
+        return ["unshare"] + flags + ["--"] + cmd
+
     def start(self, timeout):
-        os.makedirs(self.workspace, mode=0o755)
-        os.makedirs(self.tmp)
-        os.chmod(self.tmp, 0o1777)
-        uid = gid = -1
-        if os.geteuid() == 0:
-            uid, gid = config.GUEST_UID, config.GUEST_GID
-            os.chown(self.workspace, uid, gid)
-            os.chown(self.tmp, uid, gid)
-            os.chmod(self.workspace, 0o755)
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        cmd = [sys.executable, "-m", "mbsvc.agent", "--ctrl", str(theirs.fileno()),
-               "--workspace", self.workspace, "--tmp", self.tmp, "--uid", str(uid), "--gid", str(gid)]
-        if self.isolated:
-            os.makedirs("/workspace", exist_ok=True)
-            flags = ["--mount", "--pid", "--fork", "--propagation", "private", "--kill-child"]
-            if not self.internet:
-                flags.append("--net")
-                cmd.append("--no-internet")
-            cmd = ["unshare"] + flags + ["--"] + cmd + ["--isolated"]
-        env = {"PATH": config.GUEST_PATH, "PYTHONPATH": _PKG_PARENT, "PYTHONDONTWRITEBYTECODE": "1"}
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),),
-                                     env=env, cwd="/", start_new_session=True)
-        theirs.close()
+        life_r, self.life = os.pipe()          # PID 1 exits when this write end closes
+        try:
+            cmd = self._command(theirs.fileno(), life_r)
+            env = {"PATH": config.GUEST_PATH, "PYTHONPATH": _PKG_PARENT, "PYTHONDONTWRITEBYTECODE": "1"}
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         pass_fds=(theirs.fileno(), life_r), env=env, cwd="/",
+                                         start_new_session=True)
+        finally:
+            theirs.close()
+            os.close(life_r)
         self.ctrl = mine
         mine.settimeout(timeout)
         try:
@@ -85,6 +117,8 @@ class Guest:
                 return
             self.stopped = True
             idle, self.idle = self.idle, []
+        if self.life is not None:
+            os.close(self.life)
         if self.agent_pid:
             try:
                 os.kill(self.agent_pid, signal.SIGKILL)
@@ -121,8 +155,9 @@ class Guest:
             theirs.close()
         return mine
 
-    def call(self, header, payload=b"", fds=(), timeout=None):
-        """Send one request and return (response, payload).  GuestError on transport failure."""
+    def call(self, header, payload=b"", fds=(), timeout=None, received=None):
+        """Send one request and return (response, payload); fds sent back are appended
+        to received (or closed).  GuestError on transport failure."""
         with self.lock:
             conn = self.idle.pop() if self.idle else None
         if conn is None:
@@ -130,10 +165,15 @@ class Guest:
         conn.settimeout(timeout)
         try:
             wire.send(conn, header, payload, fds)
-            res, out, _ = wire.recv(conn)
+            res, out, back = wire.recv(conn)
         except (OSError, wire.WireClosed) as e:
             conn.close()
             raise GuestError("agent call failed: %s" % e)
+        if received is not None:
+            received.extend(back)
+        else:
+            for fd in back:
+                os.close(fd)
         with self.lock:
             if self.stopped:
                 conn.close()
@@ -142,18 +182,29 @@ class Guest:
         return res, out
 
     # --- processes ---
-    def spawn(self, argv, env, fds, cwd=None, pty=False):
-        """Start a process with fds as its stdin/stdout/stderr; returns its guest pid or raises GuestError."""
-        res, _ = self.call({"op": "spawn", "argv": argv, "env": env, "cwd": cwd, "pty": pty}, fds=fds,
-                           timeout=30)
+    def spawn(self, argv, env, fds, cwd=None):
+        """Start a process with fds as its stdin/stdout/stderr; returns its guest pid or raises GuestError.
+        The process leads its own session and process group."""
+        res, _ = self.call({"op": "spawn", "argv": argv, "env": env, "cwd": cwd}, fds=fds, timeout=30)
         if not res.get("_ok"):
             raise GuestError(res.get("error", "spawn failed"))
         return res["result"]["pid"]
 
+    def spawn_pty(self, argv, env, cwd, cols, rows):
+        """Start a process on a new pty of the guest; returns (pid, master fd)."""
+        back = []
+        res, _ = self.call({"op": "spawn", "argv": argv, "env": env, "cwd": cwd,
+                            "pty": {"cols": cols, "rows": rows}}, timeout=30, received=back)
+        if not res.get("_ok") or len(back) != 1:
+            for fd in back:
+                os.close(fd)
+            raise GuestError(res.get("error", "spawn failed"))
+        return res["result"]["pid"], back[0]
+
     def wait(self, pid):
         """Block until pid exits; returns the raw wait status.  GuestError if the guest dies."""
         res, _ = self.call({"op": "wait", "pid": pid})
-        if not res.get("_ok"):
+        if not res.get("_ok") or res["result"]["status"] is None:
             raise GuestError(res.get("error", "wait failed"))
         return res["result"]["status"]
 
@@ -163,3 +214,11 @@ class Guest:
         except GuestError:
             return False
         return bool(res.get("_ok"))
+
+    def zombies(self):
+        """Zombie processes in the guest's PID namespace, or None if the agent does not answer."""
+        try:
+            res, _ = self.call({"op": "zombies"}, timeout=10)
+        except GuestError:
+            return None
+        return res["result"]["zombies"] if res.get("_ok") else None

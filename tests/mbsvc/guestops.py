@@ -26,15 +26,18 @@ def container_query(req, extra=(), unknown_code="invalid_container_id"):
     return cid, created
 
 
-def guest_env(extra=None):
-    env = {"PATH": config.GUEST_PATH, "HOME": "/workspace"}
+def guest_env(gen, extra=None):
+    """The environment of guest processes: PATH and the image user's HOME (degraded: /workspace)."""
+    guest = gen.guest
+    env = {"PATH": config.GUEST_PATH, "HOME": guest.spec.home if guest.isolated else "/workspace"}
     env.update(extra or {})
     return env
 
 
 def agent_call(gen, header, payload=b"", unavailable="files_unavailable",
                timeout=config.FILES_TIMEOUT_MS / 1000.0, renew=True):
-    """Run one agent operation holding a pool slot; returns (result, payload)."""
+    """Run one agent operation holding a pool slot; returns (result, payload).
+    renew: the call renews the idle deadline as it starts (export does not)."""
     gen.acquire(renew)
     try:
         res, out = gen.guest.call(header, payload, timeout=timeout)

@@ -1,8 +1,10 @@
 # Turns a managed job's raw output into events (§5.2, §5.4, §8-1): a shared
 # sequence for both streams, UTF-8 decoding per stream with U+FFFD, chunks of
 # at most 8192 UTF-16 units that never split a surrogate pair, the 1 MiB byte
-# cap, and at most 512 events: the first ones go out immediately, later
-# output is batched so the remaining byte allowance always fits the budget.
+# cap. Two policies: "batched" (the newest runtime: the first events go out
+# immediately, later output is batched so the byte allowance always fits the 512
+# events) and "per-read" (d93e920: every pipe read is an event, and the job stops
+# with output_limit after 510 of them however little was printed).
 
 import codecs
 import time
@@ -11,6 +13,8 @@ from . import config
 
 PIECE = config.MAX_CHUNK_UNITS - 4     # raw bytes per decode; +3 carried bytes stays <= 8192 units
 BATCH_AGE = 1.0                         # seconds a partial batch may wait while budget allows
+READ_PIECE = 8192                       # per-read: bytes per event, as the runtime slices each read
+READ_EVENT_CAP = config.MAX_EXECUTION_EVENTS - 2
 
 
 def split_units(text, limit=config.MAX_CHUNK_UNITS):
@@ -94,3 +98,45 @@ class Output:
         for stream, buf in self.batch.items():
             self._emit(stream, buf, final=True)
             buf.clear()
+
+
+class PerReadOutput:
+    """d93e920: each read is cut into 8192-byte pieces, one event each (an empty
+    decode still counts); the 510th piece, or one cut short by the byte cap, stops the job."""
+
+    def __init__(self, job):
+        self.job = job
+        self.decoders = {}
+        self.pieces = 0
+
+    def _decoder(self, stream):
+        if stream not in self.decoders:
+            self.decoders[stream] = codecs.getincrementaldecoder("utf-8")("replace")
+        return self.decoders[stream]
+
+    def feed(self, stream, data):
+        """Record one read; returns True when the job must stop with output_limit."""
+        for off in range(0, len(data), READ_PIECE):
+            want = min(READ_PIECE, len(data) - off)
+            piece = data[off:off + min(want, config.MAX_OUTPUT_BYTES - self.job.output_bytes)]
+            self.job.add_output_bytes(len(piece))
+            text = self._decoder(stream).decode(piece)
+            if text:
+                self.job.append_event(stream, text)
+            self.pieces += 1
+            if self.pieces >= READ_EVENT_CAP or len(piece) < want:
+                return True
+        return False
+
+    def tick(self):
+        pass
+
+    def close(self):
+        for stream, dec in self.decoders.items():
+            text = dec.decode(b"", True)
+            if text:
+                self.job.append_event(stream, text)
+
+
+def make_output(job, mode):
+    return PerReadOutput(job) if mode == "per-read" else Output(job)

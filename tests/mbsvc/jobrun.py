@@ -1,7 +1,9 @@
-# Runs one managed job in its guest: spawn (pipes or a PTY), the output pump
-# (joboutput), the stdin writer, timeout / cancel / output-limit kills, idle
-# renewal while running, and the final status.  One thread per job plus a
-# waiter and a stdin writer.
+# Runs one managed job in its guest: spawn under `timeout --signal=KILL` (pipes,
+# or a pty allocated in the guest), the output pump (joboutput), the stdin
+# writer, timeout / cancel / output-limit kills, idle renewal every
+# job_renew_ms while running, and the final status. As in the hosted runtime the
+# job ends when its process has exited and its streams reached EOF, not before.
+# One thread per job plus a waiter and a stdin writer.
 
 import fcntl
 import os
@@ -14,36 +16,49 @@ import time
 
 from . import config
 from .errors import GuestError
-from .execrun import exit_code
-from .guestops import guest_env
-from .joboutput import Output
-from .validate import iso_ms
+from .execrun import LENIENT_GRACE, exit_code, timeout_argv
 from .generation import now_ms
+from .guestops import guest_env
+from .joboutput import make_output
+from .validate import iso_ms
 
-EXIT_GRACE = 0.05
+STOP_WAIT = 2.0          # seconds a killed job may take to be reaped before its record is closed anyway
 
 
 def set_winsize(fd, cols, rows):
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
 
-def _open_fds(job):
-    """Returns (child fds [in, out, err], {read fd: stream}, stdin fd or None, fds to close after spawn)."""
+def _start(job, gen, argv, env):
+    """Start the job's process: (pid, {read fd: stream}, stdin fd or None), or None if it did not start.
+    A pty is allocated inside the guest; its master is both output and input."""
     spec = job.spec
     if job.pty is not None:
-        master, slave = os.openpty()
-        set_winsize(master, job.pty["cols"], job.pty["rows"])
-        job.master = master
-        return [slave, slave, slave], {master: "stdout"}, master, [slave]
+        try:
+            pid, master = gen.guest.spawn_pty(argv, env, spec.get("cwd"), job.pty["cols"], job.pty["rows"])
+        except GuestError:
+            return None
+        with job.cond:
+            job.master = master
+        return pid, {master: "stdout"}, master
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     in_r, in_w = os.pipe()
-    stdin_fd = None
-    if spec.get("stdin"):
-        stdin_fd = in_w
-    else:
+    stdin_fd = in_w if spec.get("stdin") else None
+    if stdin_fd is None:
         os.close(in_w)
-    return [in_r, out_w, err_w], {out_r: "stdout", err_r: "stderr"}, stdin_fd, [in_r, out_w, err_w]
+    try:
+        pid = gen.guest.spawn(argv, env, [in_r, out_w, err_w], spec.get("cwd"))
+    except GuestError:
+        pid = None
+    finally:
+        for fd in (in_r, out_w, err_w):
+            os.close(fd)
+    if pid is None:
+        for fd in (out_r, err_r) + ((stdin_fd,) if stdin_fd is not None else ()):
+            os.close(fd)
+        return None
+    return pid, {out_r: "stdout", err_r: "stderr"}, stdin_fd
 
 
 def _stdin_writer(job, fd, is_pty):
@@ -94,7 +109,7 @@ def _write_all(job, fd, data):
     return True
 
 
-def _finish(job, status, spawn_failed=False):
+def _finish(job, status, spawn_failed=False, legacy=False):
     with job.cond:
         if job.reason is not None:
             job.status = job.reason
@@ -104,7 +119,7 @@ def _finish(job, status, spawn_failed=False):
         elif spawn_failed or status is None:
             job.status, job.exit_code = "failed", None
         else:
-            code = exit_code(status)
+            code = exit_code(status, legacy)
             job.exit_code = code
             job.status = "succeeded" if code == 0 else "failed"
         job.stdin_closed = True
@@ -112,36 +127,32 @@ def _finish(job, status, spawn_failed=False):
         job.cond.notify_all()
 
 
-def run(job):
+def run(job, opts):
     gen = job.gen
     spec = job.spec
+    legacy = opts.legacy_exit_codes
+
     def hook():            # the container is stopping: the job ends as canceled before stop returns
         job_stop(job)
         with job.cond:
             job.cond.wait_for(job.terminal, 2.0)
     timeout_ms = min(spec.get("timeoutMs", config.DEFAULT_TIMEOUT_MS), max(0, gen.remaining_ms()))
-    deadline = time.monotonic() + timeout_ms / 1000.0
+    deadline = time.monotonic() + timeout_ms / 1000.0          # armed before GNU timeout starts
     if not gen.add_stop_hook(hook):
         job.reason = job.reason or "canceled"
         _finish(job, None, True)
         gen.release(renew=False)
         return
-    child, outs, stdin_fd, close_after = _open_fds(job)
     argv = ["/bin/sh", "-lc", spec["command"]] if "command" in spec else list(spec["argv"])
-    try:
-        pid = gen.guest.spawn(argv, guest_env(spec.get("env")), child, spec.get("cwd"), job.pty is not None)
-    except GuestError:
-        pid = None
-    finally:
-        for fd in close_after:
-            os.close(fd)
-    if pid is None:
-        for fd in list(outs) + ([stdin_fd] if stdin_fd is not None and stdin_fd not in outs else []):
-            os.close(fd)
+    if not legacy:
+        argv = timeout_argv(timeout_ms, argv)
+    started = _start(job, gen, argv, guest_env(gen, spec.get("env")))
+    if started is None:
         _finish(job, None, True)
         gen.remove_stop_hook(hook)
         gen.release()
         return
+    pid, outs, stdin_fd = started
     with job.cond:
         job.pid = pid
         if job.reason is None:
@@ -150,7 +161,7 @@ def run(job):
         job.cond.notify_all()
     if stopping:
         gen.guest.kill(pid, 9)
-    done = threading.Event()
+    wake_r, wake_w = os.pipe()
     status = []
 
     def waiter():
@@ -158,16 +169,20 @@ def run(job):
             status.append(gen.guest.wait(pid))
         except GuestError:
             pass
-        done.set()
-        with job.cond:
-            job.cond.notify_all()
+        try:
+            os.write(wake_w, b"x")
+        except OSError:        # the pump already gave up on this process (STOP_WAIT)
+            pass
+        finally:
+            os.close(wake_w)
     threading.Thread(target=waiter, daemon=True).start()
     writer = None
     if stdin_fd is not None:
         writer = threading.Thread(target=_stdin_writer, args=(job, stdin_fd, job.pty is not None), daemon=True)
         writer.start()
-    _pump(job, gen, outs, done, deadline, pid)
-    _finish(job, status[0] if status else None)
+    _pump(job, gen, outs, wake_r, deadline, pid, opts)
+    os.close(wake_r)
+    _finish(job, status[0] if status else None, legacy=legacy)
     for fd in outs:
         if fd != stdin_fd:
             os.close(fd)
@@ -184,41 +199,52 @@ def run(job):
     gen.release()
 
 
-def _pump(job, gen, outs, done, deadline, pid):
-    output = Output(job)
+def _pump(job, gen, outs, wake_r, deadline, pid, opts):
+    """Collect output until the process has exited and every stream reached EOF, or
+    until the job is stopped (timeout, cancel, output limit)."""
+    output = make_output(job, opts.output_events)
     sel = selectors.DefaultSelector()
-    for fd in outs:
+    for fd in list(outs) + [wake_r]:
         os.set_blocking(fd, False)
         sel.register(fd, selectors.EVENT_READ)
-    renew_every = min(config.JOB_RENEW_MS, gen.idle_timeout_ms / 3.0) / 1000.0
+    renew_every = gen.job_renew_ms / 1000.0
     renewed = time.monotonic()
-    exited_at = None
-    killed = False
+    exited_at = stopped_at = None
+    open_streams = len(outs)
     while True:
         now = time.monotonic()
         if job.reason is None and now >= deadline:
             job_stop(job, "timed_out")
-        if job.reason is not None and not killed:
-            killed = True
+        if job.reason is not None and stopped_at is None:
+            stopped_at = now
             gen.guest.kill(pid, 9)
         if now - renewed >= renew_every:
-            gen.touch()
             renewed = now
-        if done.is_set():
-            if exited_at is None:
-                exited_at = now
-            if not sel.get_map() or now - exited_at > EXIT_GRACE or job.reason is not None:
+            if not gen.touch():
+                job_stop(job, "canceled")
+        if exited_at is not None:
+            if open_streams == 0 or job.reason is not None:
                 break
+            if opts.lenient_exec and now - exited_at > LENIENT_GRACE:
+                break
+        elif stopped_at is not None and now - stopped_at > STOP_WAIT:
+            break                      # killed but not reaped: do not hang the record on it
         output.tick()
-        for key, _ in sel.select(0.05 if exited_at is None else 0.01):
+        wait = min(0.25, renewed + renew_every - now, max(0.0, deadline - now) if job.reason is None else 0.25)
+        for key, _ in sel.select(max(0.0, wait)):
+            if key.fd == wake_r:
+                sel.unregister(wake_r)
+                exited_at = time.monotonic()
+                continue
             try:
                 data = os.read(key.fd, 65536)
             except BlockingIOError:
                 continue
-            except OSError:        # EIO: the PTY slave is closed everywhere
+            except OSError:        # EIO: the pty slave is closed everywhere
                 data = b""
             if not data:
                 sel.unregister(key.fd)
+                open_streams -= 1
                 continue
             if job.reason is not None:
                 continue

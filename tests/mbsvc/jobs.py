@@ -170,7 +170,8 @@ class JobStores:
             store.jobs[job.id] = job
         self.svc.stats.job_created(gen.id)
         summary = job.summary()
-        threading.Thread(target=jobrun.run, args=(job,), name="job-" + job.id[:8], daemon=True).start()
+        threading.Thread(target=jobrun.run, args=(job, self.svc.opts), name="job-" + job.id[:8],
+                         daemon=True).start()
         return summary
 
     # --- control ---
@@ -195,6 +196,7 @@ class JobStores:
             job.cond.notify_all()
         if not item["done"].wait(config.STDIN_WRITE_MS / 1000.0) or not item["ok"]:
             raise ApiError(503, "stdin_unavailable")
+        job.gen.touch()             # the runtime renews idle time after each confirmed write
         return {"bytes": len(data), "stdinClosed": False}
 
     def stdin_close(self, job):
@@ -204,6 +206,7 @@ class JobStores:
             job.stdin_closed = True
             job.stdin_queue.append(None)
             job.cond.notify_all()
+        job.gen.touch()
         return {"bytes": 0, "stdinClosed": True}
 
     def shutdown(self):

@@ -64,7 +64,7 @@ def register(router, svc):
         if "imageId" in doc:
             raise ApiError(404, "image_not_found")     # no custom images exist locally
         if catalog is None:
-            catalog = config.DEFAULT_CATALOG
+            catalog = svc.opts.default_catalog
         elif catalog not in config.CATALOG_IDS:
             raise ApiError(404, "image_not_found")
         return json_response(account.create(size, catalog, internet, req.header("Idempotency-Key")))

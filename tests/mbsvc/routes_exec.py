@@ -24,7 +24,7 @@ def register(router, svc):
         gen = account.live(req.query.get("id"), req.query.get("createdAt"))
         gen.acquire()
         try:
-            result = execrun.run(gen, wellformed(doc["command"]), timeout)
+            result = execrun.run(gen, wellformed(doc["command"]), timeout, req.handler.connection, svc.opts)
         except GuestError:
             if not gen.running:
                 raise ApiError(409, "container_not_running")

@@ -103,7 +103,10 @@ def register(router, svc):
         path = _query_path(req, allow_root=True)
         limit = _query_int(req, "limit", config.DEFAULT_LIST_LIMIT, 1, config.MAX_DIR_ENTRIES)
         offset = _query_int(req, "offset", 0, 0, config.MAX_DIR_OFFSET)
-        return {"path": path, "limit": limit, "offset": offset}
+        doc = {"path": path, "limit": limit, "offset": offset}
+        if svc.opts.lenient_listing:
+            doc["lenient"] = True
+        return doc
 
     def build_stat(req):
         path = _query_path(req, allow_root=True)

@@ -1,5 +1,6 @@
-# Local-only routes under /_local/ (same bearer auth): stats, fault
-# injection rules and forced lease expiry.  Not part of the hosted API.
+# Local-only routes under /_local/ (same bearer auth): stats (with the live
+# zombie count of each running guest), fault injection rules and forced lease
+# expiry.  Not part of the hosted API.
 
 from .errors import ApiError
 from .faults import parse
@@ -10,7 +11,13 @@ from .validate import valid_container_id
 
 def register(router, svc):
     def get_stats(req):
-        return json_response(svc.stats.doc())
+        doc = svc.stats.doc()
+        doc["zombies"] = {}
+        for gen in svc.account.running():
+            count = gen.guest.zombies() if gen.guest is not None else None
+            if count is not None:
+                doc["zombies"][gen.id] = count
+        return json_response(doc)
 
     def reset_stats(req):
         svc.stats.reset()

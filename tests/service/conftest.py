@@ -44,6 +44,15 @@ def api(service):
 
 @pytest.fixture
 def container(api):
+    """A `python` image container: it has /workspace, its working directory."""
+    c = create_container(api, catalogId="python")
+    yield c
+    c.delete()
+
+
+@pytest.fixture
+def node_container(api):
+    """A container of the default image (node): /root, no /workspace."""
     c = create_container(api)
     yield c
     c.delete()

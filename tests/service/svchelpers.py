@@ -164,6 +164,24 @@ def create_container(api, **body):
     return Container(api, r.json())
 
 
+def host_procs(marker):
+    """Host pids of live processes whose command line contains marker (zombies have none)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    if marker.encode() in f.read():
+                        found.append(int(pid))
+            except OSError:
+                pass
+    return found
+
+
+def slot_index(cid):
+    return 0 if cid == "small" else int(cid[1:])
+
+
 def wait_for(pred, timeout=10.0, interval=0.05):
     end = time.monotonic() + timeout
     while time.monotonic() < end:

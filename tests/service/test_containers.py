@@ -21,7 +21,7 @@ def test_create_status_and_generation(api):
     c = listed[0]
     assert c["status"] == "running" and c["size"] == "lite" and c["catalogId"] == "node"
     assert ISO.match(c["expiresAt"]) and c["expiresAt"] > c["createdAt"]
-    assert doc["limits"]["maxSessionMs"] == 259200000 and doc["plan"] == "scale"
+    assert doc["limits"]["maxSessionMs"] == 3600000 and doc["plan"] == "builder"
     # same key, same body: 200 with the same creation, no new start
     starts = doc["usage"]["starts"]
     again = api.post("/containers", body={}, headers={"Idempotency-Key": "create-basic"})

@@ -1,9 +1,11 @@
-# Transport rules (§1): origin, OPTIONS, 404/405, origin_required, auth,
-# query validation codes per route and the check order.
+# Transport rules (§1, §9.6-7): origin, OPTIONS, 404/405, origin_required, exact
+# key comparison, the JSON body cap, query validation codes per route and the check order.
 
 import socket
+import subprocess
+import sys
 
-from svchelpers import Api
+from svchelpers import SERVICE, Api, create_container
 
 GEN = "2026-01-01T00:00:00.000Z"
 
@@ -41,8 +43,14 @@ def test_auth(api):
     assert (r.status, r.error) == (401, "not_authenticated")
     r = api.get("/containers", auth=False, headers={"Authorization": "Basic abc"})
     assert r.status == 401
-    r = api.get("/containers", auth=False, headers={"Authorization": "bearer " + api.key.upper().replace("MB_", "mb_")})
-    assert r.status == 200
+    r = api.get("/containers", auth=False, headers={"Authorization": "bearer " + api.key})
+    assert r.status == 200                                   # the format check ignores case...
+    r = api.get("/containers", auth=False, headers={"Authorization": "Bearer " + api.key.upper().replace("MB_", "mb_")})
+    assert (r.status, r.error) == (401, "not_authenticated")   # ...the hashed key does not
+    for bad in ("Bearer " + api.key.replace("mb_", "MB_"), "Bearer  " + api.key, "Bearer\t" + api.key,
+                "Bearer " + api.key + "0", "Bearer " + api.key[3:], api.key):
+        r = api.get("/containers", auth=False, headers={"Authorization": bad})
+        assert (r.status, r.error) == (401, "not_authenticated"), bad
 
 
 def test_route_and_method(api):
@@ -127,3 +135,27 @@ def test_keep_alive_and_chunked_upload(api, service):
     r = chunked.request("POST", "/containers/exec", "id=small&createdAt=" + GEN,
                         body=iter([b'{"command":', b'"true"}']))
     assert r.error == "container_not_running"
+
+
+def test_json_body_cap_counts_the_json(start_service):
+    svc = start_service()                     # its own slot history: this admits a job
+    c = create_container(svc.api)
+    quotes = '"' * 16384                      # a valid 16 KiB command whose JSON escapes double it
+    for path, headers in (("/containers/exec", {}), ("/containers/executions", {"Idempotency-Key": "cap"})):
+        r = c.api.post(path, c.q, {"command": quotes}, headers=headers)
+        assert (r.status, r.error) == (413, "request_too_large"), path
+        r = c.api.post(path, c.q, {"command": "a" * 16384}, headers=headers)
+        assert r.status in (200, 202), (path, r)
+
+
+def test_lenient_auth_flag(start_service):
+    svc = start_service("--lenient-auth")
+    r = svc.api.get("/containers", auth=False, headers={"Authorization": "bearer " + svc.key.upper()})
+    assert r.status == 200
+
+
+def test_malformed_key_is_refused_at_startup(tmp_path):
+    for key in ("mb_" + "0" * 63, "secret", "MB-" + "0" * 64):
+        p = subprocess.run([sys.executable, SERVICE, "--listen", "127.0.0.1:0", "--state", str(tmp_path / "s"),
+                            "--api-key", key], capture_output=True, text=True, timeout=30)
+        assert p.returncode == 2 and "mb_ followed by 64 hex digits" in p.stderr and key not in p.stderr

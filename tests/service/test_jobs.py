@@ -72,7 +72,10 @@ def test_create_run_and_get(container):
     ok = finish(container, start(container, argv=["printf", "%s-%s", "a", "b"])["id"])
     assert ok["status"] == "succeeded" and ok["exitCode"] == 0 and ok["stdout"] == "a-b"
     bad = finish(container, start(container, argv=["no-such-program-xyz"])["id"])
-    assert bad["status"] == "failed" and bad["exitCode"] is None
+    assert bad["status"] == "failed" and bad["exitCode"] == 127          # GNU timeout could not run it
+    assert "no-such-program-xyz" in bad["stderr"]
+    nocwd = finish(container, start(container, command="true", cwd="/nowhere")["id"])
+    assert nocwd["status"] == "failed" and nocwd["exitCode"] is None     # nothing started
     env = finish(container, start(container, command="echo $FOO; pwd", env={"FOO": "bar"}, cwd="/tmp")["id"])
     assert env["stdout"] == "bar\n/tmp\n"
     listed = container.api.get("/containers/executions", container.q).json()["executions"]
@@ -241,7 +244,7 @@ def test_signals(container):
     running(container, t["id"])
     container.api.post("/containers/executions/%s/signal" % t["id"], container.q, {"signal": "SIGTERM"})
     d = finish(container, t["id"])
-    assert d["status"] == "failed" and d["exitCode"] == 143
+    assert d["status"] == "failed" and d["exitCode"] is None     # timeout died of the SIGTERM it re-raised
 
 
 def test_pty_and_resize(container):

@@ -11,7 +11,7 @@ from svchelpers import create_container
 def test_stats_counts_and_reset(start_service):
     svc = start_service()
     api = svc.api
-    c = create_container(api)
+    c = create_container(api, catalogId="python")
     assert api.delete("/_local/stats").json() == {"ok": True}
     c.put("/workspace/a", b"x")
     c.get("/workspace/a")
@@ -26,14 +26,14 @@ def test_stats_counts_and_reset(start_service):
     assert not any(k.startswith("GET /_local") for k in doc["requests"])
     api.delete("/_local/stats")
     assert api.get("/_local/stats").json() == {"requests": {}, "statuses": {}, "peakConcurrentOps": {},
-                                               "jobsCreated": {}}
+                                               "jobsCreated": {}, "zombies": {c.id: 0}}
     assert api.get("/_local/stats", auth=False).status == 401
 
 
 def test_fault_before_and_after(start_service):
     svc = start_service()
     api = svc.api
-    c = create_container(api)
+    c = create_container(api, catalogId="python")
     rule = {"route": "PUT /containers/files", "count": 1, "status": 503, "error": "files_unavailable",
             "when": "before"}
     assert api.post("/_local/faults", body=rule).json() == {"ok": True}
@@ -79,7 +79,7 @@ def _raw_get(port, key, target):
 def test_fault_reset_and_delay(start_service):
     svc = start_service()
     api = svc.api
-    c = create_container(api)
+    c = create_container(api, catalogId="python")
     c.put("/workspace/big", b"z" * 100000)
     api.post("/_local/faults", body={"route": "GET /containers/files", "count": 1, "reset": True,
                                      "afterBytes": 1000})

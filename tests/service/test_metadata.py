@@ -1,7 +1,9 @@
-# Metadata routes (§4.4-4.6): list, stat, mkdir, remove, move, chmod, their
-# validation (invalid_request) and their error codes.
+# Metadata routes (§4.4-4.6, §9.5): list, stat, mkdir, remove, move, chmod,
+# their validation (invalid_request), their error codes and the listing race.
 
 import re
+
+from svchelpers import create_container
 
 ISO_S = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.000Z$")
 
@@ -24,7 +26,7 @@ def test_list_sorting_paging_and_entries(container):
     assert by["sub"]["type"] == "directory" and by["sub"]["mode"] == "0755"
     assert by["link"]["type"] == "symlink" and by["link"]["linkTarget"] == "a" and by["link"]["size"] == 1
     assert "linkTarget" not in by["a"]
-    assert by["a"]["uid"] == 1000 and ISO_S.match(by["a"]["modifiedAt"])
+    assert (by["a"]["uid"], by["a"]["gid"]) == (0, 0) and ISO_S.match(by["a"]["modifiedAt"])
     page = meta(container, "list", path="/workspace", limit="2", offset="1").json()
     assert [e["name"] for e in page["entries"]] == ["B", "Z"] and page["nextOffset"] == 3
     last = meta(container, "list", path="/workspace", limit="2", offset="4").json()
@@ -39,7 +41,8 @@ def test_list_errors(container):
     container.exec("touch /workspace/f; mkdir -m 000 /workspace/closed; ln -s /workspace /workspace/wl")
     assert meta(container, "list", path="/workspace/nope").error == "file_not_found"
     assert meta(container, "list", path="/workspace/f").error == "not_directory"
-    assert meta(container, "list", path="/workspace/closed").error == "file_access_denied"
+    assert meta(container, "list", path="/workspace/closed").status == 200        # guest root reads it anyway
+    assert meta(container, "list", path="/proc/1/fd").error == "file_access_denied"   # PID 1 is not guest root
     assert meta(container, "list", path="/workspace/wl").status == 200
     for bad in ({"limit": "0"}, {"limit": "1001"}, {"limit": "-1"}, {"offset": "1000001"}, {"limit": "1.0"}):
         assert meta(container, "list", path="/workspace", **bad).error == "invalid_request"
@@ -94,7 +97,8 @@ def test_remove(container):
     container.exec("cd /workspace && mkdir -p d/e && touch d/e/f && mkdir empty && touch g && "
                    "ln -s d dl && mkdir -p ro/x && chmod 555 ro")
     assert meta(container, "remove", "DELETE", path="/workspace/d").error == "directory_not_empty"
-    assert meta(container, "remove", "DELETE", path="/workspace/ro/x").error == "file_access_denied"
+    assert meta(container, "remove", "DELETE", path="/workspace/ro/x").status == 200   # root ignores 0555
+    assert meta(container, "remove", "DELETE", path="/proc/1/environ").error == "file_access_denied"
     assert meta(container, "remove", "DELETE", path="/workspace/dl").status == 200
     assert meta(container, "stat", path="/workspace/d/e/f").status == 200       # link target untouched
     assert meta(container, "remove", "DELETE", path="/workspace/empty").status == 200
@@ -146,3 +150,17 @@ def test_chmod(container):
 def test_method_and_allow(container):
     r = meta(container, "chmod", "POST", {"mode": "0644"}, path="/workspace/f")
     assert r.status == 405 and r.headers["allow"] == "PATCH, OPTIONS"
+
+
+def test_list_fails_when_an_entry_vanishes(container):
+    # The agent's own /proc/self/fd lists the descriptor it read the directory
+    # through, which is closed before the per-entry stat: a vanished entry, every time.
+    r = meta(container, "list", path="/proc/self/fd")
+    assert (r.status, r.error) == (403, "file_access_denied")
+
+
+def test_lenient_listing_flag(start_service):
+    svc = start_service("--lenient-listing")
+    c = create_container(svc.api)
+    r = meta(c, "list", path="/proc/self/fd")
+    assert r.status == 200 and {e["name"] for e in r.json()["entries"]} >= {"0", "1", "2"}
