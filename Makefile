@@ -35,10 +35,12 @@ SHIM_SRC   := $(wildcard shim/*.c)
 TOOL_SRC   := $(wildcard tests/tools/*.c)
 
 COMMON_OBJ := $(COMMON_SRC:%.c=$(OBJ)/%.o)
-FUSE_OBJ   := $(FUSE_SRC:%.c=$(OBJ)/%.o)
+FUSE_OBJ   := $(FUSE_SRC:%.c=$(OBJ)/%.o) $(OBJ)/gen/fuse_sh.o
 SHIM_OBJ   := $(SHIM_SRC:%.c=$(OBJ)/%.o) $(OBJ)/gen/guest_sh.o
-# The scripts mbexec runs on the guest, embedded as strings (shim/embed.sh).
+# The scripts mbexec and mbfs run on the guest, embedded as strings
+# (common/embed.sh).
 GUEST_SH   := $(sort $(wildcard shim/guest/*.sh))
+FUSE_SH    := $(sort $(wildcard fuse/guest/*.sh))
 TOOL_BIN   := $(TOOL_SRC:tests/tools/%.c=$(O)/tests/%)
 
 MBFS   := $(O)/fuse/mbfs
@@ -55,11 +57,15 @@ $(OBJ)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
-$(OBJ)/gen/guest_sh.c: $(GUEST_SH) shim/embed.sh
+$(OBJ)/gen/guest_sh.c: $(GUEST_SH) common/embed.sh
 	@mkdir -p $(dir $@)
-	sh shim/embed.sh $(GUEST_SH) >$@.t && mv -f $@.t $@
+	sh common/embed.sh mbx_sh shim/guest_sh.h $(GUEST_SH) >$@.t && mv -f $@.t $@
 
-$(OBJ)/gen/guest_sh.o: $(OBJ)/gen/guest_sh.c shim/guest_sh.h
+$(OBJ)/gen/fuse_sh.c: $(FUSE_SH) common/embed.sh
+	@mkdir -p $(dir $@)
+	sh common/embed.sh mbfs_sh fuse/guest_sh.h $(FUSE_SH) >$@.t && mv -f $@.t $@
+
+$(OBJ)/gen/%_sh.o: $(OBJ)/gen/%_sh.c
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 $(LIBCOMMON): $(COMMON_OBJ)
@@ -94,7 +100,7 @@ check: deps
 # Every script that runs on the guest (and the one that embeds them) passes
 # shellcheck as POSIX sh, since the hosted images run them under dash.
 lint:
-	shellcheck -s sh $(GUEST_SH) shim/embed.sh
+	shellcheck -s sh $(GUEST_SH) $(FUSE_SH) common/embed.sh
 
 test: all
 	MB_BIN_DIR=$(CURDIR) $(PYTHON) -m pytest -q $(PYTEST_ARGS) tests

@@ -92,7 +92,8 @@ char *mb_control_format(const struct mb_control *c)
 	    !cJSON_AddStringToObject(o, "mountpoint", c->mountpoint) ||
 	    !cJSON_AddNumberToObject(o, "pid", (double)c->pid) ||
 	    !cJSON_AddStringToObject(o, "version", c->version[0] ? c->version : MB_VERSION) ||
-	    (c->expires_at[0] && !cJSON_AddStringToObject(o, "expiresAt", c->expires_at)))
+	    (c->expires_at[0] && !cJSON_AddStringToObject(o, "expiresAt", c->expires_at)) ||
+	    (c->agent[0] && !cJSON_AddStringToObject(o, "agent", c->agent)))
 		goto out;
 	text = cJSON_PrintUnformatted(o);
 	if (!text)
@@ -133,7 +134,9 @@ int mb_control_parse(const char *json, size_t len, struct mb_control *out,
 	    (r = mb_json_get_int(o, "pid", false, &pid, NULL, what, err)) ||
 	    (r = mb_json_get_strbuf(o, "version", false, c.version, sizeof(c.version), what, err)) ||
 	    (r = mb_json_get_strbuf(o, "expiresAt", false, c.expires_at,
-				    sizeof(c.expires_at), what, err)))
+				    sizeof(c.expires_at), what, err)) ||
+	    (r = mb_json_get_strbuf(o, "agent", false, c.agent,
+				    sizeof(c.agent), what, err)))
 		goto out;
 	if (!mb_ident_valid_id(c.ident.id)) {
 		r = mb_err_set(err, EPROTO, "%s: bad container id '%s'", what, c.ident.id);

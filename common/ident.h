@@ -5,8 +5,10 @@
  * both. The control file MOUNTPOINT/.mainbrella is JSON:
  *   {"apiUrl":..., "id":..., "createdAt":..., "root":"/workspace",
  *    "mountpoint":"/home/u/sb", "pid":1234, "version":"0.1.0",
- *    "expiresAt":"2026-10-05T13:00:00.000Z"}
- * expiresAt (the generation's hard deadline) is left out when unknown.
+ *    "expiresAt":"2026-10-05T13:00:00.000Z", "agent":"mbfs-agent-..."}
+ * expiresAt (the generation's hard deadline) is left out when unknown;
+ * agent names the mount's local socket for mbexec (agent.h), left out by a
+ * mount that offers none.
  * It never holds the API key. Writing the line MB_CONTROL_SYNC to it makes
  * the mount push what it still holds back (the write returns once done, or
  * fails with EIO); writing MB_CONTROL_INVALIDATE tells it that a command has
@@ -28,6 +30,7 @@
 #define MB_GEN_MAX 40
 #define MB_URL_MAX 512
 #define MB_PATH_MAX 4096
+#define MB_AGENT_NAME_MAX 64
 
 struct mb_ident {
 	char id[MB_ID_MAX];        /* "small" or "c1".."c499" */
@@ -42,6 +45,7 @@ struct mb_control {
 	long pid;
 	char version[32];
 	char expires_at[MB_GEN_MAX];   /* hard deadline; "" when unknown */
+	char agent[MB_AGENT_NAME_MAX]; /* the mount's socket; "" when none */
 };
 
 /* 1 when id is "small" or "c1".."c499". */

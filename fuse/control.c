@@ -25,6 +25,7 @@ int mbfs_control_init(struct mbfs *fs)
 	c.pid = (long)getpid();
 	snprintf(c.version, sizeof(c.version), "%s", MB_VERSION);
 	snprintf(c.expires_at, sizeof(c.expires_at), "%s", fs->expires_at);
+	snprintf(c.agent, sizeof(c.agent), "%s", fs->agent_name);
 	char *json = mb_control_format(&c);
 	if (!json)
 		return -ENOMEM;

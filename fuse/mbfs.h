@@ -110,6 +110,9 @@ struct mbfs {
 	struct mbfs_data *data;
 	struct mbfs_batch *batch;
 	struct mbfs_lease *lease;       /* NULL until mbfs_lease_start */
+	struct mbfs_agent *agent;       /* mbexec's socket (agent.h); NULL
+	                                   when none */
+	char agent_name[MB_AGENT_NAME_MAX]; /* in the control file; "" none */
 
 	pthread_mutex_t nodes_lock;
 	struct mbfs_node *nodes;        /* open files by path; protected by

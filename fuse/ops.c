@@ -21,6 +21,7 @@
 #include <fuse.h>
 
 #include "common/log.h"
+#include "fuse/agent.h"
 #include "fuse/batch.h"
 #include "fuse/cache.h"
 #include "fuse/control.h"
@@ -63,6 +64,12 @@ static void *mbfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	cfg->hard_remove = 1;
 	cfg->set_uid = 0;
 	cfg->set_gid = 0;
+	/* before the control file, which names its socket */
+	int arc = mbfs_agent_start(FS, &FS->agent, FS->agent_name,
+				   sizeof(FS->agent_name));
+	if (arc)
+		mb_log(MB_LOG_WARN, "cannot offer mbexec a socket (%s): each "
+		       "command polls by itself", strerror(-arc));
 	if (mbfs_control_init(FS))
 		mb_log(MB_LOG_ERR, "cannot build the control file");
 	/* a thread now: libfuse calls init after daemonising */
@@ -80,6 +87,8 @@ static void *mbfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 static void mbfs_destroy(void *data)
 {
 	(void)data;
+	mbfs_agent_stop(FS->agent);
+	FS->agent = NULL;
 	mbfs_lease_stop(FS);
 	mbfs_node_flush_all(FS);
 	mbfs_batch_stop(FS);

@@ -18,6 +18,8 @@
 #define MBX_POLL_TIMEOUT_MS 20000
 #define MBX_SIGNAL_TIMEOUT_MS 15000
 #define MBX_POLL_WAIT_MS 1000       /* guest long-poll */
+#define MBX_LAUNCH_WAIT_SHARED_MS 300 /* the launch's wait with a mount's
+                                         shared polls to go on with */
 #define MBX_RETRY_BUDGET_MS 60000   /* consecutive failures before giving up */
 #define MBX_WAIT_NOTICE_MS 5000     /* retrying this long is said on stderr */
 
@@ -35,6 +37,8 @@ struct mbx_exec_state {
 	bool complete;               /* and all output delivered */
 	int rc;
 	bool term_sent;              /* the main thread ended the command */
+	int mux_fd;                  /* the mount's socket (mux.h), or -1 */
+	bool mux_off;                /* no usable mount socket: poll directly */
 	bool broken_pipe;
 	/* heartbeat thread (see heartbeat_main) */
 	pthread_t hb_th;

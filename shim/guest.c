@@ -38,19 +38,26 @@ int mbx_sh_assign(struct mb_buf *b, const char *var, const char *value)
 	return r;
 }
 
-/* The variables every op needs, then lib.sh. $MBEXEC_KEEP_SECONDS (tests)
- * sets how long a supervisor started by this op keeps finished runs. */
-static int head(struct mb_buf *b, const char *run_id)
+/* B, V (and K: $MBEXEC_KEEP_SECONDS, for tests, sets how long a supervisor
+ * started by this op keeps finished runs), then lib.sh: the same for every
+ * run, so a mount's shared poll sends it once. */
+static int prelude(struct mb_buf *b)
 {
 	const char *keep = getenv("MBEXEC_KEEP_SECONDS");
 	uint64_t k = 0;
-	int r = mb_buf_appendf(b, "B=%s V=%s R=%s/%s\n", MBX_RUN_BASE,
-			       mbx_sh_version, MBX_RUN_BASE, run_id);
+	int r = mb_buf_appendf(b, "B=%s V=%s\n", MBX_RUN_BASE, mbx_sh_version);
 
 	if (!r && keep && mb_parse_u64(keep, 2, 86400, &k) == 0)
 		r = mb_buf_appendf(b, "K=%llu\n", (unsigned long long)k);
-
 	return r ? r : mb_buf_appends(b, mbx_sh_lib);
+}
+
+/* The variables every op needs, then lib.sh. */
+static int head(struct mb_buf *b, const char *run_id)
+{
+	int r = prelude(b);
+
+	return r ? r : mb_buf_appendf(b, "R=%s/%s\n", MBX_RUN_BASE, run_id);
 }
 
 /* Install one script under $B when missing (write, then rename). */
@@ -117,6 +124,37 @@ int mbx_guest_poll(struct mb_buf *b, const char *run_id, uint64_t oo,
 				   in_pos, wait_ms / 1000, wait_ms % 1000,
 				   2 * wait_ms / 50 + 1, record ? 1 : 0);
 	return r ? r : mb_buf_appends(b, mbx_sh_poll);
+}
+
+int mbx_guest_mux_poll(const char *run_id, uint64_t oo, uint64_t eo,
+		       long in_pos, struct mbx_mux_parts *p)
+{
+	char R[64];
+	int r;
+
+	snprintf(R, sizeof(R), "%s/%s", MBX_RUN_BASE, run_id);
+	mb_buf_init(&p->prelude, 256u * 1024);
+	mb_buf_init(&p->setup, 4096);
+	mb_buf_init(&p->ready, 4096);
+	mb_buf_init(&p->body, 4096);
+	r = prelude(&p->prelude);
+	r = r ? r : mb_buf_appendf(&p->setup, "poll_setup %s %llu %llu %ld 1", R,
+				   (unsigned long long)oo, (unsigned long long)eo,
+				   in_pos);
+	r = r ? r : mb_buf_appendf(&p->ready, "poll_ready %s %ld", R, in_pos);
+	r = r ? r : mb_buf_appendf(&p->body, "R=%s\nrep %llu %llu", R,
+				   (unsigned long long)oo, (unsigned long long)eo);
+	if (r)
+		mbx_mux_parts_release(p);
+	return r;
+}
+
+void mbx_mux_parts_release(struct mbx_mux_parts *p)
+{
+	mb_buf_release(&p->prelude);
+	mb_buf_release(&p->setup);
+	mb_buf_release(&p->ready);
+	mb_buf_release(&p->body);
 }
 
 int mbx_guest_attach(struct mb_buf *b, const char *run_id)

@@ -82,6 +82,17 @@ int mbx_guest_launch(struct mb_buf *out, const struct mbx_launch *l);
 int mbx_guest_poll(struct mb_buf *out, const char *run_id, uint64_t oo,
 		   uint64_t eo, long in_pos, unsigned wait_ms, bool record);
 
+/* The same poll, in the parts a mount's shared poll (fuse/agent.c)
+ * combines: prelude (the same for every run: sent once), setup, a ready
+ * test (builtins only) and the body that prints the report. On success
+ * the caller releases p (mbx_mux_parts_release). 0 or -ENOMEM. */
+struct mbx_mux_parts {
+	struct mb_buf prelude, setup, ready, body;
+};
+int mbx_guest_mux_poll(const char *run_id, uint64_t oo, uint64_t eo,
+		       long in_pos, struct mbx_mux_parts *p);
+void mbx_mux_parts_release(struct mbx_mux_parts *p);
+
 /* Report from the offsets the last recorded poll had (mbexec --attach). */
 int mbx_guest_attach(struct mb_buf *out, const char *run_id);
 

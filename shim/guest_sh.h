@@ -1,5 +1,5 @@
 /* guest_sh.h: the guest scripts of shim/guest/, embedded at build time by
- * shim/embed.sh (each is the text of the file of the same name; read them
+ * common/embed.sh (each is the text of the file of the same name; read them
  * there). Linked from the generated guest_sh.c.
  */
 #ifndef MBX_GUEST_SH_H

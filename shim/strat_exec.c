@@ -16,12 +16,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/api.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "shim/exec_int.h"
 #include "shim/guest.h"
+#include "shim/mux.h"
 #include "shim/pump.h"
 #include "shim/result.h"
 #include "shim/stdin_exec.h"
@@ -118,8 +120,12 @@ static int build_launch(struct mbx_run *r, struct mbx_exec_state *st,
 		.in_mode = st->in_mode,
 		.in_data = st->pre,
 		.in_len = st->prelen,
+		/* a short command ends within the launch (one request); with a
+		 * mount to share polls with, a long one should not hold one of
+		 * the 4 operations for long just waiting */
 		.wait_ms = st->in_mode == MBX_IN_STREAM ||
-			   st->in_mode == MBX_IN_PTY ? 200 : 1000,
+			   st->in_mode == MBX_IN_PTY ? 200 :
+			   r->target->control.agent[0] ? MBX_LAUNCH_WAIT_SHARED_MS : 1000,
 		.orphan_s = mbx_orphan_seconds(),
 	};
 
@@ -231,6 +237,7 @@ static int exec_start(struct mbx_run *r)
 		return MBX_EXIT_FAIL;
 	}
 	r->priv = st;
+	st->mux_fd = -1;
 	pthread_mutex_init(&st->hb_mu, NULL);
 	pthread_cond_init(&st->hb_cv, NULL);
 	mb_buf_init(&b, 1u << 20);
@@ -395,7 +402,21 @@ static int exec_wait(struct mbx_run *r)
 			break;
 		}
 		nahead = mbx_ahead_start(r, st, ahead);
-		e = mbx_guest_call(r, &b, MBX_POLL_TIMEOUT_MS, true, &rep, NULL, &err);
+		e = -ENOTCONN;
+		/* a long poll goes through the mount, with every other running
+		 * command's: one operation of the sandbox's 4 for all of them */
+		if (wait && !st->mux_off) {
+			e = mbx_mux_poll(r, &st->mux_fd, st->run_id, st->out_off,
+					 st->err_off, mbx_uploader_waiting(st->up),
+					 wait, &rep, &err);
+			if (e == -ENOTCONN)
+				st->mux_off = true;
+			else if (e && !mb_err_is_stopped(&err))
+				e = -ENOTCONN;   /* this one directly, with retries */
+		}
+		if (e == -ENOTCONN)
+			e = mbx_guest_call(r, &b, MBX_POLL_TIMEOUT_MS, true, &rep,
+					   NULL, &err);
 		if (e || (rep.state != MBX_ST_RUNNING && rep.state != MBX_ST_DONE)) {
 			mbx_ahead_finish(r, st, ahead, nahead, false);
 			nahead = 0;
@@ -461,6 +482,8 @@ static void exec_finish(struct mbx_run *r)
 		return;
 	mbx_heartbeat_stop(st);
 	mbx_uploader_stop(st->up);
+	if (st->mux_fd >= 0)
+		close(st->mux_fd);
 	/* small finished runs stay for a re-fetch until the guest's sweep;
 	 * big ones (and streamed stdin) are removed now */
 	if (st->done && st->complete &&

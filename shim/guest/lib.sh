@@ -7,11 +7,13 @@
 # B/sup-V.sh, B/run-V.sh by the launch), R the run directory.
 # shellcheck disable=SC2154 # B, V and R are set by the caller
 
-# rep OO EO: one report from byte offsets OO (stdout) and EO (stderr):
+# rep OO EO: one report of run R from byte offsets OO (stdout) and EO (stderr):
 #   @mbx STATE RC OUTSIZE ERRSIZE INPOS OO ON EO EN, base64 of ON bytes of
 #   out, @e, base64 of EN bytes of err, @end
 # or the run's one-line result. The common case (everything from offset 0)
-# costs one stat and one base64 per non-empty stream.
+# costs one stat and one base64 per non-empty stream. At most MUXCAP raw
+# bytes (default 640 KiB, stderr half of them): base64 of it stays under the
+# 1 MiB output cap of an exec, also when a mount's poll carries many reports.
 rep() {
 	all=0
 	if [ -s "$R/result" ]; then cat "$R/result"; return 0; fi
@@ -29,11 +31,12 @@ rep() {
 		es=${4:-0}
 	fi
 	[ -s "$R/in.pos" ] && read -r ip <"$R/in.pos"
+	cap=${MUXCAP:-655360}
 	en=$((es - $2))
-	[ $en -gt 327680 ] && en=327680
+	[ $en -gt $((cap / 2)) ] && en=$((cap / 2))
 	[ $en -lt 0 ] && en=0
 	on=$((os - $1))
-	[ $on -gt $((655360 - en)) ] && on=$((655360 - en))
+	[ $on -gt $((cap - en)) ] && on=$((cap - en))
 	[ $on -lt 0 ] && on=0
 	echo "@mbx $st $rc $os $es ${ip:-0} $1 $on $2 $en"
 	if [ $on = "$os" ] && [ $on -gt 0 ]; then
@@ -87,5 +90,58 @@ alive() {
 			dispatch
 		fi
 	fi
+	return 0
+}
+
+# poll_setup R OO EO IPOS RECORD: before a poll of run R from offsets OO/EO
+# (INPOS: stdin chunks known consumed, -1: not waiting for stdin): renew
+# it, keep OO EO for --attach when RECORD is 1, and mark now, or flag it
+# ready (.rdy) when something is new already. One stat per run.
+poll_setup() {
+	R=$1
+	[ "$5" = 1 ] && [ -d "$R" ] && echo "$2 $3" >"$R/seen"
+	alive
+	rm -f "$R/.rdy" 2>/dev/null
+	if [ -d "$R" ] && [ ! -s "$R/rc" ] && [ ! -s "$R/result" ]; then
+		p=0
+		[ -s "$R/in.pos" ] && read -r p <"$R/in.pos"
+		# shellcheck disable=SC2046 # two numbers
+		set -- "$2" "$3" "$4" "$p" $(stat -c %s "$R/out" "$R/err" 2>/dev/null)
+		if [ "${5:-0}" -le "$1" ] && [ "${6:-0}" -le "$2" ] &&
+			{ [ "$3" -lt 0 ] || [ "$4" = "$3" ]; }; then
+			: >"$R/.mark"
+			return 0
+		fi
+		: >"$R/.rdy"
+	fi
+	return 0
+}
+
+# poll_ready R INPOS: something new for run R since poll_setup (builtin
+# tests only: it is checked every 50 ms).
+# shellcheck disable=SC3013 # dash (and bash) have test -nt
+poll_ready() {
+	[ -e "$1/.rdy" ] || [ ! -d "$1" ] || [ -s "$1/rc" ] || [ -s "$1/result" ] ||
+		[ "$1/out" -nt "$1/.mark" ] || [ "$1/err" -nt "$1/.mark" ] ||
+		{ [ "$2" -ge 0 ] && [ "$1/in.pos" -nt "$1/.mark" ]; }
+}
+
+# wait_until WAIT STEPS CMD...: until CMD succeeds, checking every 50 ms,
+# at most STEPS times and WAIT seconds of wall clock (a timer sleep, waited
+# for: nothing is left behind).
+wait_until() {
+	w=$1
+	n=$2
+	shift 2
+	"$@" && return 0
+	sleep "$w" >/dev/null 2>&1 &
+	tp=$!
+	i=0
+	while [ $i -lt "$n" ] && kill -0 $tp 2>/dev/null && ! "$@"; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	kill $tp 2>/dev/null
+	wait $tp 2>/dev/null
 	return 0
 }
