@@ -59,11 +59,11 @@ $(OBJ)/%.o: %.c
 
 $(OBJ)/gen/guest_sh.c: $(GUEST_SH) common/embed.sh
 	@mkdir -p $(dir $@)
-	sh common/embed.sh mbx_sh shim/guest_sh.h $(GUEST_SH) >$@.t && mv -f $@.t $@
+	sh common/embed.sh mbx_sh shim/guest_sh.h $(GUEST_SH) >$@.$$$$ && mv -f $@.$$$$ $@
 
 $(OBJ)/gen/fuse_sh.c: $(FUSE_SH) common/embed.sh
 	@mkdir -p $(dir $@)
-	sh common/embed.sh mbfs_sh fuse/guest_sh.h $(FUSE_SH) >$@.t && mv -f $@.t $@
+	sh common/embed.sh mbfs_sh fuse/guest_sh.h $(FUSE_SH) >$@.$$$$ && mv -f $@.$$$$ $@
 
 $(OBJ)/gen/%_sh.o: $(OBJ)/gen/%_sh.c
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<

@@ -39,6 +39,7 @@ struct mbx_exec_state {
 	bool term_sent;              /* the main thread ended the command */
 	int mux_fd;                  /* the mount's socket (mux.h), or -1 */
 	bool mux_off;                /* no usable mount socket: poll directly */
+	bool bulk_off;               /* bulk GETs failed once: polls only */
 	bool broken_pipe;
 	/* heartbeat thread (see heartbeat_main) */
 	pthread_t hb_th;

@@ -182,6 +182,15 @@ int mbx_guest_resize(struct mb_buf *b, const char *run_id, unsigned cols,
 	return r ? r : mb_buf_appends(b, mbx_sh_resize);
 }
 
+int mbx_guest_cut(struct mb_buf *b, const char *run_id, uint64_t off,
+		  unsigned n)
+{
+	int r = head(b, run_id);
+
+	r = r ? r : mb_buf_appendf(b, "set -- %llu %u\n", (unsigned long long)off, n);
+	return r ? r : mb_buf_appends(b, mbx_sh_cut);
+}
+
 int mbx_guest_heartbeat(struct mb_buf *b, const char *run_id)
 {
 	int r = head(b, run_id);

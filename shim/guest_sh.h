@@ -12,6 +12,7 @@ extern const char mbx_sh_signal[];    /* INT / TERM a run */
 extern const char mbx_sh_resize[];    /* a pty run's window size */
 extern const char mbx_sh_heartbeat[]; /* the client is alive */
 extern const char mbx_sh_cleanup[];   /* remove a finished run */
+extern const char mbx_sh_cut[];       /* stdout into 1 MiB pieces */
 extern const char mbx_sh_sup[];       /* installed: the guest supervisor */
 extern const char mbx_sh_run[];       /* installed: one run */
 extern const char mbx_sh_version[];   /* checksum of all of them */

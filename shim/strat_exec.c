@@ -21,6 +21,7 @@
 #include "common/api.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "shim/bulk.h"
 #include "shim/exec_int.h"
 #include "shim/guest.h"
 #include "shim/mux.h"
@@ -390,6 +391,14 @@ static int exec_wait(struct mbx_run *r)
 			mbx_error("%s; stopping the command", msg);
 			terminate_once(r, st);
 			ret = MBX_EXIT_FAIL;
+		}
+		/* megabytes waiting: GETs of 1 MiB pieces, not base64 polls */
+		if (!st->broken_pipe && !st->bulk_off &&
+		    st->out_size - st->out_off >= MBX_BULK_MIN) {
+			if (mbx_bulk_fetch(r, st))
+				st->bulk_off = true;
+			else
+				continue;
 		}
 		wait = st->done ? 0 : MBX_POLL_WAIT_MS;
 		if (r->deadline_ms && !r->timed_out && r->deadline_ms - now < wait)
