@@ -157,11 +157,11 @@ static int fit_launch(struct mbx_run *r, struct mbx_exec_state *st, struct mb_bu
 	char path[96];
 	struct mb_err err;
 
-	if (build_launch(r, st, NULL, b) == 0 && b->len <= MB_MAX_COMMAND_BYTES)
+	if (build_launch(r, st, NULL, b) == 0 && mb_exec_fits(b->data))
 		return 0;
 	if (st->in_mode == MBX_IN_EMBED) {
 		st->in_mode = MBX_IN_STREAM;
-		if (build_launch(r, st, NULL, b) == 0 && b->len <= MB_MAX_COMMAND_BYTES)
+		if (build_launch(r, st, NULL, b) == 0 && mb_exec_fits(b->data))
 			return 0;
 	}
 	if (strlen(r->script_exec) > MB_MAX_FILE_BYTES) {
@@ -178,7 +178,7 @@ static int fit_launch(struct mbx_run *r, struct mbx_exec_state *st, struct mb_bu
 			"did not start", err.msg);
 		return MBX_EXIT_FAIL;
 	}
-	if (build_launch(r, st, path, b) == 0 && b->len <= MB_MAX_COMMAND_BYTES)
+	if (build_launch(r, st, path, b) == 0 && mb_exec_fits(b->data))
 		return 0;
 	mbx_error("the remote directory name is too long");
 	return MBX_EXIT_USAGE;

@@ -165,3 +165,20 @@ def test_deadline_note_from_the_control_file(service, container):
         assert p.returncode == 0 and p.stderr == b"", p.stderr
     finally:
         rmtree(d)
+
+
+def test_a_command_whose_json_body_would_pass_32k_travels_as_a_file(service, container):
+    d = fake_mount(service, container)
+    try:
+        # 7,000 bytes that fit the 16 KiB command with the launch around
+        # them, but that JSON escapes to 42,000 (\u0001 each)
+        arg = "\x01" * 7000
+        service.reset_stats()
+        p = mbx(service, ["printf", "%s", arg], d)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout == arg.encode()
+        st = service.stats()
+        assert "413" not in json.dumps(st["statuses"]), st["statuses"]
+        assert st["requests"].get("PUT /containers/files") == 1, st["requests"]
+    finally:
+        rmtree(d)
