@@ -41,6 +41,7 @@ struct managed_state {
 	int stop_pipe[2];
 	long cursor;
 	bool canceled;                /* we canceled (timeout / terminate) */
+	int sent_signal;              /* the last SIGINT/SIGTERM we sent */
 	bool broken_pipe;
 };
 
@@ -182,11 +183,13 @@ static void managed_signal(struct mbx_run *r, enum mbx_action a, int signo)
 	mb_err_clear(&err);
 	switch (a) {
 	case MBX_ACT_INTERRUPT:
+		st->sent_signal = SIGINT;
 		if (mb_job_signal(r->client, &r->ident, st->eid, "SIGINT", &err) &&
 		    err.http_status != 409)
 			mb_log(MB_LOG_WARN, "%s", err.msg);
 		break;
 	case MBX_ACT_TERMINATE:
+		st->sent_signal = SIGTERM;
 		if (mb_job_signal(r->client, &r->ident, st->eid, "SIGTERM", &err) &&
 		    err.http_status != 409)
 			mb_log(MB_LOG_WARN, "%s", err.msg);
@@ -381,6 +384,11 @@ static int managed_wait(struct mbx_run *r)
 		r->status = fin.exit_code & 0xff;
 		if (r->status > 128 && r->status <= 128 + 64)
 			r->term_signal = r->status - 128;
+	} else if (!strcmp(fin.status, "failed") && st->sent_signal) {
+		/* the job runs under GNU timeout, which dies of the signal the
+		 * command died of: the service has no exit code to give */
+		r->status = 128 + st->sent_signal;
+		r->term_signal = st->sent_signal;
 	} else if (!strcmp(fin.status, "timed_out")) {
 		if (!r->timed_out)
 			mbx_error("the command reached the service's limit of %ld min "
@@ -398,7 +406,8 @@ static int managed_wait(struct mbx_run *r)
 	} else {
 		mbx_error("the managed execution %s ended as '%s'%s", st->eid,
 			  fin.status, !strcmp(fin.status, "failed") ?
-			  " (the command could not be started)" : "");
+			  " without an exit code (it was killed by a signal, or "
+			  "could not be started)" : "");
 		return MBX_EXIT_FAIL;
 	}
 	return 0;

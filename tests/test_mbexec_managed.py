@@ -158,13 +158,13 @@ def test_tty_window_size_follows_sigwinch(service, mnt):
 
 
 def test_dash_i_from_a_terminal_needs_no_managed_job(service, mnt):
-    before = jobs_created(service)
+    jobs = jobs_created(service)
     status, out, before, after = run_in_pty(
         service, ["-i", "--json", "cat"], mnt.mountpoint,
         keys=[(b"", b"abc\n"), (b"abc", b"\x04")])
     assert status == 0, out
     doc = json.loads(out[out.index(b"{"):].replace(b"\r\n", b"\n"))
     assert doc["strategy"] == "exec" and doc["exitCode"] == 0
-    assert jobs_created(service) == before
+    assert jobs_created(service) == jobs
     assert doc["stdout"] == "abc\n"
     assert after == before
