@@ -60,23 +60,14 @@ static const char *field(const cJSON *o, const char *key)
 
 /* ---- one exec for a batch ---- */
 
-/* Build the batch's script: each distinct prelude once, the setups, the
- * wait (mux.sh) for any client's ready test, then every report between
- * markers. */
+/* Build the batch's script: the prelude (the same for all of them), the
+ * setups, the wait (mux.sh) for any client's ready test, then every report
+ * between markers. */
 static int build(struct mux_req **v, size_t n, unsigned wait_ms, struct mb_buf *b)
 {
-	size_t i, j;
-	int r = 0;
+	size_t i;
+	int r = mb_buf_appendf(b, "%s\n", field(v[0]->msg, "prelude"));
 
-	for (i = 0; i < n && !r; i++) {
-		const char *p = field(v[i]->msg, "prelude");
-
-		for (j = 0; j < i; j++)
-			if (!strcmp(p, field(v[j]->msg, "prelude")))
-				break;
-		if (j == i)
-			r = mb_buf_appendf(b, "%s\n", p);
-	}
 	r = r ? r : mb_buf_appends(b, "mux_ready() {\nfalse");
 	for (i = 0; i < n && !r; i++)
 		r = mb_buf_appendf(b, " ||\n{ %s\n}", field(v[i]->msg, "ready"));
@@ -91,27 +82,29 @@ static int build(struct mux_req **v, size_t n, unsigned wait_ms, struct mb_buf *
 	return r ? r : mb_buf_appends(b, "echo '@mux end'\n");
 }
 
-/* Give each request its part of the output. */
+/* Give each request its part of the output: what lies between its marker
+ * and the next one (a login profile may print before the first). */
 static void split(struct mux_req **v, size_t n, const char *out)
 {
-	char mark[32];
+	char start[32], end[32];
 	size_t i;
 
 	for (i = 0; i < n; i++) {
 		const char *s, *e;
 
-		snprintf(mark, sizeof(mark), "@mux %zu\n", i);
-		s = strstr(out, mark);
-		snprintf(mark, sizeof(mark), "@mux %s\n", i + 1 < n ? "" : "end");
+		snprintf(start, sizeof(start), "@mux %zu\n", i);
 		if (i + 1 < n)
-			snprintf(mark, sizeof(mark), "@mux %zu\n", i + 1);
-		e = s ? strstr(s, mark) : NULL;
-		if (!s || !e) {
+			snprintf(end, sizeof(end), "@mux %zu\n", i + 1);
+		else
+			snprintf(end, sizeof(end), "@mux end\n");
+		s = strstr(out, start);
+		e = s ? strstr(s + strlen(start), end) : NULL;
+		if (!e) {
 			v[i]->rc = mb_err_set(&v[i]->err, EPROTO, "the guest's "
 					      "answer to a shared poll was cut");
 			continue;
 		}
-		s += strlen("@mux \n") + (size_t)snprintf(NULL, 0, "%zu", i);
+		s += strlen(start);
 		v[i]->out = strndup(s, (size_t)(e - s));
 		if (!v[i]->out)
 			v[i]->rc = mb_err_set(&v[i]->err, ENOMEM, "out of memory");
@@ -168,12 +161,23 @@ static void *mux_main(void *arg)
 			pthread_mutex_unlock(&a->mu);
 			return NULL;
 		}
-		for (n = 0; n < MUX_MAX && a->head; n++) {
-			v[n] = a->head;
-			a->head = a->head->next;
+		/* one prelude per exec: two mbexec versions define the same
+		 * shell functions differently, so they go in turns */
+		struct mux_req **pp = &a->head;
+		const char *prelude = field(a->head->msg, "prelude");
+
+		n = 0;
+		while (*pp && n < MUX_MAX) {
+			if (strcmp(field((*pp)->msg, "prelude"), prelude)) {
+				pp = &(*pp)->next;
+				continue;
+			}
+			v[n++] = *pp;
+			*pp = (*pp)->next;
 		}
-		if (!a->head)
-			a->tail = &a->head;
+		a->tail = &a->head;
+		while (*a->tail)
+			a->tail = &(*a->tail)->next;
 		pthread_mutex_unlock(&a->mu);
 
 		run_batch(a, v, n);
