@@ -29,6 +29,8 @@
  * a slot included), except where the server needs longer: one exec attempt
  * may take its command timeout + 15 s, container create 130 s, export
  * 150 s; mb_job_follow gives up after op_timeout_ms without any frame.
+ * mb_op_deadline() bounds every call of a thread further, exec included;
+ * mb_fs_list_all bounds the whole listing by op_timeout_ms.
  */
 #ifndef MB_API_H
 #define MB_API_H
@@ -70,6 +72,14 @@ struct mb_client_opts {
 int mb_client_new(const struct mb_client_opts *opts, struct mb_client **out,
 		  struct mb_err *err);
 void mb_client_free(struct mb_client *c);
+
+/* Bound every call this thread makes from now on by deadline_ms (the
+ * mb_now_ms() clock), on top of each call's own budget: a call gives up at
+ * the deadline, and one made after it fails at once with ETIMEDOUT without
+ * sending anything. 0 lifts the bound. Returns the previous bound, so an
+ * operation made of many calls (a chunked upload, its retries) restores it
+ * when it ends. Per thread: helper threads set their own. */
+uint64_t mb_op_deadline(uint64_t deadline_ms);
 
 /* When (mb_now_ms()) a call through c that renews a container's idle
  * deadline last succeeded: exec, file GET/PUT, metadata and job create,
@@ -127,8 +137,9 @@ struct mb_creation {
 };
 
 /* One POST /containers attempt (no retry: the caller loops with the same
- * key on -EAGAIN, which is returned for transport errors, 503 and
- * creation.status "starting"; for "starting" *out is filled too).
+ * key on -EAGAIN, which is returned for transport errors, any 5xx, a 429
+ * other than a monthly quota, and creation.status "starting"; for
+ * "starting" *out is filled too).
  * 409 creation_no_longer_running gives -ESTALE with *out filled. A NULL
  * idempotency_key gets a random one (then a retry cannot be matched). */
 int mb_container_create(struct mb_client *c, const struct mb_create_req *req,
@@ -181,7 +192,10 @@ int mb_fs_list(struct mb_client *c, const struct mb_ident *who,
 	       const char *path, unsigned limit, unsigned long offset,
 	       struct mb_entry_list *out, long *next_offset, struct mb_err *err);
 
-/* All pages (1000 entries each), following nextOffset. */
+/* All pages (1000 entries each), following nextOffset: within
+ * op_timeout_ms for the whole listing, and never past the offset window of
+ * the API (1000000): a nextOffset that never ends is an error (EPROTO or
+ * ETIMEDOUT), not an endless loop. */
 int mb_fs_list_all(struct mb_client *c, const struct mb_ident *who,
 		   const char *path, struct mb_entry_list *out,
 		   struct mb_err *err);

@@ -170,6 +170,17 @@ int mb_call_json(const struct mb_call *k, const struct mb_http_resp *resp,
 	return mb_json_parse(resp->body.data, resp->body.len, out, k->what, err);
 }
 
+/* The operation deadline of this thread (mb_op_deadline), 0 for none. */
+static __thread uint64_t op_deadline;
+
+uint64_t mb_op_deadline(uint64_t deadline_ms)
+{
+	uint64_t prev = op_deadline;
+
+	op_deadline = deadline_ms;
+	return prev;
+}
+
 uint64_t mb_client_last_renew_ms(struct mb_client *c)
 {
 	return atomic_load(&c->last_renew_ms);
@@ -224,6 +235,13 @@ int mb_call_run(struct mb_client *c, const struct mb_call *k,
 	int r;
 
 	mb_buf_init(&url, 64 * 1024);
+	if (op_deadline && op_deadline < deadline)
+		deadline = op_deadline;
+	if (op_deadline && remaining(op_deadline) == 0) {
+		r = mb_err_set(err, ETIMEDOUT, "%s: the operation made no progress "
+			       "for op_timeout", k->what);
+		goto out;
+	}
 	if (build_url(c, k, &url)) {
 		r = mb_err_set(err, ENAMETOOLONG, "%s: request URL too long", k->what);
 		goto out;
@@ -263,6 +281,9 @@ int mb_call_run(struct mb_client *c, const struct mb_call *k,
 			left = remaining(deadline);
 		}
 		q.timeout_ms = left > k->min_timeout_ms ? left : k->min_timeout_ms;
+		/* the operation's bound holds even for a long exec attempt */
+		if (op_deadline && q.timeout_ms > remaining(op_deadline))
+			q.timeout_ms = remaining(op_deadline);
 		if (q.timeout_ms <= 0)
 			q.timeout_ms = 1;
 		t_try = mb_now_ms();

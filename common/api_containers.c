@@ -149,8 +149,9 @@ static int parse_creation(const cJSON *doc, struct mb_creation *out,
 	return 0;
 }
 
-/* Transport errors, 503 and a "starting" creation give -EAGAIN; for the
- * latter *out is filled too, so the caller can show progress. */
+/* Transport errors, 5xx, a 429 that is not a monthly quota and a
+ * "starting" creation give -EAGAIN; for the latter *out is filled too, so
+ * the caller can show progress. */
 int mb_container_create(struct mb_client *c, const struct mb_create_req *req,
 			struct mb_creation *out, struct mb_err *err)
 {
@@ -195,7 +196,9 @@ int mb_container_create(struct mb_client *c, const struct mb_create_req *req,
 				*out = cn;
 			r = -ESTALE;
 			err->errnum = ESTALE;
-		} else if (err && (resp.status == 503 || (resp.status == 0 && r != -ENOMEM))) {
+		} else if (err && r != -ENOMEM && mb_err_is_transient(err)) {
+			/* a 5xx or a lost answer may come after the service
+			 * started the container: only the same key can tell */
 			err->errnum = EAGAIN;
 			r = -EAGAIN;
 		}

@@ -10,6 +10,7 @@
 #include "common/util.h"
 
 #define LIST_RACE_TRIES 3   /* a 403 on a list page: asked up to this often */
+#define LIST_MAX_OFFSET 1000000ul   /* the API's offset window (§4.6) */
 
 void mb_entry_release(struct mb_entry *e)
 {
@@ -115,6 +116,42 @@ static int parse_entry(const cJSON *o, struct mb_entry *out, const char *what,
 	return 0;
 }
 
+static int entry_name_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct mb_entry *)a)->name,
+		      ((const struct mb_entry *)b)->name);
+}
+
+/* Drop the entries no directory can hold ("", ".", "..", a name with a
+ * '/') and repeated names, with one warning, instead of failing: the
+ * kernel rejects a whole listing for one such name, and would show a
+ * repeated one twice. (Pages of a directory that changes while it is
+ * listed may legitimately repeat a name.) Sorts l by name, which is the
+ * service's order anyway (LC_ALL=C). */
+static void drop_bad_entries(struct mb_entry_list *l, const char *path)
+{
+	size_t bad = 0, dup = 0, m = 0;
+
+	if (l->n > 1)
+		qsort(l->v, l->n, sizeof(*l->v), entry_name_cmp);
+	for (size_t i = 0; i < l->n; i++) {
+		const char *nm = l->v[i].name;
+		bool invalid = !nm[0] || strcmp(nm, ".") == 0 ||
+			       strcmp(nm, "..") == 0 || strchr(nm, '/');
+		if (invalid || (m && strcmp(l->v[m - 1].name, nm) == 0)) {
+			*(invalid ? &bad : &dup) += 1;
+			mb_entry_release(&l->v[i]);
+			continue;
+		}
+		l->v[m++] = l->v[i];
+	}
+	l->n = m;
+	if (bad || dup)
+		mb_log(MB_LOG_WARN, "listing of '%.256s': dropped %zu entries "
+		       "with an impossible name (\"\", \".\", \"..\" or one "
+		       "with '/') and %zu repeated names", path, bad, dup);
+}
+
 static int list_page(struct mb_client *c, const struct mb_ident *who,
 		     const char *path, unsigned limit, unsigned long offset,
 		     struct mb_entry_list *out, long *next_offset,
@@ -160,6 +197,7 @@ static int list_page(struct mb_client *c, const struct mb_ident *who,
 			goto out;
 		l.n++;
 	}
+	drop_bad_entries(&l, path);
 	if (has_next && next <= (long long)offset) {
 		r = mb_err_set(err, EPROTO, "%s: nextOffset does not advance", what);
 		goto out;
@@ -206,13 +244,25 @@ int mb_fs_list_all(struct mb_client *c, const struct mb_ident *who,
 		   struct mb_err *err)
 {
 	struct mb_entry_list all = { NULL, 0 }, page;
+	uint64_t deadline = mb_now_ms() + (uint64_t)c->op_timeout_ms;
+	uint64_t outer = mb_op_deadline(0);
 	unsigned long offset = 0;
 	long next = 0;
 	int r = 0;
 
+	/* every page within one op_timeout for the whole listing */
+	mb_op_deadline(outer && outer < deadline ? outer : deadline);
 	do {
 		struct mb_entry *v;
 
+		/* a service whose nextOffset never ends must not keep a
+		 * readdir going for ever */
+		if (offset > LIST_MAX_OFFSET) {
+			r = mb_err_set(err, EPROTO, "cannot list '%.256s': the "
+				       "listing goes on past offset %lu", path,
+				       (unsigned long)LIST_MAX_OFFSET);
+			goto out;
+		}
 		r = mb_fs_list(c, who, path, MB_MAX_LIST_ENTRIES, offset, &page,
 			       &next, err);
 		if (r)
@@ -229,10 +279,12 @@ int mb_fs_list_all(struct mb_client *c, const struct mb_ident *who,
 		free(page.v);   /* the entries moved into all */
 		offset = (unsigned long)next;
 	} while (next >= 0);
+	drop_bad_entries(&all, path);   /* a name on two pages */
 	*out = all;
 	all.v = NULL;
 	all.n = 0;
 out:
+	mb_op_deadline(outer);
 	mb_entry_list_release(&all);
 	return r;
 }

@@ -111,6 +111,22 @@ out:
 	return r;
 }
 
+/* Take the key out of the environment, so that neither /proc/PID/environ
+ * nor a child process ever sees it. unsetenv() alone only unlinks the
+ * entry: its bytes stay in the initial environment block that
+ * /proc/PID/environ shows, so they are wiped first (every copy: execve
+ * may pass the name twice). */
+static void forget_env_key(void)
+{
+	static const char name[] = "MAINBRELLA_API_KEY=";
+
+	for (char **e = environ; e && *e; e++)
+		if (strncmp(*e, name, sizeof(name) - 1) == 0)
+			explicit_bzero(*e + sizeof(name) - 1,
+				       strlen(*e + sizeof(name) - 1));
+	unsetenv("MAINBRELLA_API_KEY");
+}
+
 int mb_cred_load_key(const char *key_file, char **key_out, struct mb_err *err)
 {
 	const char *env = getenv("MAINBRELLA_API_KEY");
@@ -120,6 +136,7 @@ int mb_cred_load_key(const char *key_file, char **key_out, struct mb_err *err)
 
 	if (!key_file && env && *env) {
 		r = trimmed_key(env, strlen(env), key_out);
+		forget_env_key();
 		if (r == -EINVAL)
 			return mb_err_set(err, EINVAL,
 					  "MAINBRELLA_API_KEY is not a single token");
@@ -127,6 +144,8 @@ int mb_cred_load_key(const char *key_file, char **key_out, struct mb_err *err)
 			return mb_err_set(err, -r, "cannot load the API key");
 		return 0;
 	}
+	/* an explicit key file wins; the variable goes all the same */
+	forget_env_key();
 	if (!key_file) {
 		key_file = getenv("MAINBRELLA_API_KEY_FILE");
 		if (key_file && !*key_file)

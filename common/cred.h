@@ -16,7 +16,10 @@
 #define MB_DEFAULT_API_URL "https://api.mainbrella.com"
 
 /* key_file: explicit file (an option), or NULL for the default chain.
- * On success *key_out is malloc'd; free it with mb_cred_free_key(). */
+ * On success *key_out is malloc'd; free it with mb_cred_free_key().
+ * MAINBRELLA_API_KEY leaves the environment (and its bytes are wiped from
+ * the process's initial environment block), used or not: call this before
+ * starting threads or children. */
 int mb_cred_load_key(const char *key_file, char **key_out, struct mb_err *err);
 
 /* Wipe and free a key. */

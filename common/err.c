@@ -194,3 +194,24 @@ int mb_err_is_stopped(const struct mb_err *e)
 	return e && e->http_status == 409 &&
 	       strcmp(e->code, "container_not_running") == 0;
 }
+
+int mb_err_is_transient(const struct mb_err *e)
+{
+	if (!e || mb_err_is_stopped(e))
+		return 0;
+	if (e->http_status >= 500)
+		return 1;
+	if (e->http_status == 429)
+		return strcmp(e->code, "container_quota_exceeded") != 0 &&
+		       strcmp(e->code, "compute_allowance_exhausted") != 0;
+	if (e->http_status)
+		return 0;
+	switch (e->errnum) {
+	case ECONNREFUSED: case ECONNRESET: case ECONNABORTED: case ETIMEDOUT:
+	case EHOSTUNREACH: case ENETUNREACH: case ENETDOWN: case EPIPE:
+	case EAGAIN: case EIO:
+		return 1;
+	default:
+		return e->ambiguous;
+	}
+}

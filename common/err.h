@@ -55,4 +55,11 @@ int mb_err_errno_for(enum mb_op op, int http_status, const char *code);
 /* 1 when e says the container generation is gone (409 container_not_running). */
 int mb_err_is_stopped(const struct mb_err *e);
 
+/* 1 when repeating the operation may succeed: no answer was read (a
+ * transport fault or a timeout), a 5xx, or a 429 other than a monthly quota.
+ * Not a stopped generation, another 4xx, or a local error (ENOMEM, ENOSPC,
+ * EFBIG, ENAMETOOLONG). Callers still reconcile an ambiguous mutation
+ * before repeating it (contract §7.1). */
+int mb_err_is_transient(const struct mb_err *e);
+
 #endif

@@ -1,8 +1,10 @@
 /* log.h: one levelled, format-checked logger for both programs.
  *
- * Messages go to stderr (or syslog once mb_log_use_syslog() is called, as a
- * daemonised mount does). Never pass a credential, a request body or file
- * contents. Thread-safe: each call writes one whole line.
+ * Messages go to stderr, to syslog once mb_log_use_syslog() is called (a
+ * daemonised mount with a syslog socket), or to a file once
+ * mb_log_use_file() is (-o log_file, or a daemonised mount without
+ * syslog). Never pass a credential, a request body or file contents.
+ * Thread-safe: each call writes one whole line.
  */
 #ifndef MB_LOG_H
 #define MB_LOG_H
@@ -14,6 +16,11 @@ void mb_log_init(const char *prog, enum mb_log_level level);
 void mb_log_set_level(enum mb_log_level level);
 enum mb_log_level mb_log_get_level(void);
 void mb_log_use_syslog(int on);
+/* 1 when a syslog daemon listens on /dev/log, else 0. */
+int mb_log_syslog_available(void);
+/* From now on append lines (with time and pid) to path, created 0600,
+ * instead of stderr or syslog. 0 or -errno (the previous target stays). */
+int mb_log_use_file(const char *path);
 
 void mb_log(enum mb_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

@@ -258,3 +258,52 @@ int mb_mkdir_p(const char *dir, unsigned mode)
 		return -errno;
 	return 0;
 }
+
+/* Length of the well-formed UTF-8 sequence at p (n bytes left), or 0:
+ * no overlong forms, no surrogates, nothing past U+10FFFF, as a strict
+ * decoder (the service's) requires. */
+static size_t utf8_seq_len(const unsigned char *p, size_t n)
+{
+	size_t len, i;
+	unsigned cp;
+
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+		len = 2;
+		cp = p[0] & 0x1f;
+	} else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+		len = 3;
+		cp = p[0] & 0x0f;
+	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+		len = 4;
+		cp = p[0] & 0x07;
+	} else {
+		return 0;
+	}
+	if (n < len)
+		return 0;
+	for (i = 1; i < len; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (p[i] & 0x3f);
+	}
+	if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+	    (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return len;
+}
+
+int mb_utf8_valid(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t i = 0, l;
+
+	while (i < n) {
+		l = utf8_seq_len(p + i, n - i);
+		if (!l)
+			return 0;
+		i += l;
+	}
+	return 1;
+}

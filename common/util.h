@@ -44,6 +44,10 @@ uint64_t mb_backoff_ms(unsigned attempt, uint64_t base_ms, uint64_t cap_ms);
 int mb_base64_encode(const void *in, size_t len, char **out, size_t *out_len);
 int mb_base64_decode(const char *in, size_t len, unsigned char **out, size_t *out_len);
 
+/* 1 when the n bytes at s are well-formed UTF-8 (strict: no overlong
+ * forms, surrogates or code points past U+10FFFF), else 0. */
+int mb_utf8_valid(const char *s, size_t n);
+
 /* SHA-256 of a buffer as 64 lowercase hex chars + NUL. */
 void mb_sha256_hex(const void *data, size_t len, char out[65]);
 

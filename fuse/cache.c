@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/api.h"
 #include "common/log.h"
@@ -23,6 +24,7 @@
 #include "fuse/cache.h"
 #include "fuse/cache_int.h"
 #include "fuse/mbfs.h"
+#include "fuse/xfer.h"
 
 void mbfs_parent_path(const char *path, char *out)
 {
@@ -167,6 +169,9 @@ static int take_kids(struct mbfs *fs, struct mb_entry_list *list,
 	struct child *k = calloc(list->n ? list->n : 1, sizeof(*k));
 	size_t m = 0;
 	for (size_t i = 0; k && i < list->n; i++) {
+		/* upload staging is ours, never the user's (xfer.h) */
+		if (mbfs_xfer_is_staging(list->v[i].name))
+			continue;
 		k[m].name = strdup(list->v[i].name);
 		if (!k[m].name)
 			continue;
@@ -364,6 +369,9 @@ int mbfs_cache_getattr(struct mbfs *fs, const char *path, struct stat *st)
 {
 	struct mbfs_cache *c = fs->cache;
 	char parent[MB_PATH_MAX];
+	const char *base = strrchr(path, '/');
+	if (base && mbfs_xfer_is_staging(base + 1))
+		return -ENOENT;   /* upload staging never shows (xfer.h) */
 	struct dirload load = { NULL, parent };
 	pthread_mutex_lock(&c->lock);
 	int hit = lookup_locked(c, path, st);
@@ -470,6 +478,35 @@ static struct centry *parent_listing(struct mbfs_cache *c, const char *path,
 	return p;
 }
 
+/* An entry was made in or removed from the directory of path: its mtime
+ * and ctime become now, in whole seconds like the guest's, wherever they
+ * are known (rsync -a and make compare them; the guest's own have moved).
+ * Lock held. */
+static void dir_changed_locked(struct mbfs_cache *c, const char *path)
+{
+	char dir[MB_PATH_MAX];
+	if (strcmp(path, "/") == 0 || strlen(path) >= sizeof(dir))
+		return;
+	mbfs_parent_path(path, dir);
+	struct timespec now = { .tv_sec = time(NULL), .tv_nsec = 0 };
+	struct centry *e = mbfs_cache_find(c, dir);
+	if (e && e->attr_until)
+		e->st.st_mtim = e->st.st_ctim = now;
+	const char *name;
+	struct centry *p = parent_listing(c, dir, &name);
+	struct child *k = p ? mbfs_cache_kid(p, name) : NULL;
+	if (k)
+		k->st.st_mtim = k->st.st_ctim = now;
+}
+
+void mbfs_cache_dir_changed(struct mbfs_cache *c, const char *path)
+{
+	pthread_mutex_lock(&c->lock);
+	c->counter++;
+	dir_changed_locked(c, path);
+	pthread_mutex_unlock(&c->lock);
+}
+
 static void put_locked(struct mbfs_cache *c, const char *path,
 		       const struct stat *st)
 {
@@ -481,6 +518,7 @@ static void put_locked(struct mbfs_cache *c, const char *path,
 	struct centry *p = parent_listing(c, path, &name);
 	if (p)
 		mbfs_cache_kid_put(p, name, st);
+	dir_changed_locked(c, path);
 }
 
 void mbfs_cache_put(struct mbfs_cache *c, const char *path,
@@ -554,6 +592,7 @@ static void removed_locked(struct mbfs_cache *c, const char *path, bool tree)
 	struct centry *p = parent_listing(c, path, &name);
 	if (p)
 		mbfs_cache_kid_remove(p, name);
+	dir_changed_locked(c, path);
 }
 
 void mbfs_cache_removed(struct mbfs_cache *c, const char *path, bool tree)
@@ -580,6 +619,7 @@ void mbfs_cache_renamed(struct mbfs_cache *c, const char *from, const char *to)
 	} else {
 		forget_locked(c, to);
 		forget_parent_locked(c, to);
+		dir_changed_locked(c, to);
 	}
 	pthread_mutex_unlock(&c->lock);
 }

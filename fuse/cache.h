@@ -6,7 +6,9 @@
  * at once and bumps a write counter; an answer fetched while the counter
  * moved is returned but not stored, so a stat that raced with our own write
  * never caches the old attributes. Paths are mount-relative ("/", "/a/b").
- * Does not know about open files (node.c overrides sizes of dirty files).
+ * Upload staging (names starting ".mbfs-up", xfer.h) is never listed or
+ * found. Does not know about open files (node.c overrides sizes of dirty
+ * files).
  * Thread-safe; cache->lock is a leaf lock, never held across a request.
  */
 #ifndef MBFS_CACHE_H
@@ -50,7 +52,8 @@ int mbfs_cache_readdir(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
  * them any fresher with respect to changes made on the guest. */
 
 /* We know path's attributes (our create, mkdir, symlink, upload): store
- * them, drop a negative mark, add or update path in its parent's listing. */
+ * them, drop a negative mark, add or update path in its parent's listing,
+ * whose mtime becomes now (mbfs_cache_dir_changed). */
 void mbfs_cache_put(struct mbfs_cache *c, const char *path,
 		    const struct stat *st);
 /* Same for a directory we have just made: also its listing, complete and
@@ -70,6 +73,11 @@ void mbfs_cache_removed(struct mbfs_cache *c, const char *path, bool tree);
  * was below either is forgotten. */
 void mbfs_cache_renamed(struct mbfs_cache *c, const char *from,
 			const char *to);
+
+/* An entry was made or removed at path (a link, say): the mtime and ctime
+ * of its directory become now, wherever they are known. put, put_dir,
+ * removed and renamed do this themselves. */
+void mbfs_cache_dir_changed(struct mbfs_cache *c, const char *path);
 
 /* Forget path (attributes, negative entry, its listing) and the listing of
  * its parent. */

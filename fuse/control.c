@@ -11,6 +11,8 @@
 #include "fuse/cache.h"
 #include "fuse/control.h"
 #include "fuse/data.h"
+#include "fuse/hidden.h"
+#include "fuse/journal.h"
 #include "fuse/mbfs.h"
 #include "fuse/node.h"
 
@@ -40,17 +42,51 @@ bool mbfs_is_control(const char *path)
 	return path && path[0] == '/' && strcmp(path + 1, MB_CONTROL_NAME) == 0;
 }
 
+/* The control file's text now: the identity built at init, plus what
+ * this mount kept ("kept": [{"path","file","reason"}], journal.h) once
+ * there is any. malloc'd (*len bytes), or NULL without memory. */
+static char *control_text(const struct mbfs *fs, size_t *len)
+{
+	char *kept = fs->journal ? mbfs_journal_kept_json(fs->journal) : NULL;
+	char *t = NULL;
+	size_t base = fs->control_len;
+	if (!kept || base < 2) {
+		t = malloc(base + 1);
+		if (t)
+			memcpy(t, fs->control_json ? fs->control_json : "", base + 1);
+		*len = base;
+	} else if (asprintf(&t, "%.*s,\"kept\":%s}\n", (int)(base - 2),
+			    fs->control_json, kept) >= 0) {
+		*len = strlen(t);   /* base ends with "}\n" */
+	} else {
+		t = NULL;
+	}
+	free(kept);
+	return t;
+}
+
 void mbfs_control_stat(const struct mbfs *fs, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
-	st->st_mode = S_IFREG | 0644;
+	/* the mounting user's alone, whatever -o uid/gid or allow_other say:
+	 * it drives the mount (invalidate, sync) and names mbexec's socket */
+	st->st_mode = S_IFREG | 0600;
 	st->st_nlink = 1;
-	st->st_uid = fs->uid;
-	st->st_gid = fs->gid;
-	st->st_size = (off_t)fs->control_len;
+	st->st_uid = getuid();
+	st->st_gid = getgid();
+	size_t len = fs->control_len;
+	free(control_text(fs, &len));
+	st->st_size = (off_t)len;
 	st->st_blksize = 4096;
-	st->st_blocks = (blkcnt_t)((fs->control_len + 511) / 512);
+	st->st_blocks = (blkcnt_t)((len + 511) / 512);
 	st->st_ino = (ino_t)mbfs_ino(fs, "/" MB_CONTROL_NAME);
+}
+
+int mbfs_control_access(uid_t caller)
+{
+	/* default_permissions already refuses others (mode 0600); this holds
+	 * even if the kernel was not asked to check */
+	return caller == getuid() || caller == 0 ? 0 : -EACCES;
 }
 
 int mbfs_control_read(const struct mbfs *fs, char *buf, size_t size,
@@ -58,12 +94,15 @@ int mbfs_control_read(const struct mbfs *fs, char *buf, size_t size,
 {
 	if (off < 0)
 		return -EINVAL;
-	if ((size_t)off >= fs->control_len)
-		return 0;
-	size_t n = fs->control_len - (size_t)off;
+	size_t len;
+	char *text = control_text(fs, &len);
+	if (!text)
+		return -ENOMEM;
+	size_t n = (size_t)off >= len ? 0 : len - (size_t)off;
 	if (n > size)
 		n = size;
-	memcpy(buf, fs->control_json + off, n);
+	memcpy(buf, text + off, n);
+	free(text);
 	return (int)n;
 }
 
@@ -79,6 +118,7 @@ int mbfs_control_sync(struct mbfs *fs)
 	/* dirty files no longer open would be uploaded here too, but there
 	 * are none: the last close uploads; files still open stay private to
 	 * their writers until they close them, as without sync */
+	mbfs_hidden_settle(fs, NULL);   /* names removed while open */
 	return mbfs_batch_sync(fs);
 }
 

@@ -2,7 +2,9 @@
  *
  * Reading it gives the JSON of mb_control_format (API URL, identity, root,
  * mountpoint, pid, version, the generation's hard deadline expiresAt when
- * the service gave one; never the key). Writing the line
+ * the service gave one; never the key), and once this mount has kept data
+ * it could not upload, "kept": [{"path": guest path, "file": where the
+ * data is, "reason"}] (journal.h). Writing the line
  * MB_CONTROL_INVALIDATE drops every cache of the mount: attributes,
  * listings, negative entries, clean file copies (a whole-second mtime with
  * an unchanged size cannot prove a copy current) and the sharing of clean
@@ -26,7 +28,11 @@ struct mbfs;
 /* Build the JSON once the daemon runs (pid known). 0 or -ENOMEM. */
 int mbfs_control_init(struct mbfs *fs);
 bool mbfs_is_control(const char *path);
+/* Mode 0600, owned by the mounting user (not -o uid/gid). */
 void mbfs_control_stat(const struct mbfs *fs, struct stat *st);
+/* May the process of user caller open the control file? 0 (the mounting
+ * user, or root) or -EACCES. */
+int mbfs_control_access(uid_t caller);
 int mbfs_control_read(const struct mbfs *fs, char *buf, size_t size,
 		      off_t off);
 /* Returns size when the text is a known command, else -EINVAL. */

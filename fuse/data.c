@@ -1,5 +1,4 @@
-/* data.c: the local cache directory (see data.h). */
-#include <dirent.h>
+/* data.c: the mount's local copies of file contents (see data.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -9,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -25,53 +25,21 @@ struct dentry {
 
 struct mbfs_data {
 	pthread_mutex_t lock;
-	char *datadir, *keptdir;
+	char *datadir;
 	struct dentry *head;        /* newest first; protected by lock */
 	uint64_t total;             /* bytes indexed; protected by lock */
 	uint64_t cap;
 	unsigned long seq;          /* protected by lock */
 };
 
-static void empty_dir(const char *dir)
-{
-	DIR *dp = opendir(dir);
-	if (!dp)
-		return;
-	struct dirent *de;
-	while ((de = readdir(dp))) {
-		if (de->d_name[0] == '.')
-			continue;
-		char p[PATH_MAX];
-		if (snprintf(p, sizeof(p), "%s/%s", dir, de->d_name) < (int)sizeof(p))
-			unlink(p);
-	}
-	closedir(dp);
-}
-
 int mbfs_data_new(const char *dir, uint64_t cap, struct mbfs_data **out,
 		  struct mb_err *err)
 {
 	struct mbfs_data *d = calloc(1, sizeof(*d));
-	if (!d)
-		return mb_err_set(err, ENOMEM, "out of memory");
-	if (asprintf(&d->datadir, "%s/data", dir) < 0 ||
-	    asprintf(&d->keptdir, "%s/kept", dir) < 0) {
-		free(d->datadir);
+	if (!d || !(d->datadir = strdup(dir))) {
 		free(d);
 		return mb_err_set(err, ENOMEM, "out of memory");
 	}
-	int rc = mb_mkdir_p(d->datadir, 0700);
-	if (!rc)
-		rc = mb_mkdir_p(d->keptdir, 0700);
-	if (rc) {
-		mb_err_set(err, -rc, "cannot create cache directory '%s': %s",
-			   dir, strerror(-rc));
-		free(d->datadir);
-		free(d->keptdir);
-		free(d);
-		return rc;
-	}
-	empty_dir(d->datadir);
 	pthread_mutex_init(&d->lock, NULL);
 	d->cap = cap;
 	*out = d;
@@ -96,10 +64,8 @@ void mbfs_data_free(struct mbfs_data *d)
 		n = e->next;
 		free_dentry(e, true);
 	}
-	empty_dir(d->datadir);
 	pthread_mutex_destroy(&d->lock);
 	free(d->datadir);
-	free(d->keptdir);
 	free(d);
 }
 
@@ -161,6 +127,45 @@ int mbfs_data_take(struct mbfs_data *d, const char *path, uint64_t size,
 	return 1;
 }
 
+/* Unlink the oldest entries (the tail) into a list until want bytes are
+ * freed and the total is within cap; for the cap alone (want 0) never the
+ * newest entry, which was just put. Lock held. */
+static struct dentry *evict_locked(struct mbfs_data *d, uint64_t want,
+				   uint64_t cap, uint64_t *freed)
+{
+	struct dentry *out = NULL;
+	*freed = 0;
+	while (d->head && (*freed < want || d->total > cap) &&
+	       (want || d->head->next)) {
+		struct dentry **pp = &d->head;
+		while ((*pp)->next)
+			pp = &(*pp)->next;
+		struct dentry *t = unlink_at(d, pp);
+		*freed += t->size;
+		t->next = out;
+		out = t;
+	}
+	return out;
+}
+
+static void free_list(struct dentry *e)
+{
+	while (e) {
+		struct dentry *n = e->next;
+		free_dentry(e, true);
+		e = n;
+	}
+}
+
+/* The free space of the cache's disk, or UINT64_MAX when unknown. */
+static uint64_t disk_avail(const struct mbfs_data *d)
+{
+	struct statvfs sv;
+	if (statvfs(d->datadir, &sv))
+		return UINT64_MAX;
+	return (uint64_t)sv.f_bavail * sv.f_frsize;
+}
+
 void mbfs_data_put(struct mbfs_data *d, const char *path, uint64_t size,
 		   time_t mtime, char *local)
 {
@@ -174,6 +179,7 @@ void mbfs_data_put(struct mbfs_data *d, const char *path, uint64_t size,
 	e->mtime = mtime;
 	e->local = local;
 	struct dentry *old = NULL, *evict = NULL;
+	uint64_t avail = disk_avail(d), cap = d->cap, freed;
 	pthread_mutex_lock(&d->lock);
 	for (struct dentry **pp = &d->head; *pp; pp = &(*pp)->next) {
 		if (strcmp((*pp)->path, path) == 0) {
@@ -184,23 +190,15 @@ void mbfs_data_put(struct mbfs_data *d, const char *path, uint64_t size,
 	e->next = d->head;
 	d->head = e;
 	d->total += size;
-	/* evict oldest (the tail) while over the cap, never the new one */
-	while (d->total > d->cap && d->head->next) {
-		struct dentry **pp = &d->head;
-		while ((*pp)->next)
-			pp = &(*pp)->next;
-		struct dentry *t = unlink_at(d, pp);
-		t->next = evict;
-		evict = t;
-	}
+	/* the cap follows the disk: clean copies use at most half of what
+	 * they and the free space add up to, so writes keep room */
+	if (avail != UINT64_MAX && (d->total + avail) / 2 < cap)
+		cap = (d->total + avail) / 2;
+	evict = evict_locked(d, 0, cap, &freed);
 	pthread_mutex_unlock(&d->lock);
 	if (old)
 		free_dentry(old, true);
-	while (evict) {
-		struct dentry *n = evict->next;
-		free_dentry(evict, true);
-		evict = n;
-	}
+	free_list(evict);
 }
 
 static void drop_matching(struct mbfs_data *d, const char *path, bool tree)
@@ -254,41 +252,15 @@ void mbfs_data_discard(char *local)
 	free(local);
 }
 
-int mbfs_data_keep(struct mbfs_data *d, const char *rpath, int fd,
-		   uint64_t size, char *out, size_t outsz)
+uint64_t mbfs_data_evict(struct mbfs_data *d, uint64_t want)
 {
-	const char *base = strrchr(rpath, '/');
-	base = base ? base + 1 : rpath;
-	char stamp[32], hex[9];
-	time_t now = time(NULL);
-	struct tm tm;
-	gmtime_r(&now, &tm);
-	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
-	if (mb_random_hex(hex, 4))
-		strcpy(hex, "0");
-	if (snprintf(out, outsz, "%s/%.100s.%s.%s", d->keptdir, base, stamp,
-		     hex) >= (int)outsz)
-		return -ENAMETOOLONG;
-	int o = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (o < 0)
-		return -errno;
-	char buf[65536];
-	uint64_t off = 0;
-	int rc = 0;
-	while (off < size) {
-		size_t want = size - off < sizeof(buf) ? (size_t)(size - off) : sizeof(buf);
-		ssize_t n = pread(fd, buf, want, (off_t)off);
-		if (n <= 0) {
-			rc = n < 0 ? -errno : -EIO;
-			break;
-		}
-		if (write(o, buf, (size_t)n) != n) {
-			rc = -errno ? -errno : -EIO;
-			break;
-		}
-		off += (uint64_t)n;
-	}
-	if (close(o) && !rc)
-		rc = -errno;
-	return rc;
+	uint64_t freed;
+	pthread_mutex_lock(&d->lock);
+	struct dentry *gone = evict_locked(d, want ? want : 1, UINT64_MAX, &freed);
+	pthread_mutex_unlock(&d->lock);
+	if (gone)
+		mb_log(MB_LOG_DEBUG, "the cache's disk is full: %llu bytes of "
+		       "clean copies removed", (unsigned long long)freed);
+	free_list(gone);
+	return freed;
 }

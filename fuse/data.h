@@ -1,11 +1,13 @@
-/* data.h: the local cache directory of one mount.
+/* data.h: the mount's local copies of file contents.
  *
- * DIR/data/ holds local copies of file contents: clean copies indexed in
- * memory by (path, size, mtime), so a copy is only reused while the guest
- * reports the same size and mtime, and the working copies of open files
- * (owned by node.c while open). DIR/kept/ holds the data of uploads that
- * failed; it is never cleaned automatically. data/ is emptied at start.
- * Clean copies beyond the size cap are evicted oldest first.
+ * They live in the mount's run directory (journal.h): clean copies indexed
+ * in memory by (path, size, mtime), so a copy is only reused while the
+ * guest reports the same size and mtime, and the working copies of open
+ * files (owned by node.c while open; the journal records the dirty ones).
+ * Clean copies are evicted oldest first beyond the size cap, which follows
+ * the free space of the cache's disk (clean copies use at most half of
+ * what they and the free space add up to), and on demand when a write
+ * finds the disk full (mbfs_data_evict). Kept uploads are the journal's.
  * Thread-safe (data->lock is a leaf lock); never touches the network.
  */
 #ifndef MBFS_DATA_H
@@ -18,9 +20,10 @@
 
 struct mbfs_data;
 
+/* Copies go to dir (the run directory, which exists). */
 int mbfs_data_new(const char *dir, uint64_t cap_bytes, struct mbfs_data **out,
 		  struct mb_err *err);
-/* Frees the index and removes the clean copies (not kept/). */
+/* Frees the index and removes the clean copies. */
 void mbfs_data_free(struct mbfs_data *d);
 
 /* Create a new empty working file; *local malloc'd, *fd open O_RDWR. */
@@ -44,9 +47,8 @@ void mbfs_data_drop_all(struct mbfs_data *d);
 /* Delete a working file (unlink + free). */
 void mbfs_data_discard(char *local);
 
-/* Copy the first size bytes of fd to a new file under kept/ named after
- * rpath; its path goes to out (PATH_MAX). 0 or -errno. */
-int mbfs_data_keep(struct mbfs_data *d, const char *rpath, int fd,
-		   uint64_t size, char *out, size_t outsz);
+/* Remove clean copies, oldest first, until want bytes are freed (the disk
+ * is full). Returns the bytes freed, 0 when there was nothing to remove. */
+uint64_t mbfs_data_evict(struct mbfs_data *d, uint64_t want);
 
 #endif

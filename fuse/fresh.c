@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fuse/batch.h"
 #include "fuse/cache.h"
 #include "fuse/data.h"
 #include "fuse/mbfs.h"
@@ -93,7 +94,23 @@ int mbfs_node_create(struct mbfs *fs, const char *path, unsigned mode,
 	fs->nodes = n;
 	fresh_stat(fs, n, &st);
 	pthread_mutex_unlock(&fs->nodes_lock);
+	/* in the journal before it is seen: a crash from now on leaves a
+	 * record the next mount uploads */
+	pthread_mutex_lock(&n->lock);
+	rc = mbfs_node_will_change(fs, n, false);
+	pthread_mutex_unlock(&n->lock);
+	if (rc) {
+		pthread_mutex_lock(&fs->nodes_lock);
+		n->unlinked = true;   /* never uploaded: it was never there */
+		n->shared = false;
+		pthread_mutex_unlock(&fs->nodes_lock);
+		mbfs_node_release(fs, n);
+		return rc;
+	}
 	mbfs_data_drop(fs->data, path);
+	/* the directory's mtime becomes now (cache.h): times still queued
+	 * for it land first, or they would show over it */
+	mbfs_batch_flush(fs, path, MBFS_BATCH_PARENT);
 	mbfs_cache_put(fs->cache, path, &st);
 	*out = n;
 	return 0;
@@ -165,6 +182,7 @@ int mbfs_node_unlink_new(struct mbfs *fs, const char *path)
 	n->unlinked = true;
 	n->shared = false;
 	pthread_mutex_unlock(&fs->nodes_lock);
+	mbfs_node_unrecord(fs, n);   /* never to be uploaded */
 	pthread_mutex_unlock(&n->lock);
 	mbfs_node_release(fs, n);
 	return 1;

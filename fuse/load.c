@@ -4,6 +4,7 @@
  * (node.c). */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,9 @@ int mbfs_load_range(struct mbfs *fs, struct mbfs_node *n, uint64_t off,
 	if (count) {
 		struct mb_err err;
 		rc = mbfs_xfer_fetch(fs, p, idx, count, n->fd, &err);
+		/* a full cache disk: clean copies go, then once more */
+		if (rc && mbfs_node_make_room(fs, rc, (uint64_t)count * MBFS_CHUNK))
+			rc = mbfs_xfer_fetch(fs, p, idx, count, n->fd, &err);
 		if (rc)
 			mb_log(MB_LOG_WARN, "cannot read a piece of '%s': %s",
 			       p->dir, err.msg[0] ? err.msg : strerror(-rc));
@@ -109,6 +113,25 @@ static int load_lazy(struct mbfs *fs, struct mbfs_node *n, const char *path,
 	return 0;
 }
 
+/* got bytes came for path, whose attributes said st->st_size. The file
+ * may have changed on the guest since they were cached: one stat tells;
+ * when it agrees with got, *st takes the new attributes. Otherwise what
+ * came is not the file (a proxy, a broken transfer): -EIO, as for a piece
+ * of a large file. */
+static int check_size(struct mbfs *fs, const char *path, uint64_t got,
+		      struct stat *st, struct mb_err *err)
+{
+	struct stat now;
+	int rc = mbfs_cache_refresh(fs, path, &now);
+	if (rc == 0 && (uint64_t)now.st_size == got) {
+		*st = now;
+		return 0;
+	}
+	return mb_err_set(err, EIO, "%" PRIu64 " bytes came for a file of %"
+			  PRIu64 " bytes", got, (uint64_t)(rc == 0 ? now.st_size
+							   : st->st_size));
+}
+
 /* Fetch the guest's content unless loaded; whole: also every piece still
  * missing of a partial copy. n->lock held. */
 int mbfs_load(struct mbfs *fs, struct mbfs_node *n, bool whole)
@@ -140,7 +163,7 @@ int mbfs_load(struct mbfs *fs, struct mbfs_node *n, bool whole)
 			n->local = NULL;
 		}
 	}
-	if (n->fd < 0) {
+	for (int tries = 0; n->fd < 0; tries++) {
 		struct mb_err err;
 		mb_err_clear(&err);
 		rc = mbfs_data_newfile(fs->data, &n->local, &n->fd);
@@ -149,6 +172,20 @@ int mbfs_load(struct mbfs *fs, struct mbfs_node *n, bool whole)
 		else if (!rc)
 			rc = mbfs_xfer_download(fs, path, (uint64_t)st.st_size,
 						n->fd, &got, &err);
+		if (!rc && got != (uint64_t)st.st_size)
+			rc = check_size(fs, path, got, &st, &err);
+		/* a full cache disk: clean copies go, then once more */
+		bool again = rc && tries == 0 &&
+			     mbfs_node_make_room(fs, rc, (uint64_t)st.st_size);
+		if (rc && again) {
+			if (n->fd >= 0)
+				close(n->fd);
+			n->fd = -1;
+			mbfs_data_discard(n->local);
+			n->local = NULL;
+			mbfs_load_drop_pieces(fs, n);
+			continue;
+		}
 		if (rc) {
 			mb_log(MB_LOG_WARN, "cannot read '%s': %s", path,
 			       err.msg[0] ? err.msg : strerror(-rc));

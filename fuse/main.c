@@ -34,9 +34,13 @@
 #include "fuse/cache.h"
 #include "fuse/create.h"
 #include "fuse/data.h"
+#include "fuse/hidden.h"
+#include "fuse/inode.h"
+#include "fuse/journal.h"
 #include "fuse/lease.h"
 #include "fuse/node.h"
 #include "fuse/ops.h"
+#include "fuse/recover.h"
 #include "fuse/watch.h"
 
 #define DEFAULT_TIMEOUT_MS 20000
@@ -56,6 +60,7 @@ static const struct fuse_opt mbfs_opt_spec[] = {
 	OPT("op_timeout=%s", op_timeout, 0),
 	OPT("keepalive=%s", keepalive, 0),
 	OPT("cache_dir=%s", cache_dir, 0),
+	OPT("log_file=%s", log_file, 0),
 	OPT("key_file=%s", key_file, 0),
 	OPT("api_url=%s", api_url, 0),
 	OPT("uid=%s", uid, 0),
@@ -140,12 +145,16 @@ static void usage(FILE *f)
 "    -o attr_timeout=T      cache attributes for T (default 20s)\n"
 "    -o dir_timeout=T       cache directory listings for T (default 20s)\n"
 "    -o negative_timeout=T  cache missing names for T (default 20s)\n"
-"    -o op_timeout=T        give up on an unanswered request after T (default 60s)\n"
+"    -o op_timeout=T        give up on an unanswered request, or an upload without\n"
+"                           progress, after T (default 60s)\n"
 "    -o keepalive=T         when the mount made no call for T, make one (a stat)\n"
 "                           so the sandbox is not stopped as idle (default: a\n"
 "                           third of the account's idle timeout, else 180s;\n"
 "                           0: off)\n"
-"    -o cache_dir=DIR       local data cache (default $XDG_CACHE_HOME/mbfs/ID-HASH)\n"
+"    -o cache_dir=DIR       local copies, journal of unsaved writes, kept/\n"
+"                           (default $XDG_CACHE_HOME/mbfs/ID-HASH)\n"
+"    -o log_file=FILE       append the log to FILE (default: stderr with -f;\n"
+"                           else syslog, or CACHE_DIR/mbfs.log without one)\n"
 "    -o key_file=FILE       API key file (default $MAINBRELLA_API_KEY,\n"
 "                           $MAINBRELLA_API_KEY_FILE, ~/.config/mainbrella/api-key)\n"
 "    -o api_url=URL         API base URL (default $MAINBRELLA_API_URL or\n"
@@ -227,6 +236,31 @@ static int parse_id(const char *s, const char *name, unsigned def,
 	return 0;
 }
 
+/* Where the log goes once mounted (run_session). */
+struct log_target {
+	char path[PATH_MAX];
+	bool asked;             /* -o log_file: always, -f or not */
+};
+
+/* -o log_file: made absolute (the daemon runs in /) and tried now, so
+ * that a bad path is reported before anything is mounted. */
+static int log_file_path(const char *f, struct log_target *lt)
+{
+	char cwd[PATH_MAX] = "";
+	if (f[0] != '/' && !getcwd(cwd, sizeof(cwd)))
+		return fail("cannot use log file '%s': %s", f, strerror(errno));
+	if (snprintf(lt->path, sizeof(lt->path), "%s%s%s", cwd,
+		     cwd[0] ? "/" : "", f) >= (int)sizeof(lt->path))
+		return fail("log file path '%s' too long", f);
+	int fd = open(lt->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC |
+		      O_NOCTTY, 0600);
+	if (fd < 0)
+		return fail("cannot open log file '%s': %s", f, strerror(errno));
+	close(fd);
+	lt->asked = true;
+	return 0;
+}
+
 /* The default data cache directory for this mount. */
 static int default_cache_dir(const struct mbfs *fs, char *out, size_t n)
 {
@@ -240,8 +274,9 @@ static int default_cache_dir(const struct mbfs *fs, char *out, size_t n)
 	else
 		return fail("cannot find a cache directory: set HOME, "
 			    "XDG_CACHE_HOME or -o cache_dir=DIR");
-	snprintf(seed, sizeof(seed), "%s %s %s %s %s", fs->api_url, fs->ident.id,
-		 fs->ident.created_at, fs->root, fs->mountpoint);
+	/* one per container slot, wherever and whichever generation it is
+	 * mounted: a remount finds what an ended mount left (journal.h) */
+	snprintf(seed, sizeof(seed), "%s %s", fs->api_url, fs->ident.id);
 	mb_sha256_hex(seed, strlen(seed), hex);
 	if (snprintf(out, n, "%s/%s-%.12s", base, fs->ident.id, hex) >= (int)n)
 		return fail("cache directory path too long");
@@ -263,7 +298,7 @@ static int new_client(struct mbfs *fs, const char *key, struct mb_client **c)
 
 /* One validation block: everything before anything is mounted. */
 static int validate(struct mbfs *fs, struct mbfs_opts *o, struct parse_state *ps,
-		    char **key)
+		    struct log_target *lt, char **key)
 {
 	struct mb_err err;
 	char dir[MB_PATH_MAX] = "";
@@ -321,6 +356,8 @@ static int validate(struct mbfs *fs, struct mbfs_opts *o, struct parse_state *ps
 	if (!S_ISDIR(st.st_mode))
 		return fail("mountpoint '%s' is not a directory", o->mountpoint);
 	snprintf(fs->mountpoint, sizeof(fs->mountpoint), "%s", real);
+	if (o->log_file && log_file_path(o->log_file, lt))
+		return 1;
 
 	char *url = NULL;
 	if (mb_cred_api_url(o->api_url, &url, &err))
@@ -332,8 +369,12 @@ static int validate(struct mbfs *fs, struct mbfs_opts *o, struct parse_state *ps
 	return 0;
 }
 
+static int open_state(struct mbfs *fs, struct mbfs_opts *o,
+		      struct log_target *lt, struct mb_client *c);
+
 /* Identity and remote checks, then the caches. */
-static int prepare(struct mbfs *fs, struct mbfs_opts *o, const char *key)
+static int prepare(struct mbfs *fs, struct mbfs_opts *o, const char *key,
+		   struct log_target *lt)
 {
 	struct mb_client *c;
 	if (new_client(fs, key, &c))
@@ -342,7 +383,8 @@ static int prepare(struct mbfs *fs, struct mbfs_opts *o, const char *key)
 	if (o->create) {
 		struct mb_err err;
 		mb_err_clear(&err);
-		if (mbfs_create_container(c, o->catalog, o->size, &fs->ident, &err))
+		if (mbfs_create_container(c, fs->api_url, o->catalog, o->size,
+					  &fs->ident, &err))
 			rc = fail("cannot create a container: %s", err.msg);
 		else
 			printf("%s@%s\n", fs->ident.id, fs->ident.created_at);
@@ -354,6 +396,8 @@ static int prepare(struct mbfs *fs, struct mbfs_opts *o, const char *key)
 		if (mbfs_attach(fs, c, &idle_ms, &err))
 			rc = fail("%s", err.msg);
 	}
+	if (!rc)
+		rc = open_state(fs, o, lt, c);
 	mb_client_free(c);
 	if (rc)
 		return rc;
@@ -361,20 +405,40 @@ static int prepare(struct mbfs *fs, struct mbfs_opts *o, const char *key)
 		fs->keepalive_ms = mbfs_lease_default_ms(idle_ms);
 	/* on the terminal, before daemonising, when it is already due */
 	mbfs_lease_warn_if_due(fs);
+	return 0;
+}
 
+/* The cache directory: this mount's journal and copies, and what ended
+ * mounts of the container left in theirs, uploaded or kept before the
+ * mount is visible (on the terminal: the daemon is not started yet); then
+ * the caches in memory. */
+static int open_state(struct mbfs *fs, struct mbfs_opts *o,
+		      struct log_target *lt, struct mb_client *c)
+{
 	char cdir[PATH_MAX];
 	if (o->cache_dir)
 		snprintf(cdir, sizeof(cdir), "%s", o->cache_dir);
 	else if (default_cache_dir(fs, cdir, sizeof(cdir)))
 		return 1;
+	if (!lt->asked &&
+	    snprintf(lt->path, sizeof(lt->path), "%s/mbfs.log", cdir) >=
+	    (int)sizeof(lt->path))
+		return fail("cache directory path too long");
 	struct mb_err err;
 	mb_err_clear(&err);
-	if (mbfs_data_new(cdir, DATA_CAP_BYTES, &fs->data, &err))
+	if (mbfs_journal_open(cdir, fs->api_url, &fs->ident, &fs->journal, &err) ||
+	    mbfs_data_new(mbfs_journal_run_dir(fs->journal), DATA_CAP_BYTES,
+			  &fs->data, &err))
 		return fail("%s", err.msg);
 	fs->cache = mbfs_cache_new(fs->attr_ms, fs->dir_ms, fs->neg_ms);
 	fs->batch = mbfs_batch_new();
-	if (!fs->cache || !fs->batch)
+	fs->inos = mbfs_inos_new();
+	fs->hidden = mbfs_hidden_new();
+	if (!fs->cache || !fs->batch || !fs->inos || !fs->hidden)
 		return fail("out of memory");
+	fs->client = c;   /* the mount's own is made after daemonising */
+	mbfs_recover(fs);
+	fs->client = NULL;
 	return 0;
 }
 
@@ -402,7 +466,7 @@ static void unmount_quietly(struct fuse *f)
 /* Mount, daemonise, loop; the libfuse steps of fuse_main, with the API
  * client created after the fork. */
 static int run_session(struct mbfs *fs, struct fuse_args *args,
-		       const char *key)
+		       const char *key, const struct log_target *lt)
 {
 	struct fuse_cmdline_opts cmd;
 	memset(&cmd, 0, sizeof(cmd));
@@ -416,9 +480,22 @@ static int run_session(struct mbfs *fs, struct fuse_args *args,
 		goto out;
 	if (fuse_mount(f, fs->mountpoint))
 		goto out_destroy;
+	/* from now on: the file asked for; else, in the background, syslog,
+	 * or a file in the cache directory when no syslog daemon listens
+	 * (containers, minimal machines), where lines would be lost. Opened
+	 * before daemonising: the daemon runs in / */
+	bool to_file = lt->asked ||
+		       (!cmd.foreground && !mb_log_syslog_available());
+	if (to_file) {
+		int lrc = mb_log_use_file(lt->path);
+		if (lrc)
+			mb_log(MB_LOG_WARN, "cannot open log file '%s': %s",
+			       lt->path, strerror(-lrc));
+		to_file = lrc == 0;
+	}
 	if (fuse_daemonize(cmd.foreground))
 		goto out_unmount;
-	if (!cmd.foreground)
+	if (!cmd.foreground && !to_file)
 		mb_log_use_syslog(1);
 	if (new_client(fs, key, &fs->client))
 		goto out_unmount;
@@ -446,7 +523,10 @@ static void fs_free(struct mbfs *fs)
 	mbfs_node_free_all(fs);
 	mbfs_batch_free(fs->batch);
 	mbfs_cache_free(fs->cache);
+	mbfs_inos_free(fs->inos);
+	mbfs_hidden_free(fs->hidden);
 	mbfs_data_free(fs->data);
+	mbfs_journal_close(fs->journal);
 	if (fs->client)
 		mb_client_free(fs->client);
 	pthread_mutex_destroy(&fs->nodes_lock);
@@ -492,19 +572,25 @@ int main(int argc, char *argv[])
 		goto out;
 	}
 	char fsname[64];
-	if (validate(fs, o, &ps, &key) || prepare(fs, o, key))
+	struct log_target lt = { .asked = false };
+	if (validate(fs, o, &ps, &lt, &key) || prepare(fs, o, key, &lt))
 		goto out_global;
 	snprintf(fsname, sizeof(fsname), "-ofsname=mbfs:%s", fs->ident.id);
 	if (fuse_opt_add_arg(&args, fs->mountpoint) ||
 	    fuse_opt_add_arg(&args, "-osubtype=mbfs") ||
+	    /* the kernel checks mode bits against the owner shown (the
+	     * mounting user, or -o uid/gid): without it, -o allow_other
+	     * would let every local user in */
+	    fuse_opt_add_arg(&args, "-odefault_permissions") ||
 	    fuse_opt_add_arg(&args, fsname))
 		goto out_global;
-	ret = run_session(fs, &args, key);
+	ret = run_session(fs, &args, key, &lt);
 out_global:
 	mb_api_global_cleanup();
 out:
 	mb_cred_free_key(key);
 	char **strs[] = { &o->api_url, &o->key_file, &o->cache_dir,
+			  &o->log_file,
 			  &o->attr_timeout, &o->dir_timeout, &o->op_timeout,
 			  &o->keepalive,
 			  &o->negative_timeout, &o->uid, &o->gid, &o->catalog,

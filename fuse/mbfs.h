@@ -21,25 +21,36 @@
  *              touch.c builds and runs the touch scripts
  *   load.c     filling a node's copy: data cache, whole file, or piece by
  *              piece as reads need it (node_int.h is the node's inside)
- *   data.c     the local cache directory (clean copies, kept uploads)
- *   xfer.c     chunked transfer: split downloads, staged atomic uploads
+ *   dirty.c    a node's changes in the journal; keeping failed uploads
+ *   journal.c  durable local state: records of dirty copies, staging
+ *              notes, kept/ (the cache directory's layout)
+ *   recover.c  at mount: what ended mounts left in their journals
+ *   data.c     local copies: clean ones (evicted as the disk fills) and
+ *              working ones, in the mount's run directory
+ *   xfer.c     chunked transfer: split downloads (xfer_up.c: staged atomic
+ *              uploads, retried while they make progress)
  *   ns.c       namespace changes through the metadata routes
  *   remote.c   path mapping, failure reporting, exec-based operations;
  *              exec.c sends one command (inline, or as a script file)
  *   control.c  the virtual control file MOUNTPOINT/.mainbrella
  *   watch.c    exit when unmounted while other namespaces hold copies
+ *   name.c     names the guest can take (UTF-8, 255 bytes)
+ *   inode.c    inode numbers, kept across renames
+ *   hidden.c   files unlinked or replaced while open
  *
  * Threads: libfuse runs ops on several threads; transfers add up to
  * MBFS_XFER_THREADS helpers; batch.c runs one flusher, lease.c one
  * keep-alive thread. Lock order (a
  * thread holding one lock only takes locks further right):
  *   node->lock  ->  fs->nodes_lock  ->  cache->lock
- *   data->lock, batch->lock, lease->lock, statfs_lock and watch_lock are
- *   leaves.
+ *   hidden->lock  ->  fs->nodes_lock
+ *   data->lock, batch->lock, lease->lock, statfs_lock, watch_lock and
+ *   the journal's lock are leaves.
  * node->lock may be held across network calls (and across waiting for a
  * batch send); no other lock ever is.
  * Inode numbers: use_ino, st_ino = mbfs_ino() of the path, so they stay
- * the same across lookups and mounts (git's index compares them).
+ * the same across lookups and mounts (git's index compares them), and
+ * across renames made through the mount (inode.c).
  * Errors: every op returns -errno and never exits; only main() exits.
  */
 #ifndef MBFS_H
@@ -62,6 +73,9 @@
 struct mbfs_batch;
 struct mbfs_cache;
 struct mbfs_data;
+struct mbfs_journal;
+struct mbfs_hidden;
+struct mbfs_inos;
 struct mbfs_lease;
 struct mbfs_node;
 
@@ -75,6 +89,7 @@ struct mbfs_opts {
 	char *api_url;
 	char *key_file;
 	char *cache_dir;
+	char *log_file;
 	char *attr_timeout, *dir_timeout, *negative_timeout, *op_timeout;
 	char *keepalive;
 	char *uid, *gid;
@@ -96,7 +111,9 @@ struct mbfs {
 	size_t control_len;
 
 	uint64_t attr_ms, dir_ms, neg_ms;
-	uint64_t op_ms;                 /* bound on one API call, retries incl. */
+	uint64_t op_ms;                 /* bound on one API call, retries incl.;
+	                                   an upload gives up after this long
+	                                   without progress */
 	uint64_t keepalive_ms;          /* idle this long: one renewing call;
 	                                   0: never (lease.h) */
 	char expires_at[MB_GEN_MAX];    /* the generation's hard deadline,
@@ -108,8 +125,13 @@ struct mbfs {
 
 	struct mbfs_cache *cache;
 	struct mbfs_data *data;
+	struct mbfs_journal *journal;   /* the cache directory's durable
+	                                   state (journal.h) */
 	struct mbfs_batch *batch;
 	struct mbfs_lease *lease;       /* NULL until mbfs_lease_start */
+	struct mbfs_inos *inos;         /* numbers kept across renames
+	                                   (inode.h); NULL: plain hashes */
+	struct mbfs_hidden *hidden;     /* files gone while open (hidden.h) */
 	struct mbfs_agent *agent;       /* mbexec's socket (agent.h); NULL
 	                                   when none */
 	char agent_name[MB_AGENT_NAME_MAX]; /* in the control file; "" none */
@@ -139,11 +161,12 @@ int mbfs_fail(struct mbfs *fs, int rc, const struct mb_err *err);
 #define MBFS_FNV_OFFSET 1469598103934665603ULL
 uint64_t mbfs_fnv1a(uint64_t h, const char *s);
 
-/* The inode number of a mount-relative path: 1 for the mount's root, else
- * a 64-bit hash of the guest path, never 0 or 1. Stable across lookups and
- * remounts, so `git status` does not see every file change. Trade-offs:
- * hard links show different numbers, a rename changes the number, and two
- * paths may (very rarely) share one. */
+/* The inode number of a mount-relative path (inode.c): 1 for the mount's
+ * root, else a 64-bit hash of the guest path, never 0 or 1. Stable across
+ * lookups and remounts, so `git status` does not see every file change;
+ * a rename made through the mount keeps the number (inode.h). Trade-offs:
+ * hard links show different numbers, and two paths may (very rarely)
+ * share one. */
 uint64_t mbfs_ino(const struct mbfs *fs, const char *path);
 
 /* -ENOTCONN when the generation is gone, else 0. */

@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "fuse/cache.h"
 #include "fuse/data.h"
+#include "fuse/journal.h"
 #include "fuse/mbfs.h"
 #include "fuse/node.h"
 #include "fuse/node_int.h"
@@ -38,7 +39,15 @@ void mbfs_node_destroy(struct mbfs_node *n)
 	free(n->have);
 	if (n->fd >= 0)
 		close(n->fd);
-	mbfs_data_discard(n->local);
+	if (n->recorded && !n->unlinked) {
+		/* changes the guest never got: the journal keeps them for the
+		 * next mount (dirty.c) */
+		free(n->local);
+	} else {
+		if (n->recorded)
+			mbfs_journal_drop(NULL, n->local);
+		mbfs_data_discard(n->local);
+	}
 	pthread_mutex_destroy(&n->lock);
 	free(n->path);
 	free(n);
@@ -125,7 +134,9 @@ int mbfs_node_open(struct mbfs *fs, const char *path, int flags,
 	}
 	if (flags & O_TRUNC) {
 		pthread_mutex_lock(&n->lock);
-		int rc = mbfs_load_empty(fs, n);
+		int rc = mbfs_node_will_change(fs, n, true);
+		if (!rc)
+			rc = mbfs_load_empty(fs, n);
 		if (!rc)
 			mark_changed(fs, n, 0);
 		pthread_mutex_unlock(&n->lock);
@@ -151,6 +162,11 @@ void mbfs_node_release(struct mbfs *fs, struct mbfs_node *n)
 
 	pthread_mutex_lock(&n->lock);
 	mbfs_node_upload(fs, n);   /* errors are logged and the data kept */
+	pthread_mutex_lock(&fs->nodes_lock);
+	bool unwanted = n->unlinked && n->recorded;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (unwanted)
+		mbfs_node_unrecord(fs, n);
 	pthread_mutex_unlock(&n->lock);
 
 	pthread_mutex_lock(&fs->nodes_lock);
@@ -217,10 +233,15 @@ int mbfs_node_write(struct mbfs *fs, struct mbfs_node *n, const char *buf,
 {
 	pthread_mutex_lock(&n->lock);
 	int rc = mbfs_load(fs, n, true);
+	if (!rc)
+		rc = mbfs_node_will_change(fs, n, false);
 	size_t done = 0;
 	while (!rc && done < size) {
 		ssize_t w = pwrite(n->fd, buf + done, size - done, off + (off_t)done);
 		if (w < 0 && errno == EINTR)
+			continue;
+		/* a full cache disk: clean copies go before a write fails */
+		if (w < 0 && mbfs_node_make_room(fs, -errno, size - done))
 			continue;
 		if (w < 0)
 			rc = -errno;
@@ -242,7 +263,11 @@ int mbfs_node_truncate(struct mbfs *fs, struct mbfs_node *n, off_t size)
 {
 	pthread_mutex_lock(&n->lock);
 	/* to zero: nothing of the old content is needed */
-	int rc = size == 0 ? mbfs_load_empty(fs, n) : mbfs_load(fs, n, true);
+	int rc = size == 0 ? mbfs_node_will_change(fs, n, true)
+			   : mbfs_load(fs, n, true);
+	if (!rc)
+		rc = size == 0 ? mbfs_load_empty(fs, n)
+			       : mbfs_node_will_change(fs, n, false);
 	if (!rc && ftruncate(n->fd, size))
 		rc = -errno;
 	if (!rc)
@@ -375,6 +400,7 @@ void mbfs_node_renamed(struct mbfs *fs, const char *from, const char *to)
 		if (strcmp(n->path, to) == 0 && !n->unlinked) {
 			n->unlinked = true;   /* replaced by the rename */
 			n->shared = false;
+			n->rec_stale = n->recorded;
 			continue;
 		}
 		if (strncmp(n->path, from, fl) != 0 ||
@@ -385,8 +411,10 @@ void mbfs_node_renamed(struct mbfs *fs, const char *from, const char *to)
 			continue;
 		free(n->path);
 		n->path = np;
+		n->rec_stale = n->recorded;
 	}
 	pthread_mutex_unlock(&fs->nodes_lock);
+	mbfs_node_records_sync(fs);
 }
 
 void mbfs_node_unlinked(struct mbfs *fs, const char *path)
@@ -396,9 +424,63 @@ void mbfs_node_unlinked(struct mbfs *fs, const char *path)
 		if (strcmp(n->path, path) == 0) {
 			n->unlinked = true;
 			n->shared = false;
+			n->rec_stale = n->recorded;
 		}
 	}
 	pthread_mutex_unlock(&fs->nodes_lock);
+	mbfs_node_records_sync(fs);
+}
+
+void mbfs_node_hide(struct mbfs *fs, const char *path, const char *hidden,
+		    struct mbfs_node **out, bool *fresh)
+{
+	/* the guest's file is about to go: an open copy that is not here yet
+	 * is fetched first (a large one as pieces in the guest's /tmp, which
+	 * stay); without it, its handles read the file as gone */
+	for (;;) {
+		pthread_mutex_lock(&fs->nodes_lock);
+		struct mbfs_node *n = fs->nodes;
+		while (n && (n->loaded || n->unlinked || strcmp(n->path, path)))
+			n = n->next;
+		if (n)
+			n->refs++;
+		pthread_mutex_unlock(&fs->nodes_lock);
+		if (!n)
+			break;
+		pthread_mutex_lock(&n->lock);
+		int rc = mbfs_load(fs, n, false);
+		pthread_mutex_unlock(&n->lock);
+		mbfs_node_release(fs, n);
+		if (rc) {
+			mb_log(MB_LOG_WARN, "'%s' went while open and its content "
+			       "could not be fetched (%s): it reads as gone",
+			       path, strerror(-rc));
+			break;
+		}
+	}
+	pthread_mutex_lock(&fs->nodes_lock);
+	struct mbfs_node *n = mbfs_node_find_shared(fs, path);
+	if (n && n->unlinked)
+		n = NULL;
+	if (n)
+		n->refs++;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	/* an upload in progress ends first: whether the file reached the
+	 * guest is then known, and none starts once it is unlinked */
+	if (n)
+		pthread_mutex_lock(&n->lock);
+	pthread_mutex_lock(&fs->nodes_lock);
+	*fresh = n && n->fresh;
+	for (struct mbfs_node *o = fs->nodes; o; o = o->next)
+		if (strcmp(o->path, path) == 0)
+			o->unlinked = true;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (n)
+		pthread_mutex_unlock(&n->lock);
+	/* no node lock held: these may take them */
+	mbfs_node_renamed(fs, path, hidden);
+	mbfs_node_unlinked(fs, hidden);
+	*out = n;
 }
 
 void mbfs_node_invalidate_all(struct mbfs *fs)
@@ -420,8 +502,10 @@ void mbfs_node_flush_all(struct mbfs *fs)
 		if (n)
 			n->refs++;
 		pthread_mutex_unlock(&fs->nodes_lock);
-		if (!n)
+		if (!n) {
+			mbfs_xfer_sweep(fs);   /* staging failures left */
 			return;
+		}
 		if (mbfs_node_flush(fs, n)) {
 			pthread_mutex_lock(&fs->nodes_lock);
 			n->kept_any = true;   /* do not loop on it */

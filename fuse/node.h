@@ -99,6 +99,14 @@ int mbfs_node_truncate_path(struct mbfs *fs, const char *path, off_t size,
 void mbfs_node_renamed(struct mbfs *fs, const char *from, const char *to);
 /* Detach the node of path after an unlink (it will never upload). */
 void mbfs_node_unlinked(struct mbfs *fs, const char *path);
+/* path goes (unlinked or replaced) while open, and libfuse keeps it
+ * reachable as hidden (hidden.h): every open node of path gets the
+ * guest's content now if it had not yet, then is renamed hidden and
+ * detached (never uploaded). *out: the node new opens of path shared,
+ * with a reference (drop it with mbfs_node_release), or NULL; *fresh: it
+ * was created here and never uploaded (nothing of it is on the guest). */
+void mbfs_node_hide(struct mbfs *fs, const char *path, const char *hidden,
+		    struct mbfs_node **out, bool *fresh);
 /* Clean nodes are no longer shared with new opens (control invalidate). */
 void mbfs_node_invalidate_all(struct mbfs *fs);
 /* Upload every dirty node (unmount). */

@@ -35,11 +35,18 @@ struct mbfs_node {
 	bool partial;          /* loaded, but some pieces not fetched yet */
 	bool kept_any;         /* an upload failed and its data was kept */
 	uint64_t kept_version; /* ... for this version */
+	char base_sha[65];     /* SHA-256 of our last upload, "" if none */
+	bool recorded;         /* the journal holds a record of the copy */
+	bool rec_stale;        /* ... for an old path, or no longer wanted
+	                          (unlinked): rewrite or drop it */
 
 	/* protected by lock */
 	pthread_mutex_t lock;
-	int fd;                /* -1 until loaded, then fixed */
-	char *local;
+	int fd;                /* -1 until loaded; replaced only when
+	                          kept_file (dirty.c) */
+	char *local;           /* NULL once moved under kept/ */
+	bool kept_file;        /* fd is the file moved under kept/: never
+	                          change it, take a copy first */
 	struct mbfs_pieces pieces;  /* partial: the guest's pieces */
 	unsigned char *have;        /* partial: pieces already in fd */
 	size_t missing;
@@ -59,6 +66,28 @@ struct mbfs_node *mbfs_node_find_shared(struct mbfs *fs, const char *path);
  * listed or once unlisted. */
 struct mbfs_node *mbfs_node_alloc(const char *path);
 void mbfs_node_destroy(struct mbfs_node *n);
+
+/* dirty.c: a node's changes in the journal; all with n->lock held. */
+
+/* Before a local change of n: a copy of its own when its file was moved
+ * under kept/ (an empty one when empty, the change empties it), and a
+ * journal record that is current. A full disk first evicts clean copies.
+ * 0 or -errno (nothing changed). */
+int mbfs_node_will_change(struct mbfs *fs, struct mbfs_node *n, bool empty);
+/* The data is on the guest, kept, or no longer wanted: forget the record. */
+void mbfs_node_unrecord(struct mbfs *fs, struct mbfs_node *n);
+/* After a failed upload of the copy of path (as of version): move it under
+ * kept/ and say so (one log line naming the file); when that is impossible
+ * the node stays dirty, its record and data stay in the journal, and the
+ * line says so. */
+void mbfs_node_keep(struct mbfs *fs, struct mbfs_node *n, const char *path,
+		    uint64_t version, int rc, const struct mb_err *err);
+/* Records of nodes whose path moved or that were unlinked (rec_stale) are
+ * rewritten or dropped; called after renames and unlinks (no lock held). */
+void mbfs_node_records_sync(struct mbfs *fs);
+/* A disk-full error on the cache: evict clean copies for want bytes.
+ * true when something was freed (try again). */
+bool mbfs_node_make_room(struct mbfs *fs, int rc, uint64_t want);
 
 /* upload.c, with n->lock held: upload a dirty copy (a fresh node comes
  * into existence on the guest with it). 0 or -errno; on failure the data

@@ -15,6 +15,7 @@
 #include "fuse/batch.h"
 #include "fuse/cache.h"
 #include "fuse/data.h"
+#include "fuse/inode.h"
 #include "fuse/mbfs.h"
 #include "fuse/node.h"
 #include "fuse/ns.h"
@@ -66,6 +67,8 @@ int mbfs_ns_mkdir(struct mbfs *fs, const char *path, mode_t mode)
 	if (rc || !sure) {
 		/* found after an unconfirmed answer: maybe not ours, not empty */
 		mbfs_cache_invalidate(fs->cache, path);
+		if (!rc)
+			mbfs_cache_dir_changed(fs->cache, path);
 		return rc;
 	}
 	/* ours and new: empty, so its names need no lookup on the guest */
@@ -124,8 +127,10 @@ static int remove_path(struct mbfs *fs, const char *path, bool dir)
 		mbfs_cache_invalidate(fs->cache, path);
 	else
 		mbfs_cache_removed(fs->cache, path, dir || !sure);
-	if (!rc)
+	if (!rc) {
 		mbfs_node_unlinked(fs, path);
+		mbfs_ino_removed(fs, path);
+	}
 	return mbfs_fail(fs, rc, &err);
 }
 
@@ -149,11 +154,17 @@ static void renamed(struct mbfs *fs, const char *from, const char *to,
 	} else {
 		mbfs_cache_invalidate_tree(fs->cache, from);
 		mbfs_cache_invalidate_tree(fs->cache, to);
+		if (!rc) {   /* done (mv -fT): both directories changed */
+			mbfs_cache_dir_changed(fs->cache, from);
+			mbfs_cache_dir_changed(fs->cache, to);
+		}
 	}
 	mbfs_data_drop_tree(fs->data, from);
 	mbfs_data_drop_tree(fs->data, to);
-	if (!rc)
+	if (!rc) {
 		mbfs_node_renamed(fs, from, to);
+		mbfs_ino_renamed(fs, from, to);
+	}
 	mbfs_batch_move_end(fs, from, to, rc == 0);
 }
 

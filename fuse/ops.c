@@ -25,7 +25,9 @@
 #include "fuse/batch.h"
 #include "fuse/cache.h"
 #include "fuse/control.h"
+#include "fuse/hidden.h"
 #include "fuse/lease.h"
+#include "fuse/name.h"
 #include "fuse/node.h"
 #include "fuse/ns.h"
 #include "fuse/ops.h"
@@ -61,7 +63,10 @@ static void *mbfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	cfg->auto_cache = 0;
 	cfg->use_ino = 1;
 	cfg->nullpath_ok = 1;
-	cfg->hard_remove = 1;
+	/* a file unlinked or replaced while open is renamed to a hidden name
+	 * that hidden.c keeps local: with hard_remove, libfuse would forget
+	 * it and fstat would fail */
+	cfg->hard_remove = 0;
 	cfg->set_uid = 0;
 	cfg->set_gid = 0;
 	/* before the control file, which names its socket */
@@ -90,6 +95,7 @@ static void mbfs_destroy(void *data)
 	mbfs_agent_stop(FS->agent);
 	FS->agent = NULL;
 	mbfs_lease_stop(FS);
+	mbfs_hidden_stop(FS);
 	mbfs_node_flush_all(FS);
 	mbfs_batch_stop(FS);
 }
@@ -115,6 +121,8 @@ static int mbfs_getattr(const char *path, struct stat *st,
 		if (mbfs_node_stat_new(FS, NODE(fi), NULL, st))
 			return 0;
 		bool gone = mbfs_node_get_path(FS, NODE(fi), buf) != 0;
+		if (gone && mbfs_hidden_getattr(FS, buf, st) == 1)
+			return 0;
 		if (gone || mbfs_cache_getattr(FS, buf, st))
 			default_file_stat(st);
 		mbfs_node_fgetattr(FS, NODE(fi), st);
@@ -122,6 +130,10 @@ static int mbfs_getattr(const char *path, struct stat *st,
 		return 0;
 	}
 	int rc = mbfs_check_alive(FS);
+	if (!rc)
+		rc = mbfs_name_check(path);   /* before any request */
+	if (!rc && (rc = mbfs_hidden_getattr(FS, path, st)) == 1)
+		return 0;
 	if (!rc && mbfs_node_stat_new(FS, NULL, path, st))
 		return 0;
 	if (!rc)
@@ -181,6 +193,8 @@ static int fill(struct dirfill *d, const char *name, const struct stat *st)
 	struct stat s = *st;
 	if (snprintf(path, sizeof(path), "%s/%s", d->root ? "" : d->dir, name)
 	    < (int)sizeof(path)) {
+		if (mbfs_hidden_pending(FS, path))
+			return 0;   /* removed here while open */
 		mbfs_batch_apply(FS, path, &s);
 		s.st_ino = (ino_t)mbfs_ino(FS, path);
 	}
@@ -244,32 +258,47 @@ static int mbfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 static int mbfs_mkdir(const char *path, mode_t mode)
 {
 	int rc = mbfs_check_alive(FS);
+	if (!rc)
+		rc = mbfs_name_check(path);
 	if (!rc && mbfs_is_control(path))
 		rc = -EEXIST;
+	if (!rc)
+		mbfs_hidden_settle(FS, NULL);
 	return rc ? rc : mbfs_ns_mkdir(FS, path, mode);
 }
 
 static int mbfs_unlink(const char *path)
 {
+	if (mbfs_hidden_unlink(FS, path))
+		return 0;   /* the last close of a file gone while open */
 	int rc = mbfs_check_alive(FS);
 	if (!rc && mbfs_is_control(path))
 		rc = -EPERM;
+	if (!rc)
+		mbfs_hidden_settle(FS, NULL);
 	return rc ? rc : mbfs_ns_unlink(FS, path);
 }
 
 static int mbfs_rmdir(const char *path)
 {
 	int rc = mbfs_check_alive(FS);
+	if (!rc)
+		mbfs_hidden_settle(FS, NULL);
 	return rc ? rc : mbfs_ns_rmdir(FS, path);
 }
 
 static int mbfs_symlink(const char *target, const char *path)
 {
 	int rc = mbfs_check_alive(FS);
+	if (!rc)
+		rc = mbfs_name_check(path);
+	if (!rc)
+		rc = mbfs_name_check_target(target);
 	if (!rc && mbfs_is_control(path))
 		rc = -EEXIST;
 	if (rc)
 		return rc;
+	mbfs_hidden_settle(FS, NULL);
 	mbfs_batch_flush(FS, path, MBFS_BATCH_PARENT);
 	rc = mbfs_remote_symlink(FS, target, path);
 	if (rc) {
@@ -295,16 +324,29 @@ static int mbfs_rename(const char *from, const char *to, unsigned int flags)
 	if (flags & ~(unsigned)RENAME_NOREPLACE)
 		return -EINVAL;   /* RENAME_EXCHANGE has no atomic equivalent */
 	int rc = mbfs_check_alive(FS);
+	if (!rc)
+		rc = mbfs_name_check(from);
+	if (!rc)
+		rc = mbfs_name_check(to);
 	if (!rc && (mbfs_is_control(from) || mbfs_is_control(to)))
 		rc = -EBUSY;
-	return rc ? rc : mbfs_ns_rename(FS, from, to, flags);
+	if (rc)
+		return rc;
+	if (mbfs_hidden_is_name(to))   /* libfuse hides a file open here */
+		return mbfs_hidden_hide(FS, from, to);
+	mbfs_hidden_settle(FS, to);
+	return mbfs_ns_rename(FS, from, to, flags);
 }
 
 static int mbfs_link(const char *from, const char *to)
 {
 	int rc = mbfs_check_alive(FS);
+	if (!rc)
+		rc = mbfs_name_check(to);
 	if (!rc && (mbfs_is_control(from) || mbfs_is_control(to)))
 		rc = -EPERM;
+	if (!rc)
+		mbfs_hidden_settle(FS, NULL);
 	if (!rc)
 		rc = mbfs_node_sync_path(FS, from);
 	if (!rc) {
@@ -314,6 +356,8 @@ static int mbfs_link(const char *from, const char *to)
 	}
 	mbfs_cache_invalidate(FS->cache, to);
 	mbfs_cache_invalidate(FS->cache, from);
+	if (!rc)
+		mbfs_cache_dir_changed(FS->cache, to);
 	return rc;
 }
 
@@ -352,7 +396,7 @@ static int mbfs_open(const char *path, struct fuse_file_info *fi)
 	if (mbfs_is_control(path)) {
 		fi->fh = 0;
 		fi->direct_io = 1;
-		return 0;
+		return mbfs_control_access(fuse_get_context()->uid);
 	}
 	int rc = mbfs_check_alive(FS);
 	struct mbfs_node *n = NULL;
@@ -370,7 +414,11 @@ static int mbfs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 	int rc = mbfs_check_alive(FS);
 	struct mbfs_node *n = NULL;
 	if (!rc)
+		rc = mbfs_name_check(path);
+	if (!rc) {
+		mbfs_hidden_settle(FS, NULL);
 		rc = mbfs_node_create(FS, path, mode & 07777, fi->flags, &n);
+	}
 	if (rc == -EEXIST && !(fi->flags & O_EXCL))
 		rc = mbfs_node_open(FS, path, fi->flags, &n);
 	if (!rc)
@@ -386,11 +434,15 @@ static int mbfs_mknod(const char *path, mode_t mode, dev_t rdev)
 	if (!S_ISREG(mode))
 		return -EPERM;
 	int rc = mbfs_check_alive(FS);
+	if (!rc)
+		rc = mbfs_name_check(path);
 	if (!rc && mbfs_is_control(path))
 		rc = -EEXIST;
 	struct mbfs_node *n = NULL;
-	if (!rc)
+	if (!rc) {
+		mbfs_hidden_settle(FS, NULL);
 		rc = mbfs_node_create(FS, path, mode & 07777, O_EXCL, &n);
+	}
 	if (!rc)
 		rc = mbfs_node_flush(FS, n);
 	if (n)

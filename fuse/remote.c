@@ -38,14 +38,6 @@ uint64_t mbfs_fnv1a(uint64_t h, const char *s)
 	return h;
 }
 
-uint64_t mbfs_ino(const struct mbfs *fs, const char *path)
-{
-	if (strcmp(path, "/") == 0)
-		return 1;
-	uint64_t h = mbfs_fnv1a(mbfs_fnv1a(MBFS_FNV_OFFSET, fs->root), path);
-	return h > 1 ? h : h + 2;
-}
-
 int mbfs_check_alive(struct mbfs *fs)
 {
 	return atomic_load(&fs->stopped) ? -ENOTCONN : 0;

@@ -7,7 +7,8 @@
  * A file created here (fresh) comes into existence on the guest with this
  * upload: a PUT (a new file is 0600), then the mode asked for at create or
  * chmod when it differs. A failed upload is an error for close()/fsync();
- * the data is kept under DIR/kept/ and one line names the file.
+ * the data is kept under DIR/kept/ and one line names the file (dirty.c).
+ * Once the guest has the data, the journal's record goes.
  * Does not decide when to upload (node.c).
  */
 #include <errno.h>
@@ -38,24 +39,6 @@ static void apply_written(struct stat *st, const void *arg)
 	st->st_atim = st->st_mtim;
 }
 
-static void keep(struct mbfs *fs, struct mbfs_node *n, const char *path,
-		 uint64_t size, uint64_t version, int rc, const struct mb_err *err)
-{
-	char rpath[MB_PATH_MAX], keptp[4096];
-	if (mbfs_remote_path(fs, path, rpath))
-		snprintf(rpath, sizeof(rpath), "%s", path);
-	int krc = mbfs_data_keep(fs->data, rpath, n->fd, size, keptp,
-				 sizeof(keptp));
-	if (krc)
-		snprintf(keptp, sizeof(keptp), "(nowhere: %s)", strerror(-krc));
-	mb_log(MB_LOG_ERR, "upload of '%s' failed: %s; data kept in %s",
-	       rpath, err->msg[0] ? err->msg : strerror(-rc), keptp);
-	pthread_mutex_lock(&fs->nodes_lock);
-	n->kept_any = true;
-	n->kept_version = version;
-	pthread_mutex_unlock(&fs->nodes_lock);
-}
-
 int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 {
 	char path[MB_PATH_MAX];
@@ -78,11 +61,12 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 	struct mb_err err;
 	mb_err_clear(&err);
 	mbfs_data_drop(fs->data, path);
+	char sha[65];
 	if (!rc)
-		rc = mbfs_xfer_upload(fs, path, n->fd, size, &err);
+		rc = mbfs_xfer_upload(fs, path, n->fd, size, sha, &err);
 	if (rc) {
 		mbfs_cache_invalidate(fs->cache, path);
-		keep(fs, n, path, size, version, rc, &err);
+		mbfs_node_keep(fs, n, path, version, rc, &err);
 		return rc;
 	}
 	struct written w = { size, time(NULL) };
@@ -99,7 +83,9 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 	n->base_known = true;
 	n->base_size = size;
 	n->base_mtime = w.mtime;
+	memcpy(n->base_sha, sha, sizeof(n->base_sha));
 	pthread_mutex_unlock(&fs->nodes_lock);
+	mbfs_node_unrecord(fs, n);   /* the guest has it */
 	if (fresh && !mrc) {
 		struct stat st;
 		memset(&st, 0, sizeof(st));

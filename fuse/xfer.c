@@ -1,4 +1,6 @@
-/* xfer.c: chunked transfer of whole files (see xfer.h). */
+/* xfer.c: downloads of whole files and the split pieces of large ones
+ * (xfer.h), and the worker pool both directions use (xfer_int.h); uploads
+ * are in xfer_up.c. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -14,9 +16,9 @@
 #include "fuse/mbfs.h"
 #include "fuse/remote.h"
 #include "fuse/xfer.h"
+#include "fuse/xfer_int.h"
 
 #define EXEC_TIMEOUT_MS 50000L
-#define PART_TRIES 3
 
 /* ---- a small pool running fn(ud, i) for i in [0, n) ---- */
 
@@ -43,7 +45,7 @@ static void *par_worker(void *arg)
 	return NULL;
 }
 
-static int run_parallel(size_t n, int (*fn)(void *, size_t), void *ud)
+int mbfs_xfer_parallel(size_t n, int (*fn)(void *, size_t), void *ud)
 {
 	struct par p = { .fn = fn, .ud = ud, .n = n };
 	atomic_init(&p.next, 0);
@@ -82,7 +84,7 @@ static void job_error(struct job *j, const struct mb_err *e)
 	pthread_mutex_unlock(&j->lock);
 }
 
-static int pwrite_all(int fd, const void *p, size_t n, uint64_t off)
+int mbfs_pwrite_all(int fd, const void *p, size_t n, uint64_t off)
 {
 	const char *c = p;
 	while (n) {
@@ -99,7 +101,7 @@ static int pwrite_all(int fd, const void *p, size_t n, uint64_t off)
 	return 0;
 }
 
-static int pread_all(int fd, void *p, size_t n, uint64_t off)
+int mbfs_pread_all(int fd, void *p, size_t n, uint64_t off)
 {
 	char *c = p;
 	while (n) {
@@ -115,13 +117,16 @@ static int pread_all(int fd, void *p, size_t n, uint64_t off)
 	return 0;
 }
 
-/* Remove a guest directory of ours, best effort. */
-static void remove_dir(struct mbfs *fs, const char *rdir)
+int mbfs_xfer_remove_dir(struct mbfs *fs, const char *rdir)
 {
 	struct mb_err e;
 	mb_err_clear(&e);
-	if (mb_fs_remove(fs->client, &fs->ident, rdir, true, &e) && e.errnum != ENOENT)
+	int rc = mb_fs_remove(fs->client, &fs->ident, rdir, true, &e);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc)
 		mb_log(MB_LOG_WARN, "cannot remove '%s' on the guest: %s", rdir, e.msg);
+	return rc;
 }
 
 /* ---- downloads ---- */
@@ -133,7 +138,7 @@ static int get_small(struct mbfs *fs, const char *rpath, int fd,
 	mb_buf_init(&b, MBFS_CHUNK);
 	int rc = mb_file_get(fs->client, &fs->ident, rpath, &b, err);
 	if (rc == 0) {
-		rc = pwrite_all(fd, b.data, b.len, 0);
+		rc = mbfs_pwrite_all(fd, b.data, b.len, 0);
 		if (rc)
 			mb_err_set(err, -rc, "cannot write the local cache: %s",
 				   strerror(-rc));
@@ -158,7 +163,7 @@ static int dl_part(void *ud, size_t k)
 	if (rc == 0 && b.len != j->sizes[i])
 		rc = mb_err_set(&err, EIO, "piece %zu of a download has %zu "
 				"bytes, expected %" PRIu64, i, b.len, j->sizes[i]);
-	if (rc == 0 && (rc = pwrite_all(j->fd, b.data, b.len,
+	if (rc == 0 && (rc = mbfs_pwrite_all(j->fd, b.data, b.len,
 					(uint64_t)i * MBFS_CHUNK)))
 		mb_err_set(&err, -rc, "cannot write the local cache: %s",
 			   strerror(-rc));
@@ -246,7 +251,7 @@ int mbfs_xfer_split(struct mbfs *fs, const char *path, struct mbfs_pieces *p,
 	int rc = split_remote(&j, rpath, &n, err);
 	if (rc) {
 		if (err->ambiguous && !mb_err_is_stopped(err))
-			remove_dir(fs, j.dir);
+			mbfs_xfer_remove_dir(fs, j.dir);
 		return mbfs_fail(fs, rc, err);
 	}
 	snprintf(p->dir, sizeof(p->dir), "%s", j.dir);
@@ -264,7 +269,7 @@ int mbfs_xfer_fetch(struct mbfs *fs, const struct mbfs_pieces *p,
 	mb_err_clear(err);
 	snprintf(j.dir, sizeof(j.dir), "%s", p->dir);
 	pthread_mutex_init(&j.lock, NULL);
-	int rc = run_parallel(count, dl_part, &j);
+	int rc = mbfs_xfer_parallel(count, dl_part, &j);
 	if (rc && j.err_set)
 		*err = j.err;
 	pthread_mutex_destroy(&j.lock);
@@ -274,7 +279,7 @@ int mbfs_xfer_fetch(struct mbfs *fs, const struct mbfs_pieces *p,
 void mbfs_xfer_pieces_release(struct mbfs *fs, struct mbfs_pieces *p)
 {
 	if (p->sizes && !atomic_load(&fs->stopped))
-		remove_dir(fs, p->dir);
+		mbfs_xfer_remove_dir(fs, p->dir);
 	free(p->sizes);
 	memset(p, 0, sizeof(*p));
 }
@@ -305,205 +310,4 @@ int mbfs_xfer_download(struct mbfs *fs, const char *path, uint64_t size_hint,
 		*size_out = p.total;
 	mbfs_xfer_pieces_release(fs, &p);
 	return rc;
-}
-
-/* ---- uploads ---- */
-
-static int put_small(struct mbfs *fs, const char *rpath, int fd, uint64_t len,
-		     struct mb_err *err)
-{
-	char *data = malloc(len ? len : 1);
-	if (!data)
-		return mb_err_set(err, ENOMEM, "out of memory");
-	int rc = pread_all(fd, data, len, 0);
-	if (rc) {
-		free(data);
-		return mb_err_set(err, -rc, "cannot read the local copy: %s",
-				  strerror(-rc));
-	}
-	rc = mb_file_put(fs->client, &fs->ident, rpath, data, len, err);
-	if (rc && err->ambiguous) {
-		/* reconcile (§7.1): all old or all new; read it back */
-		struct mb_buf b;
-		struct mb_err e2;
-		mb_buf_init(&b, MBFS_CHUNK);
-		mb_err_clear(&e2);
-		if (mb_file_get(fs->client, &fs->ident, rpath, &b, &e2) == 0 &&
-		    b.len == len && memcmp(b.data ? b.data : "", data, len) == 0) {
-			mb_log(MB_LOG_INFO, "upload of '%s' was unconfirmed but "
-			       "the guest has the new content", rpath);
-			rc = 0;
-		}
-		mb_buf_release(&b);
-	}
-	free(data);
-	return rc;
-}
-
-static int put_part(void *ud, size_t i)
-{
-	struct job *j = ud;
-	uint64_t off = (uint64_t)i * MBFS_CHUNK;
-	size_t n = j->len - off < MBFS_CHUNK ? (size_t)(j->len - off) : MBFS_CHUNK;
-	char p[MB_PATH_MAX + 16];
-	struct mb_err err;
-	mb_err_clear(&err);
-	snprintf(p, sizeof(p), "%s/p.%05zu", j->dir, i);
-	char *buf = malloc(n ? n : 1);
-	if (!buf) {
-		mb_err_set(&err, ENOMEM, "out of memory");
-		job_error(j, &err);
-		return -ENOMEM;
-	}
-	int rc = pread_all(j->fd, buf, n, off);
-	if (rc)
-		mb_err_set(&err, -rc, "cannot read the local copy");
-	/* a part lives in our private staging directory: repeating its PUT
-	 * after an ambiguous failure is harmless */
-	for (int t = 0; !rc && t < PART_TRIES; t++) {
-		mb_err_clear(&err);
-		rc = mb_file_put(j->fs->client, &j->fs->ident, p, buf, n, &err);
-		if (!rc || !(err.ambiguous || err.http_status >= 500) ||
-		    mb_err_is_stopped(&err))
-			break;
-		if (t + 1 < PART_TRIES) {
-			mb_sleep_ms(mb_backoff_ms((unsigned)t, 250, 2000));
-			rc = 0;
-		}
-	}
-	free(buf);
-	if (rc)
-		job_error(j, &err);
-	return rc;
-}
-
-static int hash_fd(int fd, uint64_t len, char hex[65])
-{
-	struct mb_sha256 s;
-	mb_sha256_init(&s);
-	char *buf = malloc(MBFS_CHUNK);
-	if (!buf)
-		return -ENOMEM;
-	int rc = 0;
-	for (uint64_t off = 0; off < len && !rc;) {
-		size_t n = len - off < MBFS_CHUNK ? (size_t)(len - off) : MBFS_CHUNK;
-		rc = pread_all(fd, buf, n, off);
-		if (!rc)
-			mb_sha256_update(&s, buf, n);
-		off += n;
-	}
-	free(buf);
-	if (!rc)
-		mb_sha256_final_hex(&s, hex);
-	return rc;
-}
-
-/* The join script: idempotent while the staging directory exists. */
-static int join_script(struct mb_buf *b, const char *dir, const char *rpath,
-		       const char *hex)
-{
-	int rc = mb_buf_appends(b, "export LC_ALL=C; d=");
-	if (!rc)
-		rc = mb_buf_append_shq(b, dir);
-	if (!rc)
-		rc = mb_buf_appends(b, "; t=");
-	if (!rc)
-		rc = mb_buf_append_shq(b, rpath);
-	if (!rc)
-		rc = mb_buf_appendf(b, "; cd \"$d\" || exit 1; "
-			"cat p.* > .all || exit 1; "
-			"h=$(sha256sum .all) || exit 1; "
-			"case \"$h\" in %s*) ;; *) echo 'checksum mismatch after "
-			"joining the parts' >&2; exit 3;; esac; "
-			"if [ -e \"$t\" ]; then chmod --reference=\"$t\" .all; "
-			"else chmod 600 .all; fi || exit 1; "
-			"mv -fT .all \"$t\" || exit 1; cd / && rm -rf \"$d\"",
-			hex);
-	return rc;
-}
-
-static int join_parts(struct mbfs *fs, const char *dir, const char *rpath,
-		      const char *hex, struct mb_err *err)
-{
-	struct mb_buf b;
-	mb_buf_init(&b, MBFS_CMD_MAX);
-	int rc = join_script(&b, dir, rpath, hex);
-	if (rc) {
-		mb_buf_release(&b);
-		return mb_err_set(err, ENAMETOOLONG, "command too long");
-	}
-	struct mb_exec_result res;
-	for (int attempt = 0; attempt < 2; attempt++) {
-		rc = mbfs_exec(fs, b.data, EXEC_TIMEOUT_MS, &res, err);
-		if (rc == 0)
-			break;
-		if (!err->ambiguous || mb_err_is_stopped(err))
-			goto out;
-		/* not idempotent in general: look before repeating */
-		char got[65];
-		if (mbfs_remote_sha256(fs, rpath, got) == 0 &&
-		    strcmp(got, hex) == 0) {
-			remove_dir(fs, dir);
-			rc = 0;
-			goto out;
-		}
-	}
-	if (rc)
-		goto out;
-	if (!mbfs_exec_ok(&res)) {
-		rc = res.has_exit_code && res.exit_code == 3 ? -EIO
-			: mbfs_stderr_errno(res.errout);
-		mb_err_set(err, -rc, "cannot assemble '%s' on the guest: %.200s",
-			   rpath, res.errout ? res.errout : "");
-	}
-	mb_exec_result_release(&res);
-out:
-	mb_buf_release(&b);
-	return rc;
-}
-
-static int put_large(struct mbfs *fs, const char *rpath, int fd, uint64_t len,
-		     struct mb_err *err)
-{
-	struct job j = { .fs = fs, .fd = fd, .len = len };
-	char hex[17], sum[65];
-	if (mb_random_hex(hex, 8))
-		return mb_err_set(err, EIO, "no random bytes");
-	const char *slash = strrchr(rpath, '/');
-	int dl = slash ? (int)(slash - rpath) : 0;
-	if (snprintf(j.dir, sizeof(j.dir), "%.*s/.mbfs-up-%s", dl, rpath, hex)
-	    >= (int)sizeof(j.dir))
-		return mb_err_set(err, ENAMETOOLONG, "path too long");
-	int rc = hash_fd(fd, len, sum);
-	if (rc)
-		return mb_err_set(err, -rc, "cannot read the local copy");
-	rc = mb_fs_mkdir(fs->client, &fs->ident, j.dir, false, 0700, err);
-	if (rc)
-		return rc;
-	pthread_mutex_init(&j.lock, NULL);
-	size_t n = (size_t)((len + MBFS_CHUNK - 1) / MBFS_CHUNK);
-	rc = run_parallel(n, put_part, &j);
-	if (rc && j.err_set)
-		*err = j.err;
-	pthread_mutex_destroy(&j.lock);
-	if (!rc)
-		rc = join_parts(fs, j.dir, rpath, sum, err);
-	if (rc && !mb_err_is_stopped(err))
-		remove_dir(fs, j.dir);
-	return rc;
-}
-
-int mbfs_xfer_upload(struct mbfs *fs, const char *path, int fd, uint64_t len,
-		     struct mb_err *err)
-{
-	char rpath[MB_PATH_MAX];
-	mb_err_clear(err);
-	int rc = mbfs_remote_path(fs, path, rpath);
-	if (rc)
-		return mb_err_set(err, -rc, "path too long");
-	if (len <= MBFS_CHUNK)
-		rc = put_small(fs, rpath, fd, len, err);
-	else
-		rc = put_large(fs, rpath, fd, len, err);
-	return mbfs_fail(fs, rc, err);
 }

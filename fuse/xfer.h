@@ -1,16 +1,22 @@
 /* xfer.h: moving whole files between a local fd and the guest.
  *
- * Downloads: up to 1 MiB with one GET; larger files are split on the guest
- * into 1 MiB pieces in a private /tmp directory (one exec), the pieces are
- * fetched with parallel GETs and the directory removed.
- * Uploads: up to 1 MiB with one PUT (atomic on the guest); larger files are
- * PUT as parts into a staging directory next to the target, then one exec
- * joins them, checks the SHA-256 computed here, keeps the target's mode and
- * renames over the target with `mv -fT`: no program on the guest ever sees a
- * half-written file. Ambiguous failures are reconciled by hashing the
- * target instead of repeating blindly.
- * Paths are mount-relative. Thread-safe; the client's limiter bounds the
- * requests in flight.
+ * Downloads (xfer.c): up to 1 MiB with one GET; larger files are split on
+ * the guest into 1 MiB pieces in a private /tmp directory (one exec), the
+ * pieces are fetched with parallel GETs and the directory removed.
+ * Uploads (xfer_up.c): up to 1 MiB with one PUT (atomic on the guest);
+ * larger files are PUT as parts into a staging directory in the guest's
+ * /tmp (/tmp/.mbfs-up/HEX, never in the user's tree), then one exec joins
+ * them into a hidden file next to the target (.mbfs-up-HEX, for the one
+ * command's time), checks the SHA-256 computed here, keeps the target's
+ * mode and renames it over the target with `mv -fT`: no program on the
+ * guest ever sees a half-written file. Every transient failure (a 5xx, a
+ * reset, a timeout) is reconciled (the target read back or hashed, never
+ * a blind repeat) and retried until the upload has made no progress for
+ * op_timeout. The staging of an upload is noted in the journal before it
+ * exists and removed after; what a failure could not remove is removed
+ * when the service answers again (mbfs_xfer_sweep) or at the next mount.
+ * Paths are mount-relative unless named rpath. Thread-safe; the client's
+ * limiter bounds the requests in flight.
  */
 #ifndef MBFS_XFER_H
 #define MBFS_XFER_H
@@ -51,8 +57,23 @@ int mbfs_xfer_fetch(struct mbfs *fs, const struct mbfs_pieces *p,
 void mbfs_xfer_pieces_release(struct mbfs *fs, struct mbfs_pieces *p);
 
 /* Replace path on the guest with the first len bytes of fd. 0 or -errno
- * (already passed through mbfs_fail), with err->msg saying what failed. */
+ * (already passed through mbfs_fail), with err->msg saying what failed;
+ * sha (may be NULL) receives the SHA-256 of what was sent. */
 int mbfs_xfer_upload(struct mbfs *fs, const char *path, int fd, uint64_t len,
-		     struct mb_err *err);
+		     char sha[65], struct mb_err *err);
+/* The same for the guest path rpath (recover.c: it may lie outside the
+ * mounted directory). */
+int mbfs_xfer_put(struct mbfs *fs, const char *rpath, int fd, uint64_t len,
+		  char sha[65], struct mb_err *err);
+
+/* Remove what failed uploads left staged on the guest (one exec), now that
+ * the service answers. Cheap when there is nothing. */
+void mbfs_xfer_sweep(struct mbfs *fs);
+
+/* Names that start so are staging of uploads: never shown by the mount. */
+#define MBFS_STAGING_PREFIX ".mbfs-up"
+
+/* 1 when the file name name (not a path) is upload staging. */
+int mbfs_xfer_is_staging(const char *name);
 
 #endif

@@ -1,0 +1,54 @@
+/* journal_int.h: the inside of the journal, shared by journal.c (run
+ * directory, records, kept/, replay) and journal_stage.c (staging notes).
+ * Not for other modules. */
+#ifndef MBFS_JOURNAL_INT_H
+#define MBFS_JOURNAL_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <cJSON.h>
+
+#include "fuse/journal.h"
+
+#define REC_SUFFIX ".rec"
+#define STG_SUFFIX ".stg"
+#define TMP_SUFFIX ".tmp"
+#define LOCK_NAME "lock"
+#define RUN_PREFIX "run."
+#define REC_MAX 65536   /* a record is a path and a few numbers */
+
+struct kept {
+	struct kept *next;
+	char *rpath, *file, *why;
+};
+
+struct stage {
+	struct stage *next;
+	unsigned id;
+	char **paths;
+	size_t n;
+	bool leftover;          /* its removal failed; not handed out */
+};
+
+struct mbfs_journal {
+	char *dir, *run, *keptdir;
+	int lockfd;
+	char api_url[MB_URL_MAX];
+	struct mb_ident who;
+	pthread_mutex_t lock;   /* a leaf lock: never held across file I/O
+	                           of records or the network */
+	struct kept *kept;      /* newest first; protected by lock */
+	struct stage *stages;   /* protected by lock */
+	unsigned next_id;       /* protected by lock */
+};
+
+/* Write text to path through path.tmp and a rename. 0 or -errno. */
+int mbfs_journal_write_file(const char *path, const char *text);
+/* Add apiUrl, id and createdAt of j's container to o. */
+void mbfs_journal_owner_json(const struct mbfs_journal *j, cJSON *o);
+/* Free every staging note in memory (at close; the files stay). */
+void mbfs_journal_free_stages(struct mbfs_journal *j);
+
+#endif

@@ -1,0 +1,210 @@
+/* recover.c: replaying the journals of ended mounts at mount (see
+ * recover.h). The journal walks them; this file decides, per file, upload
+ * or keep, and talks to the guest through xfer (uploads) and the API
+ * (a stat, a chmod, one exec to remove staging). */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/buf.h"
+#include "common/log.h"
+#include "fuse/journal.h"
+#include "fuse/mbfs.h"
+#include "fuse/recover.h"
+#include "fuse/remote.h"
+#include "fuse/xfer.h"
+
+#define EXEC_TIMEOUT_MS 50000L
+
+struct replay {
+	struct mbfs *fs;
+	unsigned uploaded, kept, left;
+};
+
+static enum mbfs_jact keep(struct replay *x, const char *local,
+			   const char *rpath, const char *why)
+{
+	char out[PATH_MAX];
+	int rc = mbfs_journal_keep(x->fs->journal, local, rpath, why, out,
+				   sizeof(out));
+	if (rc) {
+		mb_log(MB_LOG_ERR, "'%s' was written before mbfs stopped and "
+		       "not uploaded (%s); cannot move it under kept/ (%s): "
+		       "it stays in %s", rpath ? rpath : "(unknown path)", why,
+		       strerror(-rc), local);
+		x->left++;
+		return MBFS_J_LEAVE;
+	}
+	mb_log(MB_LOG_WARN, "'%s' was written before mbfs stopped and not "
+	       "uploaded: %s; data kept in %s", rpath ? rpath : "(unknown path)",
+	       why, out);
+	x->kept++;
+	return MBFS_J_DONE;
+}
+
+/* Is the guest's file at r->rpath still the one r was written against?
+ * 1 yes, 0 no (*why says how it differs), -errno when the guest could not
+ * tell. */
+static int still_base(struct mbfs *fs, const struct mbfs_jrec *r,
+		      const char **why, char *buf, size_t n)
+{
+	struct mb_entry e;
+	struct mb_err err;
+	mb_err_clear(&err);
+	int rc = mb_fs_stat(fs->client, &fs->ident, r->rpath, false, &e, &err);
+	if (rc == -ENOENT || rc == -ENOTDIR) {
+		*why = "the file was removed on the sandbox since";
+		return r->fresh;
+	}
+	if (rc) {
+		snprintf(buf, n, "%s", err.msg);
+		*why = buf;
+		return rc;
+	}
+	int ok = 0;
+	char sha[65];
+	if (r->fresh)
+		*why = "a file of that name was made on the sandbox since";
+	else if (e.type != MB_FT_FILE)
+		*why = "it is no longer a regular file on the sandbox";
+	else if (!r->base_known)
+		*why = "the file it replaces on the sandbox is unknown";
+	else if (e.size != r->base_size)
+		*why = "the file changed on the sandbox since";
+	else if (e.mtime == r->base_mtime)
+		ok = 1;
+	/* our own upload: its mtime was our guess, its hash is certain */
+	else if (r->base_sha[0] && mbfs_remote_sha256(fs, r->rpath, sha) == 0 &&
+		 strcmp(sha, r->base_sha) == 0)
+		ok = 1;
+	else
+		*why = "the file changed on the sandbox since";
+	mb_entry_release(&e);
+	return ok;
+}
+
+/* Upload local as r says; 0 or -errno with err. */
+static int upload(struct mbfs *fs, const char *local,
+		  const struct mbfs_jrec *r, struct mb_err *err)
+{
+	struct stat st;
+	int fd = open(local, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st)) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return mb_err_set(err, e, "cannot read '%s': %s", local,
+				  strerror(e));
+	}
+	int rc = mbfs_xfer_put(fs, r->rpath, fd, (uint64_t)st.st_size, NULL, err);
+	close(fd);
+	if (rc == 0 && r->fresh && (r->mode & 0777) != 0600) {
+		/* a new file is 0600 on the guest: give it the asked mode */
+		struct mb_err e2;
+		mb_err_clear(&e2);
+		if (mb_fs_chmod(fs->client, &fs->ident, r->rpath, r->mode & 0777, &e2))
+			mb_log(MB_LOG_WARN, "cannot give '%s' mode %04o: %s",
+			       r->rpath, r->mode & 0777, e2.msg);
+	}
+	if (rc == 0)
+		mb_log(MB_LOG_INFO, "'%s' was written before mbfs stopped: "
+		       "uploaded now (%" PRIu64 " bytes)", r->rpath,
+		       (uint64_t)st.st_size);
+	return rc;
+}
+
+static enum mbfs_jact on_dirty(void *ud, const char *local,
+			       const struct mbfs_jrec *r)
+{
+	struct replay *x = ud;
+	struct mbfs *fs = x->fs;
+	char why[MB_GEN_MAX + 128];
+	if (!r)
+		return keep(x, local, NULL, "its journal record is unreadable");
+	if (strcmp(r->ident.created_at, fs->ident.created_at) != 0) {
+		snprintf(why, sizeof(why), "it was written for generation %s, "
+			 "which is no longer running", r->ident.created_at);
+		return keep(x, local, r->rpath, why);
+	}
+	const char *differs = "";
+	char msg[512];
+	int rc = still_base(fs, r, &differs, msg, sizeof(msg));
+	if (rc < 0) {
+		mb_log(MB_LOG_WARN, "'%s' was written before mbfs stopped and not "
+		       "uploaded; the sandbox could not be asked (%s): it is "
+		       "tried again at the next mount", r->rpath, differs);
+		x->left++;
+		return MBFS_J_LEAVE;
+	}
+	if (rc == 0)
+		return keep(x, local, r->rpath, differs);
+	struct mb_err err;
+	mb_err_clear(&err);
+	if (upload(fs, local, r, &err)) {
+		snprintf(why, sizeof(why), "the upload failed: %.100s", err.msg);
+		return keep(x, local, r->rpath, why);
+	}
+	x->uploaded++;
+	return MBFS_J_DONE;
+}
+
+/* Only ever remove what our uploads stage (a damaged note must not name
+ * anything else). */
+static int is_ours(const char *p)
+{
+	const char *base = strrchr(p, '/');
+	return p[0] == '/' && !strstr(p, "/../") && base &&
+	       (strncmp(p, "/tmp/" MBFS_STAGING_PREFIX "/",
+			sizeof("/tmp/" MBFS_STAGING_PREFIX "/") - 1) == 0 ||
+		mbfs_xfer_is_staging(base + 1));
+}
+
+static enum mbfs_jact on_staged(void *ud, const struct mbfs_jrec *owner,
+				const char *const *paths, size_t count)
+{
+	struct replay *x = ud;
+	struct mbfs *fs = x->fs;
+	if (strcmp(owner->ident.created_at, fs->ident.created_at) != 0)
+		return MBFS_J_DONE;   /* that sandbox is gone, and its /tmp */
+	struct mb_buf b;
+	mb_buf_init(&b, MB_MAX_FILE_BYTES);
+	int rc = mb_buf_appends(&b, "rm -rf --"), n = 0;
+	for (size_t i = 0; i < count && !rc; i++) {
+		if (!is_ours(paths[i]))
+			continue;
+		rc = mb_buf_appends(&b, " ");
+		if (!rc)
+			rc = mb_buf_append_shq(&b, paths[i]);
+		n++;
+	}
+	if (!rc && n)
+		rc = mbfs_exec_simple(fs, b.data, EXEC_TIMEOUT_MS);
+	mb_buf_release(&b);
+	if (rc)
+		mb_log(MB_LOG_WARN, "cannot remove the staging an earlier mount "
+		       "left on the sandbox: %s (tried again at the next mount)",
+		       strerror(-rc));
+	return rc ? MBFS_J_LEAVE : MBFS_J_DONE;
+}
+
+unsigned mbfs_recover(struct mbfs *fs)
+{
+	struct replay x = { .fs = fs };
+	struct mbfs_jreplay ops = { on_dirty, on_staged, &x };
+	int rc = mbfs_journal_replay(fs->journal, &ops);
+	if (rc)
+		mb_log(MB_LOG_WARN, "cannot read the journals of earlier mounts: "
+		       "%s", strerror(-rc));
+	if (x.kept)
+		mb_log(MB_LOG_WARN, "%u file%s written before mbfs stopped could "
+		       "not be uploaded and %s kept under the cache directory "
+		       "(listed in %s/%s)", x.kept, x.kept == 1 ? "" : "s",
+		       x.kept == 1 ? "is" : "are", fs->mountpoint,
+		       MB_CONTROL_NAME);
+	return x.kept;
+}

@@ -1,0 +1,25 @@
+/* xfer_int.h: what xfer.c (downloads, the worker pool) and xfer_up.c
+ * (uploads) share. Not for other modules. */
+#ifndef MBFS_XFER_INT_H
+#define MBFS_XFER_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct mbfs;
+
+/* Run fn(ud, i) for i in [0, n) on up to MBFS_XFER_THREADS threads (this
+ * one included); the first non-zero return stops handing out more. Returns
+ * that value or 0. */
+int mbfs_xfer_parallel(size_t n, int (*fn)(void *ud, size_t i), void *ud);
+
+/* pread / pwrite all n bytes at off, restarting on EINTR. 0 or -errno
+ * (-EIO for a file shorter than expected). */
+int mbfs_pread_all(int fd, void *p, size_t n, uint64_t off);
+int mbfs_pwrite_all(int fd, const void *p, size_t n, uint64_t off);
+
+/* Remove a guest directory of ours (recursive), best effort. 0 when it is
+ * gone (or was never there), else -errno. */
+int mbfs_xfer_remove_dir(struct mbfs *fs, const char *rdir);
+
+#endif

@@ -1,0 +1,396 @@
+/* xfer_up.c: uploads of whole files (see xfer.h): one PUT, or parts staged
+ * in the guest's /tmp and joined over the target; transient failures are
+ * reconciled and retried while the upload makes progress. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "fuse/journal.h"
+#include "fuse/mbfs.h"
+#include "fuse/remote.h"
+#include "fuse/xfer.h"
+#include "fuse/xfer_int.h"
+
+#define EXEC_TIMEOUT_MS 50000L
+#define STAGE_DIR "/tmp/" MBFS_STAGING_PREFIX
+#define CLEANUP_MS 10000u   /* removing staging after a failure, at most */
+
+/* One upload. Its deadline moves on with every step that succeeds: it
+ * gives up once nothing has gone through for op_timeout, however large the
+ * file, and a stalled one ends after one op_timeout, not one per part. */
+struct up {
+	struct mbfs *fs;
+	const char *rpath;
+	int fd;
+	uint64_t len;
+	_Atomic uint64_t deadline;
+	char dir[MB_PATH_MAX];     /* parts, in the guest's /tmp */
+	char tmp[MB_PATH_MAX];     /* the joined file, next to the target */
+	pthread_mutex_t lock;
+	struct mb_err err;         /* the first part failure; under lock */
+	bool err_set;
+};
+
+int mbfs_xfer_is_staging(const char *name)
+{
+	return strncmp(name, MBFS_STAGING_PREFIX,
+		       sizeof(MBFS_STAGING_PREFIX) - 1) == 0;
+}
+
+static void progress(struct up *u)
+{
+	atomic_store(&u->deadline, mb_now_ms() + u->fs->op_ms);
+}
+
+/* Every call of this thread ends by the upload's deadline. */
+static void bound(struct up *u)
+{
+	mb_op_deadline(atomic_load(&u->deadline));
+}
+
+/* After a failed step: wait and return true when repeating it can help
+ * (a transient failure, time left), else false. */
+static bool again(struct up *u, const struct mb_err *e, unsigned *tries)
+{
+	if (!mb_err_is_transient(e))
+		return false;
+	uint64_t d = mb_backoff_ms((*tries)++, 250, 2000);
+	if (mb_now_ms() + d >= atomic_load(&u->deadline))
+		return false;
+	mb_log(MB_LOG_DEBUG, "%s: trying again in %" PRIu64 " ms", e->msg, d);
+	mb_sleep_ms(d);
+	return true;
+}
+
+/* ---- up to 1 MiB: one PUT ---- */
+
+/* Does the guest file hold exactly data? (A PUT is atomic: after an
+ * unconfirmed one the file is all old or all new, contract §7.1.) */
+static bool holds(struct up *u, const char *data, size_t len)
+{
+	struct mb_buf b;
+	struct mb_err e;
+	mb_buf_init(&b, MBFS_CHUNK);
+	mb_err_clear(&e);
+	bool same = mb_file_get(u->fs->client, &u->fs->ident, u->rpath, &b,
+				&e) == 0 &&
+		    b.len == len && memcmp(b.data ? b.data : "", data, len) == 0;
+	mb_buf_release(&b);
+	return same;
+}
+
+static int put_small(struct up *u, char sha[65], struct mb_err *err)
+{
+	size_t len = (size_t)u->len;
+	char *data = malloc(len ? len : 1);
+	if (!data)
+		return mb_err_set(err, ENOMEM, "out of memory");
+	int rc = mbfs_pread_all(u->fd, data, len, 0);
+	if (rc) {
+		free(data);
+		return mb_err_set(err, -rc, "cannot read the local copy: %s",
+				  strerror(-rc));
+	}
+	mb_sha256_hex(data, len, sha);
+	for (unsigned tries = 0;;) {
+		bound(u);
+		rc = mb_file_put(u->fs->client, &u->fs->ident, u->rpath, data,
+				 len, err);
+		if (rc == 0)
+			break;
+		if (err->ambiguous && !mb_err_is_stopped(err) &&
+		    holds(u, data, len)) {
+			mb_log(MB_LOG_INFO, "upload of '%s' was unconfirmed but "
+			       "the guest has the new content", u->rpath);
+			rc = 0;
+			break;
+		}
+		if (!again(u, err, &tries))
+			break;
+		mb_err_clear(err);
+	}
+	free(data);
+	return rc;
+}
+
+/* ---- larger: parts, then one join ---- */
+
+static void part_error(struct up *u, const struct mb_err *e)
+{
+	pthread_mutex_lock(&u->lock);
+	if (!u->err_set) {
+		u->err = *e;
+		u->err_set = true;
+	}
+	pthread_mutex_unlock(&u->lock);
+}
+
+static int put_part(void *ud, size_t i)
+{
+	struct up *u = ud;
+	uint64_t off = (uint64_t)i * MBFS_CHUNK;
+	size_t n = u->len - off < MBFS_CHUNK ? (size_t)(u->len - off) : MBFS_CHUNK;
+	char p[MB_PATH_MAX + 16];
+	struct mb_err err;
+	mb_err_clear(&err);
+	snprintf(p, sizeof(p), "%s/p.%05zu", u->dir, i);
+	char *buf = malloc(n ? n : 1);
+	int rc = buf ? mbfs_pread_all(u->fd, buf, n, off) : -ENOMEM;
+	if (rc)
+		mb_err_set(&err, -rc, "cannot read the local copy: %s",
+			   strerror(-rc));
+	/* a part lives in our private staging directory: repeating its PUT
+	 * after an unconfirmed one is harmless */
+	for (unsigned tries = 0; !rc;) {
+		bound(u);
+		rc = mb_file_put(u->fs->client, &u->fs->ident, p, buf, n, &err);
+		if (rc == 0) {
+			progress(u);
+			break;
+		}
+		if (!again(u, &err, &tries))
+			break;
+		mb_err_clear(&err);
+		rc = 0;
+	}
+	free(buf);
+	if (rc)
+		part_error(u, &err);
+	return rc;
+}
+
+static int hash_fd(int fd, uint64_t len, char hex[65])
+{
+	struct mb_sha256 s;
+	mb_sha256_init(&s);
+	char *buf = malloc(MBFS_CHUNK);
+	if (!buf)
+		return -ENOMEM;
+	int rc = 0;
+	for (uint64_t off = 0; off < len && !rc;) {
+		size_t n = len - off < MBFS_CHUNK ? (size_t)(len - off) : MBFS_CHUNK;
+		rc = mbfs_pread_all(fd, buf, n, off);
+		if (!rc)
+			mb_sha256_update(&s, buf, n);
+		off += n;
+	}
+	free(buf);
+	if (!rc)
+		mb_sha256_final_hex(&s, hex);
+	return rc;
+}
+
+/* The join: assemble next to the target (a rename within one directory
+ * is atomic, and /tmp may be another filesystem), check, rename over the
+ * target. Repeatable while the parts directory exists, and removes it
+ * last. */
+static int join_script(struct mb_buf *b, const struct up *u, const char *hex)
+{
+	int rc = mb_buf_appends(b, "export LC_ALL=C; d=");
+	if (!rc)
+		rc = mb_buf_append_shq(b, u->dir);
+	if (!rc)
+		rc = mb_buf_appends(b, "; t=");
+	if (!rc)
+		rc = mb_buf_append_shq(b, u->rpath);
+	if (!rc)
+		rc = mb_buf_appends(b, "; a=");
+	if (!rc)
+		rc = mb_buf_append_shq(b, u->tmp);
+	if (!rc)
+		rc = mb_buf_appendf(b, "; cd \"$d\" || exit 1; "
+			"fail() { rm -f \"$a\"; exit \"$1\"; }; "
+			"cat p.* > \"$a\" || fail 1; "
+			"h=$(sha256sum < \"$a\") || fail 1; "
+			"case \"$h\" in %s*) ;; *) echo 'checksum mismatch after "
+			"joining the parts' >&2; fail 3;; esac; "
+			"if [ -e \"$t\" ]; then chmod --reference=\"$t\" \"$a\"; "
+			"else chmod 600 \"$a\"; fi || fail 1; "
+			"mv -fT \"$a\" \"$t\" || fail 1; cd / && rm -rf \"$d\"",
+			hex);
+	return rc;
+}
+
+static int join_parts(struct up *u, const char *hex, struct mb_err *err)
+{
+	struct mbfs *fs = u->fs;
+	struct mb_buf b;
+	mb_buf_init(&b, MBFS_CMD_MAX);
+	int rc = join_script(&b, u, hex);
+	if (rc) {
+		mb_buf_release(&b);
+		return mb_err_set(err, ENAMETOOLONG, "command too long");
+	}
+	struct mb_exec_result res;
+	for (unsigned tries = 0;;) {
+		bound(u);
+		rc = mbfs_exec(fs, b.data, EXEC_TIMEOUT_MS, &res, err);
+		if (rc == 0)
+			break;
+		/* not idempotent in general: look before repeating */
+		char got[65];
+		if (err->ambiguous && !mb_err_is_stopped(err) &&
+		    mbfs_remote_sha256(fs, u->rpath, got) == 0 &&
+		    strcmp(got, hex) == 0) {
+			if (mbfs_xfer_remove_dir(fs, u->dir) == 0)
+				rc = 0;   /* the rename happened */
+			else
+				rc = mb_err_set(err, EIO, "cannot remove the "
+						"staging of '%s'", u->rpath);
+			goto out;
+		}
+		if (!again(u, err, &tries))
+			goto out;
+		mb_err_clear(err);
+	}
+	if (!mbfs_exec_ok(&res)) {
+		rc = res.has_exit_code && res.exit_code == 3 ? -EIO
+			: mbfs_stderr_errno(res.errout);
+		mb_err_set(err, -rc, "cannot assemble '%s' on the guest: %.200s",
+			   u->rpath, res.errout ? res.errout : "");
+	}
+	mb_exec_result_release(&res);
+out:
+	mb_buf_release(&b);
+	return rc;
+}
+
+/* After a failure: remove the staging, briefly (the service may be down:
+ * then it is a leftover, removed when the service answers again). */
+static void cleanup(struct up *u, unsigned note)
+{
+	struct mb_err e;
+	mb_op_deadline(mb_now_ms() + (u->fs->op_ms < CLEANUP_MS ? u->fs->op_ms
+				     : CLEANUP_MS));
+	mb_err_clear(&e);
+	int rc = mbfs_xfer_remove_dir(u->fs, u->dir);
+	int trc = mb_fs_remove(u->fs->client, &u->fs->ident, u->tmp, false, &e);
+	if (rc == 0 && (trc == 0 || trc == -ENOENT))
+		mbfs_journal_unstage(u->fs->journal, note);
+	else
+		mbfs_journal_leftover(u->fs->journal, note);
+}
+
+static int put_large(struct up *u, char sha[65], struct mb_err *err)
+{
+	char hex[17];
+	struct mbfs *fs = u->fs;
+	if (mb_random_hex(hex, 8))
+		return mb_err_set(err, EIO, "no random bytes");
+	const char *slash = strrchr(u->rpath, '/');
+	int dl = slash ? (int)(slash - u->rpath) : 0;
+	snprintf(u->dir, sizeof(u->dir), STAGE_DIR "/%s", hex);
+	if (snprintf(u->tmp, sizeof(u->tmp), "%.*s/" MBFS_STAGING_PREFIX "-%s",
+		     dl, u->rpath, hex) >= (int)sizeof(u->tmp))
+		return mb_err_set(err, ENAMETOOLONG, "path too long");
+	int rc = hash_fd(u->fd, u->len, sha);
+	if (rc)
+		return mb_err_set(err, -rc, "cannot read the local copy");
+	/* noted before it exists: a crash from here on leaves a note that
+	 * the next mount acts on */
+	const char *staged[] = { u->dir, u->tmp };
+	unsigned note;
+	rc = mbfs_journal_stage(fs->journal, staged, 2, &note);
+	if (rc)
+		return mb_err_set(err, -rc, "cannot write the journal: %s",
+				  strerror(-rc));
+	for (unsigned tries = 0;;) {
+		bound(u);
+		/* recursive: repeating it is harmless, and /tmp/.mbfs-up
+		 * comes with it */
+		rc = mb_fs_mkdir(fs->client, &fs->ident, u->dir, true, 0700, err);
+		if (rc == 0 || !again(u, err, &tries))
+			break;
+		mb_err_clear(err);
+	}
+	if (rc == 0) {
+		progress(u);
+		pthread_mutex_init(&u->lock, NULL);
+		size_t n = (size_t)((u->len + MBFS_CHUNK - 1) / MBFS_CHUNK);
+		rc = mbfs_xfer_parallel(n, put_part, u);
+		if (rc && u->err_set)
+			*err = u->err;
+		pthread_mutex_destroy(&u->lock);
+	}
+	if (rc == 0)
+		rc = join_parts(u, sha, err);
+	if (rc == 0)
+		mbfs_journal_unstage(fs->journal, note);
+	else if (!mb_err_is_stopped(err))
+		cleanup(u, note);
+	else
+		mbfs_journal_unstage(fs->journal, note);   /* the sandbox is gone */
+	return rc;
+}
+
+int mbfs_xfer_put(struct mbfs *fs, const char *rpath, int fd, uint64_t len,
+		  char sha[65], struct mb_err *err)
+{
+	struct up u = { .fs = fs, .rpath = rpath, .fd = fd, .len = len };
+	char hex[65];
+	mb_err_clear(err);
+	progress(&u);
+	uint64_t outer = mb_op_deadline(0);
+	int rc = len <= MBFS_CHUNK ? put_small(&u, hex, err)
+				   : put_large(&u, hex, err);
+	mb_op_deadline(outer);
+	if (rc == 0 && sha)
+		memcpy(sha, hex, sizeof(hex));
+	if (rc == 0)
+		mbfs_xfer_sweep(fs);   /* the service answers again */
+	return mbfs_fail(fs, rc, err);
+}
+
+int mbfs_xfer_upload(struct mbfs *fs, const char *path, int fd, uint64_t len,
+		     char sha[65], struct mb_err *err)
+{
+	char rpath[MB_PATH_MAX];
+	mb_err_clear(err);
+	int rc = mbfs_remote_path(fs, path, rpath);
+	if (rc)
+		return mb_err_set(err, -rc, "path too long");
+	return mbfs_xfer_put(fs, rpath, fd, len, sha, err);
+}
+
+void mbfs_xfer_sweep(struct mbfs *fs)
+{
+	char **paths;
+	unsigned *ids;
+	size_t n, nids;
+	if (!fs->journal || atomic_load(&fs->stopped) ||
+	    mbfs_journal_leftovers(fs->journal, &paths, &n, &ids, &nids) ||
+	    nids == 0)
+		return;
+	struct mb_buf b;
+	mb_buf_init(&b, MB_MAX_FILE_BYTES);
+	int rc = mb_buf_appends(&b, "rm -rf --");
+	for (size_t i = 0; i < n && !rc; i++) {
+		rc = mb_buf_appends(&b, " ");
+		if (!rc)
+			rc = mb_buf_append_shq(&b, paths[i]);
+	}
+	if (!rc)
+		rc = mbfs_exec_simple(fs, b.data, EXEC_TIMEOUT_MS);
+	mb_buf_release(&b);
+	for (size_t i = 0; i < nids; i++) {
+		if (rc)
+			mbfs_journal_leftover(fs->journal, ids[i]);
+		else
+			mbfs_journal_unstage(fs->journal, ids[i]);
+	}
+	if (!rc)
+		mb_log(MB_LOG_INFO, "removed the staging of %zu failed upload%s "
+		       "from the guest", nids, nids == 1 ? "" : "s");
+	for (size_t i = 0; i < n; i++)
+		free(paths[i]);
+	free(paths);
+	free(ids);
+}

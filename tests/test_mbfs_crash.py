@@ -1,0 +1,222 @@
+"""mbfs killed with data not yet uploaded (kill -9): the next mount of the
+same container uploads it when the sandbox's file is still the one it was
+written against, otherwise keeps it under CACHE_DIR/kept/ and says so (log
+and control file). Staging an interrupted upload left is removed."""
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+
+import pytest
+
+import mbtest
+from test_mbfs_helpers import CONTROL, MiB, guest_sha, read_file, sh, sha, unique
+
+PUT = "PUT /containers/files"
+
+
+@pytest.fixture(autouse=True)
+def no_faults_left(service):
+    yield
+    service.clear_faults()
+
+
+@pytest.fixture
+def cache_dir(tmp_path):
+    return str(tmp_path / "cache")
+
+
+def mount_with(service, container, cache_dir, *options):
+    return mbtest.Mount(service, container, options=["cache_dir=" + cache_dir] + list(options))
+
+
+def kill9(m):
+    """kill -9 the daemon, then detach its dead mount (as a user would)."""
+    m.proc.send_signal(signal.SIGKILL)
+    m.proc.wait(30)
+    subprocess.run(["fusermount3", "-uz", m.mountpoint], capture_output=True)
+    m.unmount()
+    assert not mbtest.sanitizer_report(m.log()), m.log()
+
+
+def finish(m):
+    rc = m.unmount()
+    log = m.log()
+    assert not mbtest.sanitizer_report(log), log
+    assert rc == 0, log
+    return log
+
+
+def write_unclosed(path, data, mode=0o644, flags=os.O_WRONLY | os.O_CREAT):
+    """Write data through the mount without closing: the fd stays open."""
+    fd = os.open(path, flags, mode)
+    for off in range(0, len(data), MiB):
+        os.write(fd, data[off:off + MiB])
+    return fd
+
+
+def close_quietly(fd):
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def kept_of(log, rpath):
+    return re.findall(r"'%s' was written before mbfs stopped and not uploaded: "
+                      r"([^;]*); data kept in (\S+)" % re.escape(rpath), log)
+
+
+def control(m):
+    return json.loads(read_file(m.path(CONTROL)))
+
+
+def test_kill9_with_6mib_unclosed_then_remount_uploads_it(service, container, need_fuse, cache_dir):
+    name = unique("crash-new")
+    data = os.urandom(6 * MiB + 123)
+    m = mount_with(service, container, cache_dir)
+    fd = write_unclosed(m.path(name), data)
+    kill9(m)
+    close_quietly(fd)
+    # never closed: the sandbox has not got it
+    assert name not in sh(service, container, "ls -A /workspace").split()
+
+    m2 = mount_with(service, container, cache_dir)   # another mountpoint
+    try:
+        assert guest_sha(service, container, "/workspace/" + name) == sha(data)
+        assert sh(service, container, "stat -c %a /workspace/" + name) == "644\n"
+        assert read_file(m2.path(name)) == data
+        assert "kept" not in control(m2)
+    finally:
+        log = finish(m2)
+    assert "'/workspace/%s' was written before mbfs stopped: uploaded now" % name in log
+    # nothing is left for a third mount to replay
+    assert [d for d in os.listdir(cache_dir) if d.startswith("run.")] == []
+    assert os.listdir(os.path.join(cache_dir, "kept")) == []
+
+
+def test_kill9_existing_file_unchanged_on_sandbox_is_uploaded(service, container, need_fuse, cache_dir):
+    name = unique("crash-same")
+    service.put_file(container, "/workspace/" + name, os.urandom(MiB))
+    sh(service, container, "head -c %d /dev/urandom >> /workspace/%s" % (2 * MiB, name))
+    m = mount_with(service, container, cache_dir)
+    fd = os.open(m.path(name), os.O_RDWR)
+    os.pwrite(fd, b"changed in the middle", MiB + 7)
+    want = os.pread(fd, 4 * MiB, 0)   # the same handle: a close would upload
+    assert len(want) == 3 * MiB
+    kill9(m)
+    close_quietly(fd)
+    m2 = mount_with(service, container, cache_dir)
+    try:
+        assert guest_sha(service, container, "/workspace/" + name) == sha(want)
+    finally:
+        log = finish(m2)
+    assert "uploaded now" in log
+
+
+def test_kill9_file_changed_on_sandbox_meanwhile_is_kept(service, container, need_fuse, cache_dir):
+    name = unique("crash-changed")
+    service.put_file(container, "/workspace/" + name, b"original\n")
+    m = mount_with(service, container, cache_dir)
+    fd = os.open(m.path(name), os.O_WRONLY | os.O_TRUNC)
+    os.write(fd, b"mine, never uploaded\n")
+    kill9(m)
+    close_quietly(fd)
+    # someone else changes the file on the sandbox before the remount
+    sh(service, container, "printf 'theirs, newer\\n' > /workspace/" + name)
+
+    m2 = mount_with(service, container, cache_dir)
+    try:
+        ctl = control(m2)
+    finally:
+        log = finish(m2)
+    # theirs stays; mine is kept, named after its path, and reported
+    assert sh(service, container, "cat /workspace/" + name) == "theirs, newer\n"
+    kept = kept_of(log, "/workspace/" + name)
+    assert len(kept) == 1, log
+    why, path = kept[0]
+    assert "changed on the sandbox" in why
+    assert read_file(path) == b"mine, never uploaded\n"
+    assert path.startswith(os.path.join(cache_dir, "kept", "workspace", name + "."))
+    assert [k["file"] for k in ctl["kept"] if k["path"] == "/workspace/" + name] == [path]
+
+
+def test_kill9_new_file_whose_name_was_taken_meanwhile_is_kept(service, container, need_fuse, cache_dir):
+    name = unique("crash-taken")
+    m = mount_with(service, container, cache_dir)
+    fd = write_unclosed(m.path(name), b"created here\n")
+    kill9(m)
+    close_quietly(fd)
+    service.put_file(container, "/workspace/" + name, b"created there\n")
+    m2 = mount_with(service, container, cache_dir)
+    log = finish(m2)
+    assert sh(service, container, "cat /workspace/" + name) == "created there\n"
+    kept = kept_of(log, "/workspace/" + name)
+    assert kept and read_file(kept[0][1]) == b"created here\n", log
+
+
+def test_kill9_of_another_generation_is_kept(service, need_fuse, cache_dir):
+    """The slot was stopped and started again: that sandbox is gone, so the
+    data cannot go anywhere; it is kept, never dropped."""
+    ident = service.create_container()
+    name = unique("crash-gen")
+    m = mount_with(service, ident, cache_dir)
+    fd = write_unclosed(m.path(name), b"for the old sandbox\n")
+    kill9(m)
+    close_quietly(fd)
+    service.delete_container(ident)
+    ident2 = service.create_container()
+    try:
+        assert ident2["id"] == ident["id"]
+        m2 = mount_with(service, ident2, cache_dir)
+        log = finish(m2)
+    finally:
+        service.delete_container(ident2)
+    kept = kept_of(log, "/workspace/" + name)
+    assert kept and "no longer running" in kept[0][0], log
+    assert read_file(kept[0][1]) == b"for the old sandbox\n"
+
+
+def test_kill9_during_large_upload_leaves_nothing_behind(service, container, need_fuse, cache_dir):
+    """Killed while parts are going up: the next mount removes the staging
+    (in the sandbox's /tmp, never in the user's tree) and uploads the file."""
+    name = unique("crash-staging")
+    data = os.urandom(5 * MiB + 1)
+    m = mount_with(service, container, cache_dir)
+    service.fault(route=PUT, count=100, match="mbfs-up", delayMs=20000)
+    fd = write_unclosed(m.path(name), data)
+    closer = threading.Thread(target=close_quietly, args=(fd,), daemon=True)
+    closer.start()
+    # wait until a part is on the sandbox (the delay is applied after it)
+    staged = ""
+    for _ in range(600):
+        staged = sh(service, container, "ls /tmp/.mbfs-up/* 2>/dev/null || true")
+        if "p.0" in staged:
+            break
+        threading.Event().wait(0.1)
+    assert "p.0" in staged
+    assert ".mbfs-up" not in sh(service, container, "ls -A /workspace")
+    kill9(m)
+    closer.join(30)
+    service.clear_faults()
+    m2 = mount_with(service, container, cache_dir)
+    try:
+        assert guest_sha(service, container, "/workspace/" + name) == sha(data)
+        assert sh(service, container, "ls -A /tmp/.mbfs-up 2>/dev/null || true") == ""
+        assert ".mbfs-up" not in sh(service, container, "ls -A /workspace")
+    finally:
+        finish(m2)
+
+
+def test_clean_unmount_leaves_no_journal(service, container, need_fuse, cache_dir):
+    m = mount_with(service, container, cache_dir)
+    try:
+        with open(m.path(unique("clean")), "wb") as f:
+            f.write(b"x" * 1000)
+        runs = [d for d in os.listdir(cache_dir) if d.startswith("run.")]
+        assert len(runs) == 1
+    finally:
+        finish(m)
+    assert [d for d in os.listdir(cache_dir) if d.startswith("run.")] == []
