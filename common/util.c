@@ -262,7 +262,7 @@ int mb_mkdir_p(const char *dir, unsigned mode)
 /* Length of the well-formed UTF-8 sequence at p (n bytes left), or 0:
  * no overlong forms, no surrogates, nothing past U+10FFFF, as a strict
  * decoder (the service's) requires. */
-static size_t utf8_seq_len(const unsigned char *p, size_t n)
+size_t mb_utf8_seq_len(const unsigned char *p, size_t n)
 {
 	size_t len, i;
 	unsigned cp;
@@ -300,7 +300,7 @@ int mb_utf8_valid(const char *s, size_t n)
 	size_t i = 0, l;
 
 	while (i < n) {
-		l = utf8_seq_len(p + i, n - i);
+		l = mb_utf8_seq_len(p + i, n - i);
 		if (!l)
 			return 0;
 		i += l;

@@ -48,6 +48,10 @@ int mb_base64_decode(const char *in, size_t len, unsigned char **out, size_t *ou
  * forms, surrogates or code points past U+10FFFF), else 0. */
 int mb_utf8_valid(const char *s, size_t n);
 
+/* Length of the well-formed UTF-8 sequence at p (n > 0 bytes left), or 0
+ * when it is not one (the strict decoding of mb_utf8_valid). */
+size_t mb_utf8_seq_len(const unsigned char *p, size_t n);
+
 /* SHA-256 of a buffer as 64 lowercase hex chars + NUL. */
 void mb_sha256_hex(const void *data, size_t len, char out[65]);
 

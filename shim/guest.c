@@ -24,7 +24,7 @@ int mbx_sh_assign(struct mb_buf *b, const char *var, const char *value)
 	size_t n;
 	int r;
 
-	if (mbx_utf8_valid(value, strlen(value))) {
+	if (mb_utf8_valid(value, strlen(value))) {
 		r = mb_buf_appendf(b, "%s=", var);
 		r = r ? r : mb_buf_append_shq(b, value);
 		return r ? r : mb_buf_appends(b, "\n");

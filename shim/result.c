@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/buf.h"
+#include "common/util.h"
 #include "shim/result.h"
 
 static char last_error[1024];
@@ -49,52 +50,6 @@ const char *mbx_last_error(void)
 	return last_error;
 }
 
-/* Length of the valid UTF-8 sequence at p (n bytes left), or 0. */
-static size_t utf8_len(const unsigned char *p, size_t n)
-{
-	size_t len, i;
-	unsigned cp;
-
-	if (p[0] < 0x80)
-		return 1;
-	if (p[0] >= 0xc2 && p[0] <= 0xdf) {
-		len = 2;
-		cp = p[0] & 0x1f;
-	} else if (p[0] >= 0xe0 && p[0] <= 0xef) {
-		len = 3;
-		cp = p[0] & 0x0f;
-	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
-		len = 4;
-		cp = p[0] & 0x07;
-	} else {
-		return 0;
-	}
-	if (n < len)
-		return 0;
-	for (i = 1; i < len; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (p[i] & 0x3f);
-	}
-	if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-	    (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-		return 0;
-	return len;
-}
-
-bool mbx_utf8_valid(const char *s, size_t n)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	size_t i = 0, l;
-
-	while (i < n) {
-		l = utf8_len(p + i, n - i);
-		if (!l)
-			return false;
-		i += l;
-	}
-	return true;
-}
 
 static int json_str(struct mb_buf *b, const char *s, size_t n)
 {
@@ -122,7 +77,7 @@ static int json_str(struct mb_buf *b, const char *s, size_t n)
 		} else if (c < 0x20 || c == 0x7f) {
 			r = mb_buf_appendf(b, "\\u%04x", c);
 			i++;
-		} else if ((l = utf8_len(p + i, n - i)) == 0) {
+		} else if ((l = mb_utf8_seq_len(p + i, n - i)) == 0) {
 			r = mb_buf_appends(b, "\\ufffd");
 			i++;
 		} else {

@@ -19,9 +19,6 @@ void mbx_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The last message given to mbx_error() ("" if none). */
 const char *mbx_last_error(void);
 
-/* 1 when the n bytes at s are valid UTF-8 (the API's JSON bodies must be). */
-bool mbx_utf8_valid(const char *s, size_t n);
-
 /* Print the --json object for r on stdout: exitCode (r->status when
  * has_status, else null), signal, timedOut, stdout, stderr, truncation
  * flags, executionTimeMs, strategy, remoteId, and error when not NULL.

@@ -221,11 +221,11 @@ static char *build_command(struct mbx_run *r)
 	int e = 0;
 
 	mb_buf_init(&b, 4u << 20);
-	if (!mbx_utf8_valid(cwd, strlen(cwd))) {
+	if (!mb_utf8_valid(cwd, strlen(cwd))) {
 		e = mbx_sh_assign(&b, "MBX_C", cwd);
 		e = e ? e : mb_buf_appends(&b, "cd \"$MBX_C\" || exit 1; unset MBX_C\n");
 	}
-	if (!e && mbx_utf8_valid(r->script, strlen(r->script))) {
+	if (!e && mb_utf8_valid(r->script, strlen(r->script))) {
 		e = mb_buf_appends(&b, r->script);
 	} else if (!e) {
 		e = mbx_sh_assign(&b, "MBX_S", r->script);
@@ -273,7 +273,7 @@ static int managed_start(struct mbx_run *r)
 	}
 	memset(&req, 0, sizeof(req));
 	req.command = cmd;
-	if (mbx_utf8_valid(r->target->remote_cwd, strlen(r->target->remote_cwd)))
+	if (mb_utf8_valid(r->target->remote_cwd, strlen(r->target->remote_cwd)))
 		req.cwd = r->target->remote_cwd;   /* else build_command cd's */
 	req.stdin_enabled = r->forward_stdin || r->pty;
 	req.idempotency_key = st->key;
