@@ -7,6 +7,7 @@
  * the first pending removal, makes those older than MBFS_HIDDEN_DELAY_MS.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -261,6 +262,29 @@ int mbfs_hidden_getattr(struct mbfs *fs, const char *path, struct stat *st)
 	if (rc == 1)
 		st->st_ino = (ino_t)mbfs_ino(fs, path);
 	return rc;
+}
+
+int mbfs_hidden_open(struct mbfs *fs, const char *path, int flags,
+		     struct mbfs_node **out)
+{
+	struct mbfs_hidden *h = fs->hidden;
+	if (!h || !mbfs_hidden_is_name(path))
+		return 0;
+	pthread_mutex_lock(&h->lock);
+	struct hfile *f = find_file(h, path);
+	struct mbfs_node *n = f ? f->node : NULL;
+	if (n)
+		mbfs_node_ref(fs, n);
+	pthread_mutex_unlock(&h->lock);
+	if (!n)
+		return -ENOENT;
+	int rc = (flags & O_TRUNC) ? mbfs_node_truncate(fs, n, 0) : 0;
+	if (rc) {
+		mbfs_node_release(fs, n);
+		return rc;
+	}
+	*out = n;
+	return 1;
 }
 
 bool mbfs_hidden_pending(struct mbfs *fs, const char *path)

@@ -25,6 +25,7 @@
 
 struct mbfs;
 struct mbfs_hidden;
+struct mbfs_node;
 
 #define MBFS_HIDDEN_DELAY_MS 100
 
@@ -43,6 +44,12 @@ int mbfs_hidden_hide(struct mbfs *fs, const char *from, const char *hidden);
 /* getattr of path: 1 with *st (a hidden file), -ENOENT (a hidden name we
  * do not hold, or a name whose removal is pending), 0 (neither). */
 int mbfs_hidden_getattr(struct mbfs *fs, const char *path, struct stat *st);
+/* An open of a hidden name: libfuse names a file by where it is now, so
+ * an open that raced with the hiding of its file arrives here. 1 with
+ * *out (a reference to the file's node; O_TRUNC in flags applied),
+ * -ENOENT when no such file is held, 0 when path is not a hidden name. */
+int mbfs_hidden_open(struct mbfs *fs, const char *path, int flags,
+		     struct mbfs_node **out);
 /* libfuse's unlink of a hidden name at the last close: 1 when path has
  * the pattern (done, no request), 0 otherwise. */
 int mbfs_hidden_unlink(struct mbfs *fs, const char *path);

@@ -196,6 +196,13 @@ void mbfs_node_release(struct mbfs *fs, struct mbfs_node *n)
 	mbfs_node_destroy(n);
 }
 
+void mbfs_node_ref(struct mbfs *fs, struct mbfs_node *n)
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	n->refs++;
+	pthread_mutex_unlock(&fs->nodes_lock);
+}
+
 int mbfs_node_read(struct mbfs *fs, struct mbfs_node *n, char *buf,
 		   size_t size, off_t off)
 {

@@ -46,6 +46,8 @@ int mbfs_node_create(struct mbfs *fs, const char *path, unsigned mode,
 /* Drop a reference; the last one uploads a dirty copy if it was not
  * already kept after a failure. */
 void mbfs_node_release(struct mbfs *fs, struct mbfs_node *n);
+/* Take another reference to n (held by the caller already). */
+void mbfs_node_ref(struct mbfs *fs, struct mbfs_node *n);
 
 int mbfs_node_read(struct mbfs *fs, struct mbfs_node *n, char *buf,
 		   size_t size, off_t off);

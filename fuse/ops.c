@@ -401,7 +401,11 @@ static int mbfs_open(const char *path, struct fuse_file_info *fi)
 	int rc = mbfs_check_alive(FS);
 	struct mbfs_node *n = NULL;
 	if (!rc)
+		rc = mbfs_hidden_open(FS, path, fi->flags, &n);
+	if (rc == 0)   /* not a hidden name */
 		rc = mbfs_node_open(FS, path, fi->flags, &n);
+	else if (rc == 1)
+		rc = 0;
 	if (!rc)
 		fi->fh = (uintptr_t)n;
 	return rc;
