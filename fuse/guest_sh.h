@@ -5,7 +5,12 @@
 #ifndef MBFS_GUEST_SH_H
 #define MBFS_GUEST_SH_H
 
+extern const char mbfs_sh_join[];     /* parts of an upload over the target (xfer_up.c) */
 extern const char mbfs_sh_mux[];      /* the wait of a shared poll (agent.c) */
+extern const char mbfs_sh_split[];    /* pieces of a download (xfer.c) */
+extern const char mbfs_sh_statfs[];   /* df of the mounted root (remote.c) */
+extern const char mbfs_sh_touch[];    /* a batch of utimens (touch.c) */
+extern const char mbfs_sh_unstage[];  /* staging that failed uploads left (xfer_up.c, recover.c) */
 extern const char mbfs_sh_version[];  /* checksum of all of them */
 
 #endif

@@ -13,6 +13,7 @@
 
 #include "common/buf.h"
 #include "common/log.h"
+#include "fuse/guest_sh.h"
 #include "fuse/journal.h"
 #include "fuse/mbfs.h"
 #include "fuse/recover.h"
@@ -173,16 +174,14 @@ static enum mbfs_jact on_staged(void *ud, const struct mbfs_jrec *owner,
 		return MBFS_J_DONE;   /* that sandbox is gone, and its /tmp */
 	struct mb_buf b;
 	mb_buf_init(&b, MB_MAX_FILE_BYTES);
-	int rc = mb_buf_appends(&b, "rm -rf --"), n = 0;
+	int rc = mb_buf_appends(&b, MBFS_SH_ARGS), n = 0;
 	for (size_t i = 0; i < count && !rc; i++) {
 		if (!is_ours(paths[i]))
 			continue;
-		rc = mb_buf_appends(&b, " ");
-		if (!rc)
-			rc = mb_buf_append_shq(&b, paths[i]);
+		rc = mbfs_sh_arg(&b, paths[i]);
 		n++;
 	}
-	if (!rc && n)
+	if (!rc && n && !(rc = mbfs_sh_body(&b, mbfs_sh_unstage)))
 		rc = mbfs_exec_simple(fs, b.data, EXEC_TIMEOUT_MS);
 	mb_buf_release(&b);
 	if (rc)

@@ -1,4 +1,5 @@
-/* remote.c: path mapping, failure reporting, and the namespace operations
+/* remote.c: path mapping, failure reporting, the command that runs a
+ * script of fuse/guest/ with its arguments, and the namespace operations
  * done with one exec on the guest (see remote.h). Does not cache (cache.c)
  * and does not move file data (xfer.c).
  */
@@ -13,6 +14,7 @@
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "fuse/guest_sh.h"
 #include "fuse/mbfs.h"
 #include "fuse/remote.h"
 
@@ -164,6 +166,37 @@ int mbfs_exec_simple(struct mbfs *fs, const char *cmd, long timeout_ms)
 {
 	bool amb;
 	return exec_simple_amb(fs, cmd, timeout_ms, &amb);
+}
+
+int mbfs_sh_arg(struct mb_buf *b, const char *arg)
+{
+	size_t old = b->len;
+	int rc = mb_buf_appends(b, " ");
+	if (!rc && (rc = mb_buf_append_shq(b, arg))) {
+		b->len = old;   /* a failed append changes nothing */
+		b->data[old] = '\0';
+	}
+	return rc;
+}
+
+int mbfs_sh_body(struct mb_buf *b, const char *script)
+{
+	size_t old = b->len;
+	int rc = mb_buf_appends(b, "\n");
+	if (!rc && (rc = mb_buf_appends(b, script))) {
+		b->len = old;
+		b->data[old] = '\0';
+	}
+	return rc;
+}
+
+int mbfs_sh_cmd(struct mb_buf *b, const char *script,
+		const char *const *argv, size_t argc)
+{
+	int rc = mb_buf_appends(b, MBFS_SH_ARGS);
+	for (size_t i = 0; i < argc && !rc; i++)
+		rc = mbfs_sh_arg(b, argv[i]);
+	return rc ? rc : mbfs_sh_body(b, script);
 }
 
 /* Append the guest path of a mount path, quoted for sh. */
@@ -365,7 +398,8 @@ static uint64_t statfs_until;          /* protected by statfs_lock */
 
 static int parse_df(const char *out, struct statvfs *sv)
 {
-	/* two `df -P` outputs: blocks (1K) then inodes; take each data line */
+	/* fuse/guest/statfs.sh: two `df -P` outputs, blocks (1K) then inodes
+	 * (may be missing); take each data line */
 	unsigned long long v[2][3];
 	int got = 0;
 	const char *line = out;
@@ -405,14 +439,14 @@ int mbfs_remote_statfs(struct mbfs *fs, struct statvfs *out)
 	}
 	pthread_mutex_unlock(&statfs_lock);
 
-	struct mb_buf q, b;
-	mb_buf_init(&q, MB_PATH_MAX * 4 + 8);
+	char rpath[MB_PATH_MAX];
+	struct mb_buf b;
 	mb_buf_init(&b, MBFS_CMD_MAX);
-	int rc = append_rpath(fs, &q, "/");
-	if (!rc)
-		rc = mb_buf_appendf(&b, "df -kP -- %s && { df -iP -- %s || true; }",
-				    q.data, q.data);
-	mb_buf_release(&q);
+	int rc = mbfs_remote_path(fs, "/", rpath);
+	if (!rc) {
+		const char *argv[] = { rpath };
+		rc = mbfs_sh_cmd(&b, mbfs_sh_statfs, argv, 1);
+	}
 	if (rc) {
 		mb_buf_release(&b);
 		return rc;

@@ -8,7 +8,8 @@
  * stderr reach end-of-file (a background child holding them stalls the
  * request until its timeout), and its PID 1 never reaps, so an orphan would
  * stay a zombie until the container ends (contract §9.2, §9.3). Never add
- * '&', nohup or setsid to a command here, in touch.c or in xfer.c.
+ * '&', nohup or setsid to a command here, in touch.c, in xfer.c or in a
+ * script of fuse/guest/ (one that must, like mux.sh, waits for it).
  *
  * Every path argument is mount-relative ("/a/b") unless named rpath.
  * Each function returns 0 or -errno (errors from the shell commands are
@@ -18,6 +19,7 @@
 #ifndef MBFS_REMOTE_H
 #define MBFS_REMOTE_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -30,6 +32,19 @@ struct mbfs;
 /* The longest command the builders here make (two quoted paths of
  * MB_PATH_MAX and some text fit); mbfs_exec decides how it travels. */
 #define MBFS_CMD_MAX 65536u
+
+/* The command that runs one of the scripts of fuse/guest/ (guest_sh.h)
+ * with positional arguments, each quoted for sh: "set -- 'ARG'...", a
+ * newline, then the script's text, which is what a reader runs by hand as
+ * `dash fuse/guest/NAME.sh ARG...`. mbfs_sh_cmd writes it whole; a caller
+ * that sizes a long argument list itself starts with MBFS_SH_ARGS, adds
+ * each argument with mbfs_sh_arg (" 'ARG'") and ends with mbfs_sh_body.
+ * 0 or -errno (-E2BIG past the buffer's max). */
+#define MBFS_SH_ARGS "set --"
+int mbfs_sh_arg(struct mb_buf *b, const char *arg);
+int mbfs_sh_body(struct mb_buf *b, const char *script);
+int mbfs_sh_cmd(struct mb_buf *b, const char *script,
+		const char *const *argv, size_t argc);
 
 /* Run cmd on the guest (exec.c). 0 with *res filled (the caller releases
  * it), even for a non-zero exit; -errno when the request itself failed (err

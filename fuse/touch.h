@@ -1,8 +1,9 @@
-/* touch.h: file times set on the guest by scripts of `touch -c -h` lines,
- * one exec per script whose JSON-escaped size stays below the command
- * limit (16 KiB), so its request is also below the 32 KiB body limit
- * whatever bytes the names hold; items with the same times share one touch. `touch -c` leaves a path that has gone
- * alone. Used by batch.c; knows nothing of queues or caches. */
+/* touch.h: file times set on the guest by fuse/guest/touch.sh (`touch -c
+ * -h`; items with the same times share one touch), one exec per batch whose
+ * JSON-escaped size stays below the command limit (16 KiB), so its request
+ * is also below the 32 KiB body limit whatever bytes the names hold.
+ * `touch -c` leaves a path that has gone alone. Used by batch.c; knows
+ * nothing of queues or caches. */
 #ifndef MBFS_TOUCH_H
 #define MBFS_TOUCH_H
 

@@ -13,6 +13,7 @@
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "fuse/guest_sh.h"
 #include "fuse/mbfs.h"
 #include "fuse/remote.h"
 #include "fuse/xfer.h"
@@ -173,24 +174,17 @@ static int dl_part(void *ud, size_t k)
 	return rc;
 }
 
-/* Split rpath into pieces under j->dir; fills j->sizes / count. */
+/* Split rpath into pieces under j->dir (fuse/guest/split.sh); fills
+ * j->sizes / count from the sizes it prints. */
 static int split_remote(struct job *j, const char *rpath, size_t *count,
 			struct mb_err *err)
 {
+	char size[24];
+	snprintf(size, sizeof(size), "%u", MBFS_CHUNK);
+	const char *argv[] = { rpath, j->dir, size };
 	struct mb_buf b;
 	mb_buf_init(&b, MBFS_CMD_MAX);
-	int rc = mb_buf_appends(&b, "export LC_ALL=C; d=");
-	if (!rc)
-		rc = mb_buf_append_shq(&b, j->dir);
-	if (!rc)
-		rc = mb_buf_appendf(&b, "; mkdir -m 700 \"$d\" || exit 1; "
-				    "split -b %u -a 5 -d -- ", MBFS_CHUNK);
-	if (!rc)
-		rc = mb_buf_append_shq(&b, rpath);
-	if (!rc)
-		rc = mb_buf_appends(&b, " \"$d/p.\" || { rm -rf \"$d\"; exit 1; }; "
-				    "cd \"$d\" && for f in p.*; do [ -e \"$f\" ] "
-				    "&& stat -c %s -- \"$f\"; done; exit 0");
+	int rc = mbfs_sh_cmd(&b, mbfs_sh_split, argv, 3);
 	if (rc) {
 		mb_buf_release(&b);
 		return mb_err_set(err, -rc, "command too long");

@@ -13,6 +13,7 @@
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "fuse/guest_sh.h"
 #include "fuse/journal.h"
 #include "fuse/mbfs.h"
 #include "fuse/remote.h"
@@ -188,35 +189,13 @@ static int hash_fd(int fd, uint64_t len, char hex[65])
 	return rc;
 }
 
-/* The join: assemble next to the target (a rename within one directory
- * is atomic, and /tmp may be another filesystem), check, rename over the
- * target. Repeatable while the parts directory exists, and removes it
- * last. */
+/* The join (fuse/guest/join.sh): assemble next to the target, check,
+ * rename over the target; repeatable while the parts directory exists,
+ * which it removes last. Exit status 3: the checksum differs. */
 static int join_script(struct mb_buf *b, const struct up *u, const char *hex)
 {
-	int rc = mb_buf_appends(b, "export LC_ALL=C; d=");
-	if (!rc)
-		rc = mb_buf_append_shq(b, u->dir);
-	if (!rc)
-		rc = mb_buf_appends(b, "; t=");
-	if (!rc)
-		rc = mb_buf_append_shq(b, u->rpath);
-	if (!rc)
-		rc = mb_buf_appends(b, "; a=");
-	if (!rc)
-		rc = mb_buf_append_shq(b, u->tmp);
-	if (!rc)
-		rc = mb_buf_appendf(b, "; cd \"$d\" || exit 1; "
-			"fail() { rm -f \"$a\"; exit \"$1\"; }; "
-			"cat p.* > \"$a\" || fail 1; "
-			"h=$(sha256sum < \"$a\") || fail 1; "
-			"case \"$h\" in %s*) ;; *) echo 'checksum mismatch after "
-			"joining the parts' >&2; fail 3;; esac; "
-			"if [ -e \"$t\" ]; then chmod --reference=\"$t\" \"$a\"; "
-			"else chmod 600 \"$a\"; fi || fail 1; "
-			"mv -fT \"$a\" \"$t\" || fail 1; cd / && rm -rf \"$d\"",
-			hex);
-	return rc;
+	const char *argv[] = { u->dir, u->rpath, u->tmp, hex };
+	return mbfs_sh_cmd(b, mbfs_sh_join, argv, 4);
 }
 
 static int join_parts(struct up *u, const char *hex, struct mb_err *err)
@@ -371,12 +350,7 @@ void mbfs_xfer_sweep(struct mbfs *fs)
 		return;
 	struct mb_buf b;
 	mb_buf_init(&b, MB_MAX_FILE_BYTES);
-	int rc = mb_buf_appends(&b, "rm -rf --");
-	for (size_t i = 0; i < n && !rc; i++) {
-		rc = mb_buf_appends(&b, " ");
-		if (!rc)
-			rc = mb_buf_append_shq(&b, paths[i]);
-	}
+	int rc = mbfs_sh_cmd(&b, mbfs_sh_unstage, (const char *const *)paths, n);
 	if (!rc)
 		rc = mbfs_exec_simple(fs, b.data, EXEC_TIMEOUT_MS);
 	mb_buf_release(&b);

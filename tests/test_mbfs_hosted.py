@@ -225,7 +225,7 @@ def test_keepalive_off_lets_the_container_go(idle_service, need_fuse):
 
 # ---- guest commands ----
 
-OUR_COMMANDS = {"split", "cat", "sha256sum", "touch", "df", "mv", "ln", "truncate",
+OUR_COMMANDS = {"split", "cat", "sha256sum", "touch", "df", "mv", "ln", "truncate", "xargs",
                 "chmod", "stat", "rm", "sleep"}
 
 
