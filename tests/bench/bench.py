@@ -1,14 +1,18 @@
 #!/usr/bin/python3
-"""Benchmarks: mbfs on the local service against sshfs over loopback.
+"""Benchmarks: mbfs and mbexec on the local service against sshfs and ssh
+over loopback, with a directory on the local disk as the floor.
 
-Runs the same workloads through mbfs (local service, tests/localservice.py)
-and, when sshfs and sshd are available, through sshfs on a private sshd
-(its own host key, config and port; the system sshd is never touched), at
-0 ms and at 20 ms of added round-trip latency: the service's --latency-ms
-for mbfs, tests/bench/delayproxy.py in front of sshd for sshfs. Prints a
-table of medians, ratios mbfs/sshfs, the API requests each mbfs run made,
-and mbfs throughput against the raw limit of the API (parallel 1 MiB GETs and
-PUTs by a plain keep-alive HTTP client). Writes the same as markdown to
+Runs the same workloads in a local directory (once: latency does not apply),
+through mbfs (local service, tests/localservice.py) and, when sshfs and sshd
+are available, through sshfs on a private sshd (its own host key, config and
+port; the system sshd is never touched), at 0 ms and at 20 ms of added
+round-trip latency: the service's --latency-ms for mbfs and mbexec,
+tests/bench/delayproxy.py in front of sshd for sshfs and ssh. Remote-command
+workloads run mbexec (cwd in the mount) against ssh to the same sshd. Prints
+a table of medians, ratios mbfs/sshfs and mbfs/local, the API requests each
+mbfs run made, mbfs throughput against the raw limit of the API (parallel
+1 MiB GETs and PUTs by a plain keep-alive HTTP client), and the targets of
+issues 9 and 11 next to the figures. Writes the same as markdown to
 build/bench-results.md.
 
 Figures are printed, never asserted. Every mount, sshd, proxy and service it
@@ -23,6 +27,7 @@ import os
 import queue
 import random
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -375,12 +380,13 @@ class Data:
     """Inputs prepared once on the local disk: a random file, a tar of a tree
     of small text files, a tar of a git repository."""
 
-    def __init__(self, tmp, big_mib, files, repo_files):
+    def __init__(self, tmp, big_mib, files, repo_files, npm_files):
         self.dir = os.path.join(tmp, "data")
         os.makedirs(self.dir)
         self.big_mib = big_mib
         self.files = files
         self.repo_files = repo_files
+        self.npm_files = npm_files
         rnd = random.Random(42)
         words = ["alpha", "beta", "gamma", "delta", "static", "int", "return", "struct", "void",
                  "include", "buffer", "length", "mount", "inode", "cache", "request", "reply"]
@@ -396,8 +402,8 @@ class Data:
                 lines.insert(rnd.randrange(len(lines)), "here is the %s in the haystack" % NEEDLE)
             return "\n".join(lines) + "\n"
 
-        log("preparing local data: %d MiB random file, %d small files, %d-file git repository"
-            % (big_mib, files, repo_files))
+        log("preparing local data: %d MiB random file, %d small files, %d-file git repository, "
+            "%d-file npm-like tree" % (big_mib, files, repo_files, npm_files))
         self.big = os.path.join(self.dir, "big.bin")
         with open("/dev/urandom", "rb") as src, open(self.big, "wb") as dst:
             for _ in range(big_mib):
@@ -437,6 +443,24 @@ class Data:
         git_files = sum(len(fs) for _, _, fs in os.walk(os.path.join(repo, ".git")))
         log("repository: %d files in the work tree, %d under .git" % (repo_files + 1, git_files))
 
+        # An npm-like tree: packages of 20 files of 1-4 KB in four
+        # directories each (the package, lib/, lib/util/, dist/).
+        self.npm = os.path.join(self.dir, "node_modules")
+        layout = (["package.json", "README.md", "LICENSE", "index.js"] +
+                  ["lib/%s.js" % n for n in ("core", "parse", "format", "stream", "errors", "types",
+                                             "options", "cache", "path", "compat")] +
+                  ["lib/util/%s.js" % n for n in ("assert", "buffer", "debug")] +
+                  ["dist/%s.min.js" % n for n in ("index", "browser", "esm")])
+        for i in range(npm_files):
+            pkg, rel = divmod(i, len(layout))
+            path = os.path.join(self.npm, "pkg-%04d" % pkg, layout[rel])
+            if not os.path.isdir(os.path.dirname(path)):
+                os.makedirs(os.path.dirname(path))
+            with open(path, "w") as f:
+                f.write(text(rnd.randint(1024, 4096))[:4096])
+        self.npm_dirs = sum(1 for _ in os.walk(self.npm))
+        log("npm-like tree: %d files in %d directories" % (npm_files, self.npm_dirs))
+
 
 # ---------------------------------------------------------------- backends
 
@@ -453,6 +477,11 @@ class Backend:
     def requests(self):
         return None
 
+    def snapshot(self):
+        """What the service counted since reset_stats(): (requests by route,
+        peak concurrent operations, 429 answers), or (None, None, None)."""
+        return None, None, None
+
     def remount(self):
         """Unmount and mount again: nothing cached, in the kernel or the daemon."""
         raise NotImplementedError
@@ -461,9 +490,65 @@ class Backend:
         """Unpack a local tar into SUBDIR of the remote directory, behind the mount."""
         raise NotImplementedError
 
+    def count_files(self, subdir):
+        """Regular files under SUBDIR, counted behind the mount."""
+        raise NotImplementedError
+
+    def command(self, *argv):
+        """argv, cwd and env that run ARGV on the remote side."""
+        raise NotImplementedError
+
     def exec_true(self):
         """argv, cwd and env of one remote `true`."""
-        raise NotImplementedError
+        return self.command("true")
+
+
+def count_local_files(d):
+    return sum(len(fs) for _, _, fs in os.walk(d))
+
+
+class LocalBackend(Backend):
+    """A directory on the local disk: the floor every other figure is held to.
+    Commands run locally. "Remount" writes back and then drops the page cache
+    of the directory's own files (posix_fadvise DONTNEED, file by file: the
+    machine is shared, so never drop_caches); dentries and inodes stay cached."""
+    name = "local"
+
+    def __init__(self, ctx, latency):
+        self.ctx = ctx
+        self.mnt = os.path.join(ctx.tmp, "local")
+        os.makedirs(self.mnt)
+        p = subprocess.run(["df", "--output=fstype", self.mnt], capture_output=True, text=True)
+        self.fstype = (p.stdout.split() or ["?", "?"])[-1]
+
+    def remount(self):
+        subprocess.run(["sync", "-f", self.mnt], capture_output=True)
+        for top, _, files in os.walk(self.mnt):
+            for fn in files:
+                try:
+                    fd = os.open(os.path.join(top, fn), os.O_RDONLY | os.O_NOFOLLOW)
+                except OSError:
+                    continue
+                try:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                except OSError:
+                    pass
+                finally:
+                    os.close(fd)
+
+    def seed_tar(self, tar, subdir):
+        d = os.path.join(self.mnt, subdir)
+        os.makedirs(d, exist_ok=True)
+        run(["tar", "-x", "-f", tar, "-C", d])
+
+    def count_files(self, subdir):
+        return count_local_files(os.path.join(self.mnt, subdir))
+
+    def command(self, *argv):
+        return list(argv), self.mnt, None
+
+    def stop(self):
+        pass
 
 
 class MbfsBackend(Backend):
@@ -509,8 +594,14 @@ class MbfsBackend(Backend):
         self.service.reset_stats()
 
     def requests(self):
+        return self.snapshot()[0]
+
+    def snapshot(self):
         doc = self.service.stats()
-        return {k: v for k, v in doc.get("requests", {}).items() if "/_local" not in k}
+        reqs = {k: v for k, v in doc.get("requests", {}).items() if "/_local" not in k}
+        peak = max(list(doc.get("peakConcurrentOps", {}).values()) or [0])
+        throttled = sum(per.get("429", 0) for k, per in doc.get("statuses", {}).items() if "/_local" not in k)
+        return reqs, peak, throttled
 
     def seed_tar(self, tar, subdir):
         """Unpack a local tar into /workspace/SUBDIR on the guest, behind the mount."""
@@ -529,10 +620,15 @@ class MbfsBackend(Backend):
             raise Failed("guest command failed: %s: %s" % (command, (doc.get("stderr") or str(doc))[:160]))
         return doc
 
-    def exec_true(self):
+    def count_files(self, subdir):
+        doc = self._guest("find /workspace/%s -type f | wc -l" % subdir)
+        return int((doc.get("stdout") or "0").strip() or 0)
+
+    def command(self, *argv):
+        """mbexec with its cwd in the mount: it finds the mount and runs through it."""
         if not os.path.exists(mbtest.MBEXEC):
             raise Failed("%s is missing" % mbtest.MBEXEC)
-        return [mbtest.MBEXEC, "true"], self.mnt, self.service.env()
+        return [mbtest.MBEXEC] + list(argv), self.mnt, self.service.env()
 
     def stop(self):
         if self._mnt_undo:
@@ -607,8 +703,12 @@ class SshfsBackend(Backend):
         os.makedirs(d, exist_ok=True)
         run(["tar", "-x", "-f", tar, "-C", d])
 
-    def exec_true(self):
-        return self.sshd.ssh_argv(self.port, "true"), None, None
+    def count_files(self, subdir):
+        return count_local_files(os.path.join(self.export, subdir))
+
+    def command(self, *argv):
+        """ssh to the same sshd (through the delay proxy at L > 0)."""
+        return self.sshd.ssh_argv(self.port, *argv), None, None
 
     def stop(self):
         if self._mnt_undo:
@@ -642,9 +742,26 @@ def run(argv, cwd=None, env=None, timeout=1200, ok=(0,)):
     return dt
 
 
+def run_output(argv, cwd=None, env=None, timeout=1200):
+    """Run a command; return (seconds of wall time, its stdout). Raises Failed on a bad exit."""
+    t0 = time.perf_counter()
+    try:
+        p = subprocess.run(argv, cwd=cwd, env=env, timeout=timeout,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except subprocess.TimeoutExpired:
+        raise Timeout("timed out after %ds" % timeout)
+    dt = time.perf_counter() - t0
+    if p.returncode != 0:
+        first = (p.stderr.decode(errors="replace").strip().splitlines() or [""])[0]
+        raise Failed("exit %d: %s" % (p.returncode, first[:160]))
+    return dt, p.stdout.decode(errors="replace")
+
+
 class Sample:
     capped = False     # stopped at --cap; seconds is the cap
     estimate = None    # then: the whole run's time, extrapolated
+    peak = None        # the service's peakConcurrentOps during the run (mbfs)
+    throttled = None   # 429 answers the service gave during the run (mbfs)
 
     def __init__(self, seconds, requests=None, note=None):
         self.seconds = seconds
@@ -652,11 +769,19 @@ class Sample:
         self.note = note
 
 
+def sample_of(b, seconds, note=None):
+    """A Sample with what the service counted since b.reset_stats()."""
+    reqs, peak, throttled = b.snapshot()
+    smp = Sample(seconds, reqs, note)
+    smp.peak, smp.throttled = peak, throttled
+    return smp
+
+
 def measure(b, fn):
     """Time fn() on backend b, with the API requests it made (mbfs)."""
     b.reset_stats()
     seconds = fn()
-    return Sample(seconds, b.requests())
+    return sample_of(b, seconds)
 
 
 def git_argv(path, *args):
@@ -694,6 +819,15 @@ def seqread_one(ctx, b, r):
     return [sample]
 
 
+def capped_sample(ctx, b, done, total, what="files written"):
+    """A run stopped at --cap: the estimate is the cap over the share done."""
+    sample = sample_of(b, ctx.cap)
+    sample.capped = True
+    sample.estimate = ctx.cap * total / done if done else None
+    sample.note = "stopped at %ds with %d of %d %s" % (ctx.cap, done, total, what)
+    return sample
+
+
 def untar_one(ctx, b, r):
     """tar x into a fresh directory. A run longer than --cap is stopped and
     reported with an estimate from the share of files it wrote."""
@@ -703,13 +837,65 @@ def untar_one(ctx, b, r):
     try:
         seconds = run(["tar", "-x", "--no-same-owner", "-f", ctx.data.tree_tar, "-C", d], timeout=ctx.cap)
     except Timeout:
-        done = sum(len(fs) for _, _, fs in os.walk(d))
-        sample = Sample(ctx.cap, b.requests())
-        sample.capped = True
-        sample.estimate = ctx.cap * ctx.data.files / done if done else None
-        sample.note = "stopped at %ds with %d of %d files written" % (ctx.cap, done, ctx.data.files)
-        return [sample]
-    return [Sample(seconds, b.requests())]
+        return [capped_sample(ctx, b, count_local_files(d), ctx.data.files)]
+    return [sample_of(b, seconds)]
+
+
+def npm_one(ctx, b, r):
+    """`cp -r` of the npm-like tree into a fresh directory, stopped at --cap
+    like tar x (the share written is counted behind the mount)."""
+    sub = "npm-%d" % r
+    b.reset_stats()
+    try:
+        seconds = run(["cp", "-r", ctx.data.npm, b.path(sub)], timeout=ctx.cap)
+    except Timeout:
+        return [capped_sample(ctx, b, b.count_files(sub), ctx.data.npm_files)]
+    sample = sample_of(b, seconds)
+    if r == 0:  # untimed: is everything on the other side?
+        n = b.count_files(sub)
+        if n != ctx.data.npm_files:
+            sample.note = "%d of %d files behind the mount right after cp" % (n, ctx.data.npm_files)
+    return [sample]
+
+
+GIT_IDENTITY = ["-c", "user.name=bench", "-c", "user.email=bench@localhost", "-c", "gc.auto=0",
+                "-c", "maintenance.auto=false", "-c", "commit.gpgSign=false"]
+
+
+def git_env(ctx):
+    return dict(os.environ, GIT_CONFIG_NOSYSTEM="1", HOME=ctx.data.dir)
+
+
+def commit_one(ctx, b, r):
+    """`git add -A && git commit` of the small-file tree in a fresh directory.
+    Set-up, untimed: the tree goes in behind the mount, a remount, then
+    `git init` through the mount. Stopped at --cap; the share done is the
+    objects written (a blob per file, a tree per directory, the commit)."""
+    sub = "commit-%d" % r
+    b.seed_tar(ctx.data.tree_tar, sub)
+    b.remount()
+    d = b.path(sub)
+    env = git_env(ctx)
+    run(git_argv(d, "init", "-q", "--template=", "-b", "main"), env=env)
+    trees = len(ctx.data.tree_dirs | {os.path.dirname(x) for x in ctx.data.tree_dirs}) + 1
+    total = ctx.data.files + trees + 1
+    b.reset_stats()
+    t0 = time.perf_counter()
+    try:
+        run(git_argv(d, *GIT_IDENTITY, "add", "-A"), env=env, timeout=ctx.cap)
+        left = ctx.cap - (time.perf_counter() - t0)
+        if left <= 0:
+            raise Timeout("add took the whole cap")
+        run(git_argv(d, *GIT_IDENTITY, "commit", "-q", "-m", "bench"), env=env, timeout=left)
+    except Timeout:
+        return [capped_sample(ctx, b, b.count_files(sub + "/.git/objects"), total, "objects written")]
+    sample = sample_of(b, time.perf_counter() - t0)
+    if r == 0:  # untimed: the commit holds every file (reads the index only)
+        p = subprocess.run(git_argv(d, "ls-files"), env=env, capture_output=True, timeout=600)
+        n = len(p.stdout.splitlines())
+        if p.returncode or n != ctx.data.files:
+            sample.note = "commit holds %d of %d files" % (n, ctx.data.files)
+    return [sample]
 
 
 def tree_setup(ctx, b):
@@ -769,6 +955,81 @@ def exec_one(ctx, b, r):
             total += run(argv, cwd=cwd, env=env, timeout=120)
         return total
     return [measure(b, loop)]
+
+
+def execio_one(ctx, b, r):
+    """Bulk stdout, then bulk stdin, of one remote command; byte counts checked."""
+    out = []
+    for key, mib in (("stdout", ctx.stdout_mib), ("stdin", ctx.stdin_mib)):
+        if key == "stdout":
+            argv, cwd, env = b.command("head", "-c", "%dM" % mib, "/dev/zero")
+            script = "%s | wc -c" % shlex.join(argv)
+        else:
+            argv, cwd, env = b.command("wc", "-c")
+            script = "head -c %dM /dev/zero | %s" % (mib, shlex.join(argv))
+        b.reset_stats()
+        dt, text = run_output(["sh", "-c", script], cwd=cwd, env=env, timeout=1800)
+        got = text.strip()
+        out.append(sample_of(b, dt, None if got == str(mib * MIB) else
+                             "%s: %s bytes, not %d" % (key, got[:40], mib * MIB)))
+    return out
+
+
+def conc_one(ctx, b, r):
+    """--conc-count commands of `sleep 3` at once, timed until the last ends;
+    then 4 of `sleep --long-sleep` started, and 2 s later one `true` and one
+    small file write through the mount timed while they run."""
+    def spawn(n, secs):
+        argv, cwd, env = b.command("sleep", str(secs))
+        return [subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                for _ in range(n)]
+
+    def reap(ps, timeout):
+        errs = []
+        deadline = time.monotonic() + timeout
+        for p in ps:
+            try:
+                _, err = p.communicate(timeout=max(1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                _, err = p.communicate()
+                errs.append("timed out")
+                continue
+            if p.returncode:
+                errs.append("exit %d: %s" % (p.returncode, err.decode(errors="replace").strip()[:100]))
+        return errs
+
+    b.reset_stats()
+    t0 = time.perf_counter()
+    ps = spawn(ctx.conc_count, 3)
+    errs = reap(ps, 300)
+    many = sample_of(b, time.perf_counter() - t0,
+                     "%d of %d failed: %s" % (len(errs), ctx.conc_count, errs[0]) if errs else None)
+
+    b.reset_stats()
+    ps = spawn(4, ctx.long_sleep)
+    try:
+        time.sleep(2)
+        argv, cwd, env = b.command("true")
+        t_true = run(argv, cwd=cwd, env=env, timeout=300)
+        t0 = time.perf_counter()
+        with open(b.path("conc-%d.txt" % r), "w") as f:
+            f.write("hi\n")
+        t_write = time.perf_counter() - t0
+    finally:
+        if b.name == "local":  # nothing left to measure: do not wait
+            for p in ps:
+                p.kill()
+        errs = reap(ps, ctx.long_sleep + 300)
+    note = None
+    if errs and b.name != "local":
+        note = "%d of 4 sleeps failed: %s" % (len(errs), errs[0])
+    # Requests and peak of the whole window: 4 launches, their polls, true, the write.
+    one = sample_of(b, t_true, note)
+    write = Sample(t_write)
+    write.peak = one.peak
+    return [many, one, write]
 
 
 class Raw:
@@ -860,7 +1121,7 @@ def raw_one(ctx, b, r):
 
 
 class Workload:
-    def __init__(self, name, keys, one, setup=None, backends=("mbfs", "sshfs")):
+    def __init__(self, name, keys, one, setup=None, backends=("local", "mbfs", "sshfs")):
         self.name, self.keys, self.one, self.setup, self.backends = name, keys, one, setup, backends
 
 
@@ -869,11 +1130,15 @@ WORKLOADS = [
     Workload("seqread", ["seqread"], seqread_one, seqread_setup),
     Workload("raw", ["raw-get", "raw-put"], raw_one, raw_setup, backends=("mbfs",)),
     Workload("untar", ["untar"], untar_one),
+    Workload("npm", ["npm"], npm_one),
     Workload("ls", ["ls"], ls_one, tree_setup),
     Workload("find", ["find"], find_one, tree_setup),
     Workload("grep", ["grep-cold", "grep-warm"], grep_one, tree_setup),
     Workload("git", ["git-cold", "git-warm"], git_one, git_setup),
+    Workload("commit", ["commit"], commit_one),
     Workload("exec", ["exec"], exec_one),
+    Workload("execio", ["exec-stdout", "exec-stdin"], execio_one),
+    Workload("conc", ["conc-sleep", "conc-true", "conc-write"], conc_one),
 ]
 
 
@@ -905,7 +1170,16 @@ def label(ctx, key):
         "grep-warm": "grep -r, %d files, warm" % d.files,
         "git-cold": "git status, %d files, cold" % d.repo_files,
         "git-warm": "git status, %d files, warm" % d.repo_files,
+        "commit": "git add -A && git commit, %d files" % d.files,
+        "npm": "npm-like: cp -r of %d files of 1-4 KB" % d.npm_files,
         "exec": "%d x remote `true` (mbexec / ssh)" % ctx.exec_count,
+        "exec-stdout": "%d MiB of stdout: `X head -c %dM /dev/zero \\| wc -c`, X = mbexec / ssh"
+                       % (ctx.stdout_mib, ctx.stdout_mib),
+        "exec-stdin": "%d MiB of stdin: `head -c %dM /dev/zero \\| X wc -c`, X = mbexec / ssh"
+                      % (ctx.stdin_mib, ctx.stdin_mib),
+        "conc-sleep": "%d x `sleep 3` at once, until the last ends (mbexec / ssh)" % ctx.conc_count,
+        "conc-true": "`true` while 4 x `sleep %d` run (mbexec / ssh)" % ctx.long_sleep,
+        "conc-write": "small file write through the mount while 4 x `sleep %d` run" % ctx.long_sleep,
         "raw-get": "raw: %d x 1 MiB GET, 4 parallel" % d.big_mib,
         "raw-put": "raw: %d x 1 MiB PUT, 4 parallel" % d.big_mib,
     }[key]
@@ -968,10 +1242,120 @@ def median_requests(v):
     return statistics.median(sum(s.requests.values()) for s in v)
 
 
+def cell(result, lat, key, who):
+    """The runs of one cell, or a Failed, or None. The local side runs once
+    (latency does not apply to it): its runs stand in every latency's rows."""
+    if who == "local":
+        for (l2, k2), row in sorted(result.rows.items(), key=lambda kv: kv[0][0] != lat):
+            if k2 == key and "local" in row:
+                return row["local"]
+        return None
+    return result.rows.get((lat, key), {}).get(who)
+
+
+def med(result, lat, key, who):
+    """(median seconds, capped) of a cell, or None."""
+    v = cell(result, lat, key, who)
+    if isinstance(v, list) and v:
+        return median_seconds(v)
+    return None
+
+
+def ratio_text(a, b):
+    if a is None or b is None or b[0] <= 0:
+        return "—"
+    return ("~%.1f" if a[1] or b[1] else "%.2f") % (a[0] / b[0])
+
+
+BULK_MIB = {"seqwrite": "big", "seqread": "big", "raw-get": "big", "raw-put": "big",
+            "exec-stdout": "stdout", "exec-stdin": "stdin"}
+
+
+def bulk_mib(ctx, key):
+    return {"big": ctx.data.big_mib, "stdout": ctx.stdout_mib, "stdin": ctx.stdin_mib}[BULK_MIB[key]]
+
+
+NOISE = 1.05  # "no slower": a ratio up to this is noise on a shared machine
+
+
+def target_rows(ctx, result):
+    """Issue 9 and 11 targets next to this run's figures: (issue, target, figure, verdict)."""
+    rows = []
+    lats = ctx.latencies
+    first = lats[0] if lats else 0
+
+    def fig(x):
+        return "—" if x is None else ("~%.2f s" if x[1] else "%.2f s") % x[0]
+
+    def verdict(ok):
+        return "—" if ok is None else ("met" if ok else "MISSED")
+
+    def ratio_target(issue, text, a, b, limit):
+        if a is None or b is None or b[0] <= 0:
+            rows.append((issue, text, "—", "—"))
+            return
+        r = a[0] / b[0]
+        rows.append((issue, text, "%s / %s = %s" % (fig(a), fig(b), ("~%.2f" if a[1] or b[1] else "%.2f") % r),
+                     verdict(r <= limit)))
+
+    def abs_target(issue, text, a, limit):
+        rows.append((issue, text, fig(a), "—" if a is None else verdict(a[0] <= limit)))
+
+    if 0 in lats:
+        ratio_target("9", "%d MiB stdout at 0 ms: mbexec <= 1.5x ssh" % ctx.stdout_mib,
+                     med(result, 0, "exec-stdout", "mbfs"), med(result, 0, "exec-stdout", "sshfs"), 1.5)
+        ratio_target("9", "%d MiB stdin at 0 ms: mbexec <= 1.5x ssh" % ctx.stdin_mib,
+                     med(result, 0, "exec-stdin", "mbfs"), med(result, 0, "exec-stdin", "sshfs"), 1.5)
+        for lat in lats:
+            if lat > 0:
+                ratio_target("9", "%d MiB stdin at %d ms: mbexec <= 3x ssh at 0 ms" % (ctx.stdin_mib, lat),
+                             med(result, lat, "exec-stdin", "mbfs"), med(result, 0, "exec-stdin", "sshfs"), 3)
+    for lat in lats:
+        if lat == 0:
+            continue
+        abs_target("11", "tar x %d files at %d ms: <= 2 s" % (ctx.data.files, lat), med(result, lat, "untar", "mbfs"), 2)
+        abs_target("11", "git add + commit %d files at %d ms: <= 3 s" % (ctx.data.files, lat),
+                   med(result, lat, "commit", "mbfs"), 3)
+        abs_target("11", "cold grep -r %d files at %d ms: <= 3 s" % (ctx.data.files, lat),
+                   med(result, lat, "grep-cold", "mbfs"), 3)
+    if 0 in lats:
+        ratio_target("11", "git add + commit at 0 ms: mbfs <= sshfs",
+                     med(result, 0, "commit", "mbfs"), med(result, 0, "commit", "sshfs"), 1)
+    for lat in lats:
+        for key, raw, what in (("seqread", "raw-get", "read"), ("seqwrite", "raw-put", "write")):
+            m, r = med(result, lat, key, "mbfs"), med(result, lat, raw, "mbfs")
+            if m is None or r is None:
+                rows.append(("11", "%d MiB %s at %d ms: >= 0.8 of raw" % (ctx.data.big_mib, what, lat), "—", "—"))
+                continue
+            share = r[0] / m[0]
+            rows.append(("11", "%d MiB %s at %d ms: >= 0.8 of raw" % (ctx.data.big_mib, what, lat),
+                         "%.0f / %.0f MiB/s = %.2f" % (ctx.data.big_mib / m[0], ctx.data.big_mib / r[0], share),
+                         verdict(share >= 0.8)))
+    for lat in lats:
+        for key, what in (("git-warm", "warm git status"), ("grep-warm", "warm grep -r")):
+            ratio_target("11", "%s at %d ms: mbfs <= 2x local" % (what, lat),
+                         med(result, lat, key, "mbfs"), med(result, lat, key, "local"), 2)
+    if first == 0:
+        slower, compared = [], 0
+        for (lat, key) in result.order:
+            if lat != 0 or key.startswith("raw"):
+                continue
+            m, sh = med(result, 0, key, "mbfs"), med(result, 0, key, "sshfs")
+            if m is None or sh is None or sh[0] <= 0:
+                continue
+            compared += 1
+            if m[0] > sh[0] * NOISE:
+                slower.append("%s %.2fx" % (key, m[0] / sh[0]))
+        rows.append(("11", "every workload at 0 ms: mbfs/mbexec no slower than sshfs/ssh (%d %% counts as noise)"
+                     % round(100 * (NOISE - 1)),
+                     ("slower: " + ", ".join(slower)) if slower else "%d of %d no slower" % (compared, compared),
+                     verdict(not slower) if compared else "—"))
+    return rows
+
+
 def build_report(ctx, result, started, partial=False):
     lines = []
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()
+    commit, dirty = ctx.commit, ctx.dirty
     sshfs_ver = "—"
     if ctx.sshd:
         p = subprocess.run(["sshfs", "--version"], capture_output=True, text=True)
@@ -980,55 +1364,72 @@ def build_report(ctx, result, started, partial=False):
     lines.append("## Benchmark results%s%s" % (" (quick run)" if ctx.quick else "",
                                                 ", INTERRUPTED: partial" if partial else ""))
     lines.append("")
-    lines.append("`tests/bench/bench.py%s` on %s, commit %s, %d CPUs, %s. "
+    lines.append("`tests/bench/bench.py%s` on %s, commit %s%s, %d CPUs, %s. "
                  "Seconds, median of up to %d runs (no further run of a workload once its runs took %g s; "
-                 "the runs column says how many), lower is better; a `tar x` run is stopped after %g s and "
-                 "shown as >%g (~estimate from the share of files written). "
-                 "mbfs: the local service (`tests/localservice.py --latency-ms L`). "
+                 "the runs column says how many, local/mbfs/sshfs), lower is better; a `tar x`, `cp -r` or "
+                 "`git add + commit` run is stopped after %g s and shown as >%g (~estimate from the share "
+                 "done). "
+                 "local: a directory on the local disk (%s), run once, its figures repeated at every "
+                 "latency; its cold runs drop the page cache of the directory's files only. "
+                 "mbfs: the local service (`tests/localservice.py --latency-ms L`); mbexec with its cwd in "
+                 "the mount. "
                  "sshfs: %s with default options, on a private sshd over loopback, "
-                 "through `tests/bench/delayproxy.py` adding L ms per round trip when L > 0. "
+                 "through `tests/bench/delayproxy.py` adding L ms per round trip when L > 0; ssh to the "
+                 "same sshd the same way. "
                  "mbfs requests: API requests of one mbfs run, from `/_local/stats`."
                  % (" " + " ".join(ctx.argv) if ctx.argv else "", time.strftime("%Y-%m-%d"), commit or "?",
-                    os.cpu_count(), platform_name(), ctx.repeat, ctx.budget, ctx.cap, ctx.cap, sshfs_ver))
+                    " with uncommitted changes to %d files" % dirty if dirty else "", os.cpu_count(), platform_name(), ctx.repeat,
+                    ctx.budget, ctx.cap, ctx.cap, getattr(ctx, "local_fstype", "?"), sshfs_ver))
     lines.append("")
-    lines.append("| latency | workload | mbfs s | sshfs s | mbfs/sshfs | mbfs requests | runs | notes |")
-    lines.append("|---:|---|---:|---:|---:|---:|---:|---|")
+    lines.append("| latency | workload | local s | mbfs s | sshfs s | mbfs/sshfs | mbfs/local | mbfs requests | runs | notes |")
+    lines.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---|")
     details = []
     for (lat, key) in result.order:
-        row = result.rows[(lat, key)]
-        m, s = row.get("mbfs"), row.get("sshfs")
-        ratio = "—"
-        if isinstance(m, list) and isinstance(s, list) and m and s:
-            (mm, mc), (sm, sc) = median_seconds(m), median_seconds(s)
-            if sm > 0:
-                ratio = ("~%.1f" if mc or sc else "%.2f") % (mm / sm)
+        loc, m, s = cell(result, lat, key, "local"), cell(result, lat, key, "mbfs"), cell(result, lat, key, "sshfs")
+        mm, sm, lm = med(result, lat, key, "mbfs"), med(result, lat, key, "sshfs"), med(result, lat, key, "local")
         req = median_requests(m)
         notes = []
-        for v, who in ((m, "mbfs"), (s, "sshfs")):
+        for v, who in ((loc, "local"), (m, "mbfs"), (s, "sshfs")):
             if isinstance(v, Failed):
                 notes.append("%s: %s" % (who, str(v).replace("|", "/")))
             elif isinstance(v, list):
-                notes += ["%s: %s" % (who, x.note) for x in v if x.note]
-        if key in ("seqwrite", "seqread", "raw-get", "raw-put"):
+                notes += ["%s: %s" % (who, x.note.replace("|", "/")) for x in v if x.note]
+        exec_names = key.startswith("exec") or key in ("conc-sleep", "conc-true")
+        names = {"local": "local", "mbfs": "mbexec" if exec_names else "mbfs", "sshfs": "ssh" if exec_names else "sshfs"}
+        if key in BULK_MIB:
+            for v, who in ((loc, "local"), (m, "mbfs"), (s, "sshfs")):
+                if isinstance(v, list) and v:
+                    notes.append("%s %.0f MiB/s" % (names[who], bulk_mib(ctx, key) / statistics.median(x.seconds for x in v)))
+        if key == "exec":
             for v, who in ((m, "mbfs"), (s, "sshfs")):
                 if isinstance(v, list) and v:
-                    notes.append("%s %.0f MiB/s" % (who, ctx.data.big_mib / statistics.median(x.seconds for x in v)))
-        if key == "exec":
-            for v, who in ((m, "mbexec"), (s, "ssh")):
-                if isinstance(v, list) and v:
-                    notes.append("%s %.0f ms/call" % (who, 1000 * statistics.median(x.seconds for x in v) / ctx.exec_count))
-        runs = "/".join(str(len(v)) if isinstance(v, list) else "0" for v in (m, s) if v is not None)
-        lines.append("| %d ms | %s | %s | %s | %s | %s | %s | %s |" % (
-            lat, label(ctx, key), fmt_seconds(m), fmt_seconds(s), ratio,
-            "—" if req is None else "%g" % req, runs, "; ".join(notes)))
+                    notes.append("%s %.0f ms/call" % (names[who], 1000 * statistics.median(x.seconds for x in v) / ctx.exec_count))
+        if key == "exec-stdout" and lat == 0:
+            notes.append("target: mbexec <= 1.5x ssh")
+        if key == "exec-stdin":
+            if lat == 0:
+                notes.append("target: mbexec <= 1.5x ssh")
+            else:
+                notes.append("mbexec / ssh at 0 ms: %s (target <= 3)" % ratio_text(mm, med(result, 0, key, "sshfs")))
+        if isinstance(m, list) and m and m[0].peak is not None and (key.startswith(("exec-", "conc-"))):
+            notes.append("peak ops %d" % max(x.peak for x in m))
+        if key == "conc-true" and req is not None:
+            notes.append("requests: the whole window of the 4 sleeps")
+        if isinstance(m, list) and any(x.throttled for x in m):
+            notes.append("429s: %s" % "/".join(str(x.throttled) for x in m))
+        runs = "/".join(str(len(v)) if isinstance(v, list) else "0" for v in (loc, m, s) if v is not None)
+        lines.append("| %d ms | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            lat, label(ctx, key), fmt_seconds(loc), fmt_seconds(m), fmt_seconds(s), ratio_text(mm, sm),
+            ratio_text(mm, lm), "—" if req is None else "%g" % req, runs, "; ".join(notes)))
         if isinstance(m, list) and m and m[0].requests:
             routes = {}
             for x in m:
                 for k2, n in x.requests.items():
                     routes[k2] = routes.get(k2, 0) + n
             top = sorted(routes.items(), key=lambda kv: -kv[1])
-            details.append("| %d ms | %s | %s |" % (lat, label(ctx, key), ", ".join(
-                "%s %g" % (k2, round(n / len(m), 1)) for k2, n in top[:6])))
+            peak = max((x.peak or 0) for x in m)
+            details.append("| %d ms | %s | %s | %d |" % (lat, label(ctx, key), ", ".join(
+                "%s %g" % (k2, round(n / len(m), 1)) for k2, n in top[:6]), peak))
 
     lines.append("")
     lines.append("### Throughput against the raw limit of the API")
@@ -1049,12 +1450,28 @@ def build_report(ctx, result, started, partial=False):
         f = lambda x: "—" if x is None else "%.0f" % x
         q = lambda a, b: "—" if a is None or b is None else "%.2f" % (a / b)
         lines.append("| %d ms | %s | %s | %s | %s | %s | %s |" % (lat, f(rr), f(rg), q(rr, rg), f(rw), f(rp), q(rw, rp)))
+
+    targets = target_rows(ctx, result)
+    if targets:
+        lines.append("")
+        lines.append("### Targets of issues 9 and 11")
+        lines.append("")
+        if ctx.quick:
+            lines.append("Quick run: smaller sizes than the targets were set for, so the figures only show "
+                         "that the rows work.")
+            lines.append("")
+        lines.append("| issue | target | this run | |")
+        lines.append("|---:|---|---|---|")
+        for t in targets:
+            lines.append("| %s | %s | %s | %s |" % t)
     if details:
         lines.append("")
         lines.append("### mbfs requests per run, by route")
         lines.append("")
-        lines.append("| latency | workload | requests per run |")
-        lines.append("|---:|---|---|")
+        lines.append("Peak ops: the service's `peakConcurrentOps` for the container (its limit is 4).")
+        lines.append("")
+        lines.append("| latency | workload | requests per run | peak ops |")
+        lines.append("|---:|---|---|---:|")
         lines += details
     lines.append("")
     lines.append("Total bench time: %.0f s." % (time.monotonic() - started))
@@ -1076,15 +1493,39 @@ class Ctx:
     pass
 
 
+def snapshot_programs(ctx):
+    """Copy mbfs, mbexec and the local service into the scratch directory and
+    run those copies: a rebuild or an edit in the tree during the run (other
+    work on the same checkout) must not change what is measured half-way."""
+    snap = os.path.join(ctx.tmp, "programs")
+    for src, dst in ((mbtest.MBFS, "fuse/mbfs"), (mbtest.MBEXEC, "shim/mbexec")):
+        if os.path.exists(src):
+            os.makedirs(os.path.join(snap, os.path.dirname(dst)), exist_ok=True)
+            shutil.copy2(src, os.path.join(snap, dst))
+    svc_dir = os.path.dirname(mbtest.SERVICE)
+    os.makedirs(os.path.join(snap, "tests"))
+    shutil.copy2(mbtest.SERVICE, os.path.join(snap, "tests", os.path.basename(mbtest.SERVICE)))
+    shutil.copytree(os.path.join(svc_dir, "mbsvc"), os.path.join(snap, "tests", "mbsvc"),
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    mbtest.MBFS = os.path.join(snap, "fuse", "mbfs")
+    mbtest.MBEXEC = os.path.join(snap, "shim", "mbexec")
+    mbtest.SERVICE = os.path.join(snap, "tests", os.path.basename(mbtest.SERVICE))
+    log("running copies of mbfs, mbexec and the local service in %s" % snap)
+
+
 def run_latency(ctx, names, latency, result):
     """Both sides mounted at once; each workload runs on one, then the other,
     so a time limit cuts both at the same place."""
     started = []
     try:
         for name in names:
-            cls = MbfsBackend if name == "mbfs" else SshfsBackend
+            if name == "local" and latency != ctx.latencies[0]:
+                continue  # latency does not apply: once is enough
+            cls = {"local": LocalBackend, "mbfs": MbfsBackend, "sshfs": SshfsBackend}[name]
             try:
                 started.append(cls(ctx, latency))
+                if name == "local":
+                    ctx.local_fstype = started[-1].fstype
             except (RuntimeError, OSError, AssertionError, subprocess.SubprocessError) as e:
                 log("%s @ %d ms: could not start: %s" % (name, latency, e))
                 for w in ctx.workloads:
@@ -1107,18 +1548,24 @@ def main(argv=None):
     ap.add_argument("--budget", type=float, default=60,
                     help="no further run of a workload once its runs took this many seconds (default 60)")
     ap.add_argument("--latencies", default="0,20", help="added round-trip latencies in ms (default 0,20)")
-    ap.add_argument("--backends", default="mbfs,sshfs", help="mbfs,sshfs (default both)")
+    ap.add_argument("--backends", default="local,mbfs,sshfs", help="local,mbfs,sshfs (default all three)")
     ap.add_argument("--workloads", default=",".join(w.name for w in WORKLOADS), help="subset of " + ",".join(w.name for w in WORKLOADS))
     ap.add_argument("--size-mib", type=int, help="size of the sequential file (default 64, quick 8)")
     ap.add_argument("--files", type=int, help="small files in the tar (default 2000, quick 200)")
     ap.add_argument("--repo-files", type=int, help="files in the git repository (default 1000, quick 100)")
     ap.add_argument("--exec-count", type=int, help="remote `true` calls per run (default 50, quick 10)")
+    ap.add_argument("--npm-files", type=int, help="files in the npm-like tree (default 10000, quick 1000)")
+    ap.add_argument("--stdout-mib", type=int, help="MiB of remote stdout (default 200, quick 20)")
+    ap.add_argument("--stdin-mib", type=int, help="MiB of remote stdin (default 100, quick 10)")
+    ap.add_argument("--conc-count", type=int, default=10, help="concurrent `sleep 3` commands (default 10)")
+    ap.add_argument("--long-sleep", type=int, default=15,
+                    help="seconds of the 4 commands running while `true` and a write are timed (default 15)")
     ap.add_argument("--mbfs-opt", action="append", default=[], help="extra -o option for mbfs")
     ap.add_argument("--sshfs-opt", action="append", default=[], help="extra -o option for sshfs")
     ap.add_argument("--cap", type=float, help="stop a tar x run after this many seconds and extrapolate "
                     "(default 120, quick 60)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench-results.md"))
-    ap.add_argument("--max-minutes", type=float, default=45, help="skip what remains after this long")
+    ap.add_argument("--max-minutes", type=float, default=90, help="skip what remains after this long (default 90)")
     ap.add_argument("--keep-tmp", action="store_true", help="keep the scratch directory")
     args = ap.parse_args(argv)
 
@@ -1135,7 +1582,15 @@ def main(argv=None):
         ap.error("unknown workloads: %s" % ", ".join(sorted(bad)))
     ctx.workloads = [w for w in WORKLOADS if w.name in chosen]
     backends = [x for x in args.backends.split(",") if x]
+    if set(backends) - {"local", "mbfs", "sshfs"}:
+        ap.error("unknown backends: %s" % ", ".join(sorted(set(backends) - {"local", "mbfs", "sshfs"})))
     ctx.exec_count = args.exec_count or (10 if args.quick else 50)
+    ctx.stdout_mib = args.stdout_mib or (20 if args.quick else 200)
+    ctx.stdin_mib = args.stdin_mib or (10 if args.quick else 100)
+    ctx.conc_count = args.conc_count
+    ctx.long_sleep = args.long_sleep
+    if ctx.long_sleep < 5:
+        ap.error("--long-sleep must be at least 5 (true and the write are timed 2 s after the start)")
     ctx.mbfs_opts = args.mbfs_opt
     ctx.sshfs_opts = args.sshfs_opt
     ctx.max_seconds = args.max_minutes * 60 + 600
@@ -1163,10 +1618,19 @@ def main(argv=None):
     CLEANUP.push(force_unmount_under, ctx.tmp + "/")
     result = Result()
     interrupted = None
+    # The commit measured is the one at the start (the tree may move during the run).
+    ctx.commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True).stdout.strip()
+    changed = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                             capture_output=True, text=True).stdout.splitlines()
+    # Edits to the harness itself do not change what is measured.
+    ctx.dirty = len([x for x in changed if not x[3:].startswith("tests/bench/")])
     try:
+        snapshot_programs(ctx)
         ctx.data = Data(ctx.tmp, args.size_mib or (8 if args.quick else 64),
                         args.files or (200 if args.quick else 2000),
-                        args.repo_files or (100 if args.quick else 1000))
+                        args.repo_files or (100 if args.quick else 1000),
+                        args.npm_files or (1000 if args.quick else 10000))
         if "sshfs" in backends:
             try:
                 ctx.sshd = Sshd(ctx.tmp)
