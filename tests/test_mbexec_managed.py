@@ -129,7 +129,12 @@ def test_managed_arguments_that_are_not_utf8(service, mnt):
 def test_tty_window_size_follows_sigwinch(service, mnt):
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-    p = subprocess.Popen([mbtest.MBEXEC, "-t", "sh", "-c", "stty size; echo started; read x; stty size"],
+    # the remote side waits (up to 30 s) for the new size to arrive: the
+    # resize request and any keystroke travel independently
+    script = ('stty size; echo started; i=0; '
+              'while [ "$(stty size)" = "24 80" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done; '
+              'stty size')
+    p = subprocess.Popen([mbtest.MBEXEC, "-t", "sh", "-c", script],
                          cwd=mnt.mountpoint, env=service.env(), stdin=slave, stdout=slave,
                          stderr=slave, start_new_session=True)
     out = b""
@@ -142,8 +147,7 @@ def test_tty_window_size_follows_sigwinch(service, mnt):
         assert b"24 80" in out, out
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
         p.send_signal(signal.SIGWINCH)   # the pty is not mbexec's controlling tty
-        time.sleep(1.5)
-        os.write(master, b"\r")
+        deadline = time.time() + 60
         while p.poll() is None and time.time() < deadline:
             r, _, _ = select.select([master], [], [], 0.1)
             if r:
