@@ -132,6 +132,7 @@ struct mbx_run {
 	bool finished;           /* no more signal() calls wanted */
 	enum mbx_action pending; /* arrived before started */
 	int pending_signo;
+	bool resize_pending;      /* a window change came before the start */
 	int terminated_by;       /* our signal that made us end the command */
 	void *priv;              /* the strategy's state */
 };

@@ -136,7 +136,10 @@ static void *signal_main(void *arg)
 		if (a == MBX_ACT_TERMINATE && !r->terminated_by)
 			r->terminated_by = sig;
 		if (!r->started) {
-			if (a != MBX_ACT_RESIZE && a >= r->pending) {
+			/* a window change is applied after the start, not lost */
+			if (a == MBX_ACT_RESIZE)
+				r->resize_pending = true;
+			else if (a >= r->pending) {
 				r->pending = a;
 				r->pending_signo = sig;
 			}
@@ -183,17 +186,24 @@ void mbx_signals_ready(struct mbx_run *r)
 	enum mbx_action a;
 	int sig;
 
+	bool resize;
+
 	pthread_mutex_lock(&r->lock);
 	r->started = true;
 	a = r->pending;
 	sig = r->pending_signo;
 	r->pending = MBX_ACT_NONE;
-	if (a != MBX_ACT_NONE)
+	resize = r->resize_pending;
+	r->resize_pending = false;
+	if (a != MBX_ACT_NONE || resize)
 		sig_busy++;
 	pthread_mutex_unlock(&r->lock);
-	if (a == MBX_ACT_NONE)
+	if (a == MBX_ACT_NONE && !resize)
 		return;
-	r->strategy->signal(r, a, sig);
+	if (resize)
+		r->strategy->signal(r, MBX_ACT_RESIZE, SIGWINCH);
+	if (a != MBX_ACT_NONE)
+		r->strategy->signal(r, a, sig);
 	pthread_mutex_lock(&r->lock);
 	sig_busy--;
 	pthread_cond_broadcast(&sig_cv);
