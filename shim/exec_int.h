@@ -31,6 +31,7 @@ struct mbx_exec_state {
 	size_t prelen;
 	bool pre_eof;
 	struct mbx_uploader *up;
+	int up_error;                /* -errno: stdin could not be forwarded at all */
 	uint64_t out_off, err_off;   /* bytes delivered so far */
 	uint64_t out_size, err_size; /* sizes in the last report */
 	bool done;                   /* rc known */

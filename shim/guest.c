@@ -183,11 +183,14 @@ int mbx_guest_resize(struct mb_buf *b, const char *run_id, unsigned cols,
 }
 
 int mbx_guest_cut(struct mb_buf *b, const char *run_id, uint64_t off,
-		  unsigned n)
+		  unsigned n, unsigned first, const char *keep)
 {
 	int r = head(b, run_id);
 
-	r = r ? r : mb_buf_appendf(b, "set -- %llu %u\n", (unsigned long long)off, n);
+	r = r ? r : mb_buf_appendf(b, "set -- %llu %u %u ", (unsigned long long)off,
+				   n, first);
+	r = r ? r : mb_buf_append_shq(b, keep);
+	r = r ? r : mb_buf_appends(b, "\n");
 	return r ? r : mb_buf_appends(b, mbx_sh_cut);
 }
 

@@ -99,11 +99,12 @@ int mbx_guest_attach(struct mb_buf *out, const char *run_id);
 /* Signal the command's group: "INT", or "TERM" (then KILL after 2 s). */
 int mbx_guest_signal(struct mb_buf *out, const char *run_id, const char *how);
 
-/* Cut n pieces of 1 MiB of stdout from off into RUNDIR/piece.0000...
- * (bulk.c fetches them with GETs). The bytes must exist already. */
+/* Cut n pieces of 1 MiB of stdout from off into RUNDIR/piece.FIRST...
+ * (six digits; bulk.c fetches them with GETs), removing pieces below keep
+ * ("all": every piece). The bytes must exist already. */
 #define MBX_PIECE_BYTES 1048576u
 int mbx_guest_cut(struct mb_buf *out, const char *run_id, uint64_t off,
-		  unsigned n);
+		  unsigned n, unsigned first, const char *keep);
 
 /* Set a pty run's terminal size. */
 int mbx_guest_resize(struct mb_buf *out, const char *run_id, unsigned cols,

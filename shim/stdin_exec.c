@@ -1,9 +1,11 @@
 /* stdin_exec.c: probe and stream local stdin for the exec strategy.
  *
- * One thread: poll() over stdin and a stop pipe, one fixed 1 MiB buffer,
- * flushed as a chunk when full, at EOF, or when input pauses for 20 ms (so
- * an interactive producer is not held back). Chunk PUTs are idempotent
- * (same name, same bytes, atomic replace), so a failed one is resent.
+ * A reader thread poll()s stdin and a stop pipe and fills 1 MiB slots; a
+ * slot is handed to the sender threads when full, at EOF, or when input
+ * pauses for 20 ms (so an interactive producer is not held back). Senders
+ * PUT the lowest ready chunk first, so the guest, which reads them in
+ * order, rarely waits for a late one. Chunk PUTs are idempotent (same
+ * name, same bytes, atomic replace), so a failed one is resent.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/api.h"
+#include "common/buf.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "shim/stdin_exec.h"
@@ -24,26 +27,38 @@
 #define PROBE_NEXT_MS 20    /* and for each next read */
 #define PAUSE_MS 20         /* flush a partial chunk after this pause */
 #define PUT_BUDGET_MS 60000 /* give up on a chunk after this long */
+#define ASK_EVERY_MS 20     /* at most one in.pos GET per this while ahead */
+
+enum slot_state { SLOT_FREE, SLOT_READY, SLOT_SENDING };
+
+struct slot {
+	unsigned char *buf;      /* MBX_UP_CHUNK */
+	size_t len;
+	long idx;                /* the chunk it holds (READY, SENDING) */
+	enum slot_state state;
+};
 
 struct mbx_uploader {
 	struct mbx_run *r;
 	int fd;
 	char run_dir[128];
-	unsigned char *buf;      /* MBX_UP_CHUNK */
-	size_t len;
 	bool in_eof;             /* fd has ended */
 	int stop_pipe[2];
-	pthread_t th;
-	bool joined;
+	pthread_t reader;
+	pthread_t sender[MBX_UP_PARALLEL];
+	unsigned nthreads;       /* started: senders, then the reader */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	/* protected by mu: */
+	struct slot slot[MBX_UP_SLOTS];   /* chunk i lives in slot i % SLOTS */
 	long consumed;           /* chunks the guest reader has taken */
-	long next;               /* index of the next chunk to upload */
-	bool waiting;            /* blocked on the window */
+	long next;               /* index of the next chunk to fill */
+	long sent;               /* chunks on the guest */
+	uint64_t asked_ms;       /* last in.pos GET (reader only) */
+	bool waiting;            /* the reader is blocked on the window */
 	bool stop;
 	bool failed;
-	bool done;               /* the thread has returned */
+	unsigned exited;         /* threads that have returned */
 	char msg[700];
 };
 
@@ -133,46 +148,148 @@ static int put(struct mbx_uploader *u, const char *name, const void *p, size_t n
 	}
 }
 
-/* Upload the buffer as the next chunk once the window allows. */
-static int flush_chunk(struct mbx_uploader *u)
+static void thread_exit(struct mbx_uploader *u)
 {
-	char name[32];
-	long idx;
-
 	pthread_mutex_lock(&u->mu);
-	while (!u->stop && u->next >= u->consumed + MBX_UP_WINDOW) {
-		u->waiting = true;
-		pthread_cond_wait(&u->cv, &u->mu);
-	}
-	u->waiting = false;
-	idx = u->next;
+	u->exited++;
+	pthread_cond_broadcast(&u->cv);
 	pthread_mutex_unlock(&u->mu);
-	snprintf(name, sizeof(name), "in.%06ld", idx);
-	if (put(u, name, u->buf, u->len))
-		return -1;
-	pthread_mutex_lock(&u->mu);
-	u->next++;
-	pthread_mutex_unlock(&u->mu);
-	u->len = 0;
-	return 0;
 }
 
-static void *upload_main(void *arg)
+/* Senders: PUT ready chunks, lowest index first, MBX_UP_PARALLEL at once. */
+static void *send_main(void *arg)
 {
 	struct mbx_uploader *u = arg;
+	struct slot *pick;
+	char name[32];
+	unsigned i;
+
+	pthread_mutex_lock(&u->mu);
+	for (;;) {
+		pick = NULL;
+		for (i = 0; i < MBX_UP_SLOTS; i++)
+			if (u->slot[i].state == SLOT_READY &&
+			    (!pick || u->slot[i].idx < pick->idx))
+				pick = &u->slot[i];
+		if (u->stop || u->failed)
+			break;
+		if (!pick) {
+			pthread_cond_wait(&u->cv, &u->mu);
+			continue;
+		}
+		pick->state = SLOT_SENDING;
+		pthread_mutex_unlock(&u->mu);
+		snprintf(name, sizeof(name), "in.%06ld", pick->idx);
+		if (put(u, name, pick->buf, pick->len)) {
+			pthread_mutex_lock(&u->mu);
+			/* failed for good (put said why), or the run has ended
+			 * (404): either way nobody waits for more chunks */
+			if (!u->failed)
+				u->stop = true;
+			pthread_cond_broadcast(&u->cv);
+			break;
+		}
+		pthread_mutex_lock(&u->mu);
+		pick->state = SLOT_FREE;
+		u->sent++;
+		pthread_cond_broadcast(&u->cv);
+	}
+	pthread_mutex_unlock(&u->mu);
+	thread_exit(u);
+	return NULL;
+}
+
+/* Read the guest reader's progress (RUNDIR/in.pos) with one small GET.
+ * Reports come only with polls, and a long poll that started before the
+ * window filled would hold the upload for up to its whole wait; a GET is
+ * one cheap request of the files route. Reader thread, mu not held. */
+static void ask_progress(struct mbx_uploader *u)
+{
+	char path[192], txt[24];
+	struct mb_buf b;
+	struct mb_err err;
+	size_t n;
+
+	u->asked_ms = mb_now_ms();
+	snprintf(path, sizeof(path), "%s/in.pos", u->run_dir);
+	mb_buf_init(&b, 64);
+	mb_err_clear(&err);
+	if (mb_file_get(u->r->client, &u->r->ident, path, &b, &err) == 0) {
+		n = b.len < sizeof(txt) - 1 ? b.len : sizeof(txt) - 1;
+		memcpy(txt, b.data, n);
+		txt[n] = 0;
+		mbx_uploader_consumed(u, strtol(txt, NULL, 10));
+	}
+	mb_buf_release(&b);
+}
+
+/* Hand the filling slot to the senders and take the next one once it has
+ * been sent and the window allows (the guest holds at most MBX_UP_WINDOW
+ * chunks not yet read). */
+static int queue_chunk(struct mbx_uploader *u, struct slot **cur)
+{
+	unsigned pause = 5;
+	bool full, ahead;
+	int r = 0;
+
+	pthread_mutex_lock(&u->mu);
+	(*cur)->state = SLOT_READY;
+	(*cur)->idx = u->next++;
+	pthread_cond_broadcast(&u->cv);
+	for (;;) {
+		full = u->next >= u->consumed + MBX_UP_WINDOW;
+		/* half the window ahead: learn the progress before it fills */
+		ahead = u->next >= u->consumed + MBX_UP_WINDOW / 2;
+		if (u->stop || u->failed ||
+		    (!full && u->slot[u->next % MBX_UP_SLOTS].state == SLOT_FREE))
+			break;
+		if (!full) {
+			pthread_cond_wait(&u->cv, &u->mu);
+			continue;
+		}
+		u->waiting = true;
+		pthread_mutex_unlock(&u->mu);
+		if (mb_now_ms() - u->asked_ms < pause)
+			mb_sleep_ms(pause);
+		ask_progress(u);
+		if (pause < 200)
+			pause *= 2;
+		pthread_mutex_lock(&u->mu);
+	}
+	u->waiting = false;
+	ahead = !u->stop && !u->failed && ahead;
+	if (u->stop || u->failed)
+		r = -1;
+	*cur = &u->slot[u->next % MBX_UP_SLOTS];
+	(*cur)->len = 0;
+	pthread_mutex_unlock(&u->mu);
+	if (ahead && mb_now_ms() - u->asked_ms >= ASK_EVERY_MS)
+		ask_progress(u);
+	return r;
+}
+
+/* The reader: fills one slot from fd; a slot goes to the senders when full,
+ * at EOF, or when input pauses. */
+static void *read_main(void *arg)
+{
+	struct mbx_uploader *u = arg;
+	struct slot *cur;
 	struct pollfd pfd[2];
 	char eofbuf[32];
 	ssize_t got;
 	int pr, n;
 
+	pthread_mutex_lock(&u->mu);
+	cur = &u->slot[u->next % MBX_UP_SLOTS];
+	pthread_mutex_unlock(&u->mu);
 	pfd[0].fd = u->fd;
 	pfd[0].events = POLLIN;
 	pfd[1].fd = u->stop_pipe[0];
 	pfd[1].events = POLLIN;
 	while (!u->in_eof) {
-		if (u->len == MBX_UP_CHUNK && flush_chunk(u))
+		if (cur->len == MBX_UP_CHUNK && queue_chunk(u, &cur))
 			goto out;
-		pr = poll(pfd, 2, u->len ? PAUSE_MS : -1);
+		pr = poll(pfd, 2, cur->len ? PAUSE_MS : -1);
 		if (pr < 0 && errno == EINTR)
 			continue;
 		if (pr < 0)
@@ -180,11 +297,11 @@ static void *upload_main(void *arg)
 		if (pfd[1].revents)
 			goto out;
 		if (pr == 0) {
-			if (flush_chunk(u))
+			if (queue_chunk(u, &cur))
 				goto out;
 			continue;
 		}
-		got = read(u->fd, u->buf + u->len, MBX_UP_CHUNK - u->len);
+		got = read(u->fd, cur->buf + cur->len, MBX_UP_CHUNK - cur->len);
 		if (got < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
 		if (got < 0)
@@ -192,20 +309,33 @@ static void *upload_main(void *arg)
 		if (got <= 0)
 			u->in_eof = true;
 		else
-			u->len += (size_t)got;
+			cur->len += (size_t)got;
 	}
-	if (u->len && flush_chunk(u))
+	if (cur->len && queue_chunk(u, &cur))
 		goto out;
+	/* in.eof counts the chunks; the guest stops at it only once it has
+	 * read them all, but it goes up last so a reader of the directory
+	 * never sees an end before the chunks */
 	pthread_mutex_lock(&u->mu);
+	while (!u->stop && !u->failed && u->sent < u->next)
+		pthread_cond_wait(&u->cv, &u->mu);
 	n = snprintf(eofbuf, sizeof(eofbuf), "%ld\n", u->next);
 	pthread_mutex_unlock(&u->mu);
 	put(u, "in.eof", eofbuf, (size_t)n);
 out:
-	pthread_mutex_lock(&u->mu);
-	u->done = true;
-	pthread_cond_broadcast(&u->cv);
-	pthread_mutex_unlock(&u->mu);
+	thread_exit(u);
 	return NULL;
+}
+
+static void uploader_free(struct mbx_uploader *u)
+{
+	unsigned i;
+
+	pthread_mutex_destroy(&u->mu);
+	pthread_cond_destroy(&u->cv);
+	for (i = 0; i < MBX_UP_SLOTS; i++)
+		free(u->slot[i].buf);
+	free(u);
 }
 
 int mbx_uploader_start(struct mbx_run *r, int fd, const char *run_dir,
@@ -213,42 +343,52 @@ int mbx_uploader_start(struct mbx_run *r, int fd, const char *run_dir,
 		       struct mbx_uploader **out)
 {
 	struct mbx_uploader *u = calloc(1, sizeof(*u));
-	int e;
+	unsigned i;
+	int e = ENOMEM;
 
-	if (!u || !(u->buf = malloc(MBX_UP_CHUNK)) || prelen > MBX_UP_CHUNK) {
-		if (u)
-			free(u->buf);
+	if (!u || prelen > MBX_UP_CHUNK) {
 		free(u);
 		free(pre);
 		return -ENOMEM;
 	}
+	pthread_mutex_init(&u->mu, NULL);
+	pthread_cond_init(&u->cv, NULL);
+	for (i = 0; i < MBX_UP_SLOTS; i++)
+		if (!(u->slot[i].buf = malloc(MBX_UP_CHUNK)))
+			goto fail;
 	u->r = r;
 	u->fd = fd;
 	snprintf(u->run_dir, sizeof(u->run_dir), "%s", run_dir);
 	if (prelen)
-		memcpy(u->buf, pre, prelen);
-	free(pre);
-	u->len = prelen;
+		memcpy(u->slot[0].buf, pre, prelen);
+	u->slot[0].len = prelen;
 	u->in_eof = pre_eof;
-	pthread_mutex_init(&u->mu, NULL);
-	pthread_cond_init(&u->cv, NULL);
 	if (pipe2(u->stop_pipe, O_CLOEXEC)) {
 		e = errno;
 		goto fail;
 	}
-	e = pthread_create(&u->th, NULL, upload_main, u);
-	if (e) {
-		close(u->stop_pipe[0]);
-		close(u->stop_pipe[1]);
-		goto fail;
+	e = 0;
+	for (i = 0; i < MBX_UP_PARALLEL && !e; i++)
+		if (!(e = pthread_create(&u->sender[i], NULL, send_main, u)))
+			u->nthreads++;
+	if (!e && !(e = pthread_create(&u->reader, NULL, read_main, u))) {
+		u->nthreads++;
+		free(pre);
+		*out = u;
+		return 0;
 	}
-	*out = u;
-	return 0;
+	/* the senders that started exit at once */
+	pthread_mutex_lock(&u->mu);
+	u->stop = true;
+	pthread_cond_broadcast(&u->cv);
+	pthread_mutex_unlock(&u->mu);
+	for (i = 0; i < u->nthreads; i++)
+		pthread_join(u->sender[i], NULL);
+	close(u->stop_pipe[0]);
+	close(u->stop_pipe[1]);
 fail:
-	pthread_mutex_destroy(&u->mu);
-	pthread_cond_destroy(&u->cv);
-	free(u->buf);
-	free(u);
+	free(pre);
+	uploader_free(u);
 	return -e;
 }
 
@@ -271,7 +411,7 @@ long mbx_uploader_waiting(struct mbx_uploader *u)
 	if (!u)
 		return -1;
 	pthread_mutex_lock(&u->mu);
-	if (u->waiting && !u->done)
+	if (u->waiting && u->exited < u->nthreads)
 		w = u->consumed;
 	pthread_mutex_unlock(&u->mu);
 	return w;
@@ -294,6 +434,7 @@ int mbx_uploader_failed(struct mbx_uploader *u, char *msg, size_t n)
 void mbx_uploader_stop(struct mbx_uploader *u)
 {
 	struct timespec ts;
+	unsigned i;
 	ssize_t w;
 	bool done;
 
@@ -308,10 +449,10 @@ void mbx_uploader_stop(struct mbx_uploader *u)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_sec += 2;
 	pthread_mutex_lock(&u->mu);
-	while (!u->done &&
+	while (u->exited < u->nthreads &&
 	       pthread_cond_timedwait(&u->cv, &u->mu, &ts) != ETIMEDOUT)
 		;
-	done = u->done;
+	done = u->exited == u->nthreads;
 	pthread_mutex_unlock(&u->mu);
 	if (!done) {
 		/* stuck in a request: it dies with the process */
@@ -319,11 +460,10 @@ void mbx_uploader_stop(struct mbx_uploader *u)
 		u->r->threads_left = true;
 		return;
 	}
-	pthread_join(u->th, NULL);
+	for (i = 0; i < MBX_UP_PARALLEL; i++)
+		pthread_join(u->sender[i], NULL);
+	pthread_join(u->reader, NULL);
 	close(u->stop_pipe[0]);
 	close(u->stop_pipe[1]);
-	pthread_mutex_destroy(&u->mu);
-	pthread_cond_destroy(&u->cv);
-	free(u->buf);
-	free(u);
+	uploader_free(u);
 }

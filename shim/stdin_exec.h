@@ -3,9 +3,10 @@
  * Small stdin that ends at once travels inside the launch script (probe).
  * Anything else is streamed: a thread reads stdin and uploads it as chunk
  * files RUNDIR/in.000000, in.000001... (file PUTs are atomic, so the guest
- * reader never sees half a chunk), at most MBX_UP_WINDOW chunks ahead of the
- * guest reader (its count comes back in reports as in.pos), then in.eof
- * holding the number of chunks.
+ * reader never sees half a chunk), MBX_UP_PARALLEL PUTs at once (one of the
+ * sandbox's 4 operations stays for the poll), at most MBX_UP_WINDOW chunks
+ * ahead of the guest reader (its count comes back in reports as in.pos),
+ * then in.eof holding the number of chunks.
  */
 #ifndef MBX_STDIN_EXEC_H
 #define MBX_STDIN_EXEC_H
@@ -16,7 +17,12 @@
 #include "shim/mbexec.h"
 
 #define MBX_UP_CHUNK (1024u * 1024)   /* bytes per chunk file (<= 1 MiB PUT) */
-#define MBX_UP_WINDOW 4               /* chunks uploaded ahead of the reader */
+/* Chunks on the guest not yet read. Large, so that a fast reader rarely
+ * waits for a poll to report progress (each such wait costs a round trip
+ * and up to 50 ms of guest polling); it costs guest disk, not memory. */
+#define MBX_UP_WINDOW 32
+#define MBX_UP_PARALLEL 3             /* chunk PUTs at once */
+#define MBX_UP_SLOTS 6                /* local 1 MiB buffers: sending, ready, filling */
 
 struct mbx_uploader;
 

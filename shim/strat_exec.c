@@ -329,8 +329,7 @@ static int exec_start(struct mbx_run *r)
 		e = mbx_uploader_start(r, 0, st->run_dir, st->pre, st->prelen,
 				       st->pre_eof, &st->up);
 		st->pre = NULL;
-		if (e)
-			mb_log(MB_LOG_WARN, "cannot forward stdin: %s", strerror(-e));
+		st->up_error = e;
 	}
 	if (!st->done) {
 		mbx_contact(st);
@@ -387,7 +386,11 @@ static int exec_wait(struct mbx_run *r)
 				break;
 			}
 		}
-		if (!st->done && !ret && mbx_uploader_failed(st->up, msg, sizeof(msg))) {
+		if (!st->done && !ret && st->up_error)
+			snprintf(msg, sizeof(msg), "cannot forward stdin: %s",
+				 strerror(-st->up_error));
+		if (!st->done && !ret &&
+		    (st->up_error || mbx_uploader_failed(st->up, msg, sizeof(msg)))) {
 			mbx_error("%s; stopping the command", msg);
 			terminate_once(r, st);
 			ret = MBX_EXIT_FAIL;

@@ -84,6 +84,20 @@ def test_big_binary_output_through_faults(service, container, mnt):
     assert sha(p.stdout) == sha(blob)
 
 
+def test_output_over_many_cuts_arrives_in_order(service, mnt):
+    # 41 MiB + a tail: pieces are cut (4, then 32 at a time) while earlier
+    # ones are fetched; two piece GETs fail on the way.
+    service.reset_stats()
+    service.fault(route="GET /containers/files", count=2, status=503, error="files_unavailable")
+    p = mbx(service, ["sh", "-c", "f=$(mktemp); head -c 42991620 /dev/urandom >$f; "
+                      "sha256sum <$f | cut -d' ' -f1 >&2; cat $f; rm -f $f"], mnt.mountpoint)
+    assert p.returncode == 0, p.stderr
+    assert len(p.stdout) == 42991620
+    assert sha(p.stdout) == p.stderr.decode().split()[-1]
+    gets = service.stats()["statuses"]["GET /containers/files"]
+    assert gets.get("200", 0) >= 10 and gets.get("503") == 2   # pieces carried much of it
+
+
 def test_streamed_stdin_survives_put_faults(service, mnt):
     data = os.urandom(3 * MiB + 7)
     service.reset_stats()
@@ -94,6 +108,20 @@ def test_streamed_stdin_survives_put_faults(service, mnt):
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip().decode() == sha(data)
     assert service.stats()["statuses"]["PUT /containers/files"].get("503") == 2
+
+
+def test_stdin_beyond_the_window_to_a_slow_reader(service, mnt):
+    # 40 MiB is more than the 32 chunks the guest may hold unread: the
+    # uploader must learn the reader's progress (in.pos GETs) and go on.
+    data = os.urandom(40 * MiB + 5)
+    service.reset_stats()
+    p = mbx(service, ["sh", "-c", "sleep 2; sha256sum | cut -d' ' -f1"], mnt.mountpoint, input=data)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().decode() == sha(data)
+    st = service.stats()
+    assert st["statuses"]["PUT /containers/files"].get("200", 0) >= 41
+    assert st["statuses"].get("GET /containers/files", {}).get("200", 0) >= 1
+    assert not any("429" in v for v in st["statuses"].values())
 
 
 def test_slow_stdin_producer_streams(service, mnt):
