@@ -101,7 +101,7 @@ static bool is_parent(const char *a, const char *b)
 	return strncmp(a, b, n) == 0 && a[n] == '\0';
 }
 
-static bool selects(const char *item, const char *path, unsigned which)
+bool mbfs_batch_selects(const char *item, const char *path, unsigned which)
 {
 	bool self = strcmp(item, path) == 0;
 	return ((which & MBFS_BATCH_SELF) && self) ||
@@ -356,7 +356,7 @@ int mbfs_batch_flush(struct mbfs *fs, const char *path, unsigned which)
 	for (;;) {
 		bool queued = false, inflight = false;
 		for (const struct item *it = b->head; it; it = it->next) {
-			if (!selects(it->t.path, path, which))
+			if (!mbfs_batch_selects(it->t.path, path, which))
 				continue;
 			if (it->inflight)
 				inflight = true;

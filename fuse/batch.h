@@ -42,6 +42,10 @@ struct mbfs_batch;
 #define MBFS_BATCH_PARENT   4u  /* its directory */
 #define MBFS_BATCH_CHILDREN 8u  /* the entries of the directory path */
 
+/* Whether a queued item's path is one of which (above) relative to path;
+ * the write-back queue (wbq.c) selects its files the same way. */
+bool mbfs_batch_selects(const char *item, const char *path, unsigned which);
+
 struct mbfs_batch *mbfs_batch_new(void);
 /* After mbfs_batch_stop (or when never started); drops what is queued. */
 void mbfs_batch_free(struct mbfs_batch *b);

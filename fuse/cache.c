@@ -7,7 +7,9 @@
  * cannot answer lists the parent's first page (lookup_listing): one
  * request per directory however many of its names are looked up. Our own
  * changes edit entries and listings in place without extending them. Time
- * is the monotonic clock in ms.
+ * is the monotonic clock in ms. Whatever replaces attributes the kernel
+ * may hold (expired ones included: the kernel may have fetched them late)
+ * with different ones is told to kcache.c.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -23,6 +25,7 @@
 #include "fuse/batch.h"
 #include "fuse/cache.h"
 #include "fuse/cache_int.h"
+#include "fuse/kcache.h"
 #include "fuse/mbfs.h"
 #include "fuse/xfer.h"
 
@@ -44,6 +47,21 @@ static bool join_path(const char *dir, const char *name, char *out, size_t n)
 	int r = snprintf(out, n, "%s/%s", strcmp(dir, "/") == 0 ? "" : dir,
 			 name);
 	return r >= 0 && (size_t)r < n;
+}
+
+void mbfs_cache_set_kcache(struct mbfs_cache *c, struct mbfs_kcache *kc)
+{
+	pthread_mutex_lock(&c->lock);
+	c->kc = kc;
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Would the kernel show b differently from a? */
+static bool st_differs(const struct stat *a, const struct stat *b)
+{
+	return a->st_mode != b->st_mode || a->st_size != b->st_size ||
+	       a->st_mtim.tv_sec != b->st_mtim.tv_sec ||
+	       a->st_mtim.tv_nsec != b->st_mtim.tv_nsec;
 }
 
 /* Look path up. 1 with *st (fresh attributes), -ENOENT (fresh negative, or
@@ -83,6 +101,8 @@ static void put_attr_locked(struct mbfs_cache *c, const char *path,
 	struct centry *e = mbfs_cache_add(c, path);
 	if (!e)
 		return;
+	if (e->attr_until && st_differs(&e->st, st))
+		mbfs_kcache_stale(c->kc, path);
 	e->st = *st;
 	e->attr_until = mb_now_ms() + c->attr_ms;
 	e->neg_until = 0;
@@ -111,7 +131,14 @@ static int fetch_attr(struct mbfs *fs, const char *path, struct stat *st)
 	if (c->counter == ctr) {
 		if (rc == 0) {
 			put_attr_locked(c, path, st);
-		} else if (rc == -ENOENT && c->neg_ms) {
+		} else if (rc == -ENOENT) {
+			struct centry *old = mbfs_cache_find(c, path);
+			if (old && old->attr_until) {
+				mbfs_kcache_stale(c->kc, path);   /* gone */
+				old->attr_until = 0;
+			}
+		}
+		if (rc == -ENOENT && c->neg_ms) {
 			struct centry *e = mbfs_cache_add(c, path);
 			if (e) {
 				e->attr_until = 0;
@@ -135,12 +162,38 @@ static int emit(struct centry *e, mbfs_dir_fn fn, void *ud)
 	return 0;
 }
 
+/* A new listing of dir (sorted) against the one remembered, expired or
+ * not: names changed or gone are stale for the kernel. Lock held. */
+static void compare_listing_locked(struct mbfs_cache *c, const char *dir,
+				   const struct centry *old,
+				   const struct child *kids, size_t n)
+{
+	char cpath[MB_PATH_MAX];
+	size_t j = 0;
+	for (size_t i = 0; i < old->nkids; i++) {
+		const struct child *k = &old->kids[i];
+		while (j < n && strcmp(kids[j].name, k->name) < 0)
+			j++;
+		bool gone = j >= n || strcmp(kids[j].name, k->name) != 0;
+		if (!gone && !st_differs(&k->st, &kids[j].st))
+			continue;
+		if (!join_path(dir, k->name, cpath, sizeof(cpath)))
+			continue;
+		mbfs_kcache_stale(c->kc, cpath);
+	}
+}
+
 /* Store a listing and its children's attributes. Lock held. */
 static void put_listing_locked(struct mbfs_cache *c, const char *path,
 			       struct child *kids, size_t n)
 {
 	uint64_t now = mb_now_ms();
 	char cpath[MB_PATH_MAX];
+	/* pages of a changing directory may repeat a name */
+	n = mbfs_cache_kids_sort(kids, n);
+	struct centry *old = mbfs_cache_find(c, path);
+	if (old && old->kids)
+		compare_listing_locked(c, path, old, kids, n);
 	for (size_t i = 0; i < n; i++) {
 		if (join_path(path, kids[i].name, cpath, sizeof(cpath)))
 			put_attr_locked(c, cpath, &kids[i].st);
@@ -152,11 +205,9 @@ static void put_listing_locked(struct mbfs_cache *c, const char *path,
 		free(kids);
 		return;
 	}
-	/* pages of a changing directory may repeat a name */
-	size_t m = mbfs_cache_kids_sort(kids, n);
 	mbfs_cache_free_kids(e);
 	e->kids = kids;
-	e->nkids = m;
+	e->nkids = n;
 	e->capkids = n ? n : 1;
 	e->dir_until = now + c->dir_ms;
 }
@@ -424,12 +475,24 @@ static void forget_parent_locked(struct mbfs_cache *c, const char *path)
 		mbfs_cache_free_kids(p);
 }
 
+/* The state of path is unknown: so are its directory's times. */
+static void kcache_stale_parent_locked(struct mbfs_cache *c, const char *path)
+{
+	char parent[MB_PATH_MAX];
+	if (strcmp(path, "/") == 0 || strlen(path) >= sizeof(parent))
+		return;
+	mbfs_parent_path(path, parent);
+	mbfs_kcache_stale(c->kc, parent);
+}
+
 void mbfs_cache_invalidate(struct mbfs_cache *c, const char *path)
 {
 	pthread_mutex_lock(&c->lock);
 	c->counter++;
 	forget_locked(c, path);
 	forget_parent_locked(c, path);
+	kcache_stale_parent_locked(c, path);
+	mbfs_kcache_stale(c->kc, path);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -450,6 +513,8 @@ void mbfs_cache_invalidate_tree(struct mbfs_cache *c, const char *path)
 		}
 	}
 	forget_parent_locked(c, path);
+	kcache_stale_parent_locked(c, path);
+	mbfs_kcache_stale_tree(c->kc, path);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -550,14 +615,24 @@ void mbfs_cache_modify(struct mbfs_cache *c, const char *path,
 {
 	pthread_mutex_lock(&c->lock);
 	c->counter++;
+	bool changed = false;
 	struct centry *e = mbfs_cache_find(c, path);
-	if (e && e->attr_until)
+	if (e && e->attr_until) {
+		struct stat before = e->st;
 		fn(&e->st, arg);
+		changed = st_differs(&before, &e->st);
+	}
 	const char *name;
 	struct centry *p = parent_listing(c, path, &name);
 	struct child *k = p ? mbfs_cache_kid(p, name) : NULL;
-	if (k)
+	if (k) {
+		struct stat before = k->st;
 		fn(&k->st, arg);
+		changed = changed || st_differs(&before, &k->st);
+	}
+	/* an upload moved the mtime after the kernel last asked */
+	if (changed)
+		mbfs_kcache_stale(c->kc, path);
 	pthread_mutex_unlock(&c->lock);
 }
 

@@ -20,10 +20,17 @@
 
 struct mbfs;
 struct mbfs_cache;
+struct mbfs_kcache;
 
 struct mbfs_cache *mbfs_cache_new(uint64_t attr_ms, uint64_t dir_ms,
 				  uint64_t neg_ms);
 void mbfs_cache_free(struct mbfs_cache *c);
+/* From now on, tell kc of every path whose attributes the kernel may hold
+ * stale: an answer from the guest that differs from the one remembered
+ * (type, mode, size, mtime), a name gone from a new listing, an own change
+ * applied in place (an upload), a path invalidated. Set once, before the
+ * mount is used. */
+void mbfs_cache_set_kcache(struct mbfs_cache *c, struct mbfs_kcache *kc);
 
 /* Attributes of path: from memory, from a fresh parent listing, or one
  * request: the first page of the parent's listing when it has none

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+struct mbfs_kcache;
+
 struct child {
 	char *name;
 	struct stat st;
@@ -45,6 +47,8 @@ struct mbfs_cache {
 	uint64_t counter;           /* write counter, bumped by every change */
 	unsigned puts;
 	uint64_t attr_ms, dir_ms, neg_ms;
+	struct mbfs_kcache *kc;     /* told when what the kernel may hold
+	                               changed (kcache.h); NULL: nobody */
 };
 
 /* The entry of path, or NULL. */

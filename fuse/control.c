@@ -13,8 +13,10 @@
 #include "fuse/data.h"
 #include "fuse/hidden.h"
 #include "fuse/journal.h"
+#include "fuse/kcache.h"
 #include "fuse/mbfs.h"
 #include "fuse/node.h"
+#include "fuse/wbq.h"
 
 int mbfs_control_init(struct mbfs *fs)
 {
@@ -48,20 +50,24 @@ bool mbfs_is_control(const char *path)
 static char *control_text(const struct mbfs *fs, size_t *len)
 {
 	char *kept = fs->journal ? mbfs_journal_kept_json(fs->journal) : NULL;
+	char *wb = mbfs_wbq_json((struct mbfs *)fs);
 	char *t = NULL;
 	size_t base = fs->control_len;
-	if (!kept || base < 2) {
+	if ((!kept && !wb) || base < 2) {
 		t = malloc(base + 1);
 		if (t)
 			memcpy(t, fs->control_json ? fs->control_json : "", base + 1);
 		*len = base;
-	} else if (asprintf(&t, "%.*s,\"kept\":%s}\n", (int)(base - 2),
-			    fs->control_json, kept) >= 0) {
+	} else if (asprintf(&t, "%.*s%s%s%s%s}\n", (int)(base - 2),
+			    fs->control_json, wb ? ",\"writeback\":" : "",
+			    wb ? wb : "", kept ? ",\"kept\":" : "",
+			    kept ? kept : "") >= 0) {
 		*len = strlen(t);   /* base ends with "}\n" */
 	} else {
 		t = NULL;
 	}
 	free(kept);
+	free(wb);
 	return t;
 }
 
@@ -111,15 +117,28 @@ void mbfs_invalidate_everything(struct mbfs *fs)
 	mbfs_cache_invalidate_all(fs->cache);
 	mbfs_data_drop_all(fs->data);
 	mbfs_node_invalidate_all(fs);
+	/* the kernel's copies last, so none is refilled from an old one;
+	 * mbexec's next command must see them gone */
+	mbfs_kcache_stale_all(fs->kcache);
+	if (!mbfs_kcache_wait(fs->kcache, MBFS_KCACHE_WAIT_MS))
+		mb_log(MB_LOG_DEBUG, "the kernel's caches are still being "
+		       "invalidated");
 }
 
 int mbfs_control_sync(struct mbfs *fs)
 {
-	/* dirty files no longer open would be uploaded here too, but there
-	 * are none: the last close uploads; files still open stay private to
-	 * their writers until they close them, as without sync */
+	/* closed files queued for write-back go now; files still open stay
+	 * private to their writers until they close them */
 	mbfs_hidden_settle(fs, NULL);   /* names removed while open */
-	return mbfs_batch_sync(fs);
+	int wrc = mbfs_wbq_sync(fs);   /* closed files still queued */
+	int rc = mbfs_batch_sync(fs);
+	/* a failed batch dropped what the kernel holds of its paths (times or
+	 * files that never landed): gone before the caller looks again */
+	if ((wrc || rc) &&
+	    !mbfs_kcache_wait(fs->kcache, MBFS_KCACHE_WAIT_MS))
+		mb_log(MB_LOG_DEBUG, "the kernel's caches are still being "
+		       "invalidated");
+	return wrc ? wrc : rc;
 }
 
 /* buf is the line cmd, with or without its newline. */

@@ -7,12 +7,15 @@
  * data is, "reason"}] (journal.h). Writing the line
  * MB_CONTROL_INVALIDATE drops every cache of the mount: attributes,
  * listings, negative entries, clean file copies (a whole-second mtime with
- * an unchanged size cannot prove a copy current) and the sharing of clean
- * open files; nothing still to be sent (queued times) is dropped. Writing
+ * an unchanged size cannot prove a copy current), the sharing of clean
+ * open files, and (before the write returns, or after 5 s) the kernel's
+ * attributes and pages of every path it was shown (kcache.h); nothing
+ * still to be sent (queued times) is dropped. Writing
  * MB_CONTROL_SYNC sends everything the mount still holds back before the
- * write returns: every queued batch (batch.h) and dirty files no longer
- * open (none today: the last close uploads); the write fails with EIO when
- * that or an earlier batch failed. mbexec writes "sync" before a command
+ * write returns: closed files queued for write-back (wbq.h) and queued
+ * times (batch.h); the write fails with EIO when that or an earlier batch
+ * failed since the last sync. The text also carries "writeback" (the
+ * queue's figures, mbfs_wbq_json), which `mbfs --status` prints. mbexec writes "sync" before a command
  * and "invalidate" after it. Not listed by readdir. Thread-safe.
  */
 #ifndef MBFS_CONTROL_H

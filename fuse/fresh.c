@@ -12,12 +12,19 @@
 #include <string.h>
 #include <time.h>
 
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+
 #include "fuse/batch.h"
 #include "fuse/cache.h"
 #include "fuse/data.h"
+#include "fuse/inode.h"
 #include "fuse/mbfs.h"
 #include "fuse/node.h"
 #include "fuse/node_int.h"
+#include "fuse/wbq.h"
+#include "fuse/xfer_int.h"
 
 /* Does path exist, for a create with these open flags? 1, 0 or -errno.
  * O_EXCL and O_TRUNC trust what the kernel's lookup has just seen (our
@@ -142,7 +149,14 @@ static struct mbfs_node *lock_fresh(struct mbfs *fs, const char *path)
 	pthread_mutex_unlock(&fs->nodes_lock);
 	if (!n)
 		return NULL;
+	/* in a batch being sent, it is on its way to the guest: wait for
+	 * the outcome (then it is fresh no more, or failed and kept) */
 	pthread_mutex_lock(&n->lock);
+	while (mbfs_wbq_busy(fs, n)) {
+		pthread_mutex_unlock(&n->lock);
+		mbfs_wbq_wait_idle(fs, n);
+		pthread_mutex_lock(&n->lock);
+	}
 	pthread_mutex_lock(&fs->nodes_lock);
 	bool fresh = n->fresh && !n->unlinked;
 	pthread_mutex_unlock(&fs->nodes_lock);
@@ -166,7 +180,10 @@ int mbfs_node_chmod_new(struct mbfs *fs, const char *path, unsigned mode)
 	mode &= 07777;
 	pthread_mutex_lock(&fs->nodes_lock);
 	n->mode = mode;
+	n->rec_stale = n->recorded;
 	pthread_mutex_unlock(&fs->nodes_lock);
+	/* the journal's record carries the mode to a later mount */
+	mbfs_node_will_change(fs, n, false);
 	pthread_mutex_unlock(&n->lock);
 	mbfs_node_release(fs, n);
 	mbfs_cache_modify(fs->cache, path, set_mode, &mode);
@@ -186,6 +203,141 @@ int mbfs_node_unlink_new(struct mbfs *fs, const char *path)
 	pthread_mutex_unlock(&n->lock);
 	mbfs_node_release(fs, n);
 	return 1;
+}
+
+/* May path `to` take a file renamed from a fresh node? 0 or -errno, from
+ * what the mount knows (caches, nodes), as a create checks. */
+static int can_take(struct mbfs *fs, const char *to, unsigned flags)
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	struct mbfs_node *o = mbfs_node_find_shared(fs, to);
+	bool here = o && !o->unlinked;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	struct stat st;
+	int rc = here ? 0 : mbfs_cache_getattr(fs, to, &st);
+	if (rc == 0 && (flags & RENAME_NOREPLACE))
+		return -EEXIST;
+	if (rc == 0 && !here && S_ISDIR(st.st_mode))
+		return -EISDIR;
+	if (rc && rc != -ENOENT)
+		return rc;
+	char dir[MB_PATH_MAX];
+	const char *slash = strrchr(to, '/');
+	snprintf(dir, sizeof(dir), "%.*s", slash && slash != to ?
+		 (int)(slash - to) : 1, to);
+	rc = mbfs_cache_getattr(fs, dir, &st);
+	if (rc == 0 && !S_ISDIR(st.st_mode))
+		rc = -ENOTDIR;
+	return rc;
+}
+
+int mbfs_node_rename_new(struct mbfs *fs, const char *from, const char *to,
+			 unsigned flags, int *rc)
+{
+	struct mbfs_node *n = lock_fresh(fs, from);
+	if (!n)
+		return 0;
+	*rc = can_take(fs, to, flags);
+	if (!*rc) {
+		/* nothing of it is on the guest: the rename is ours alone,
+		 * and its batch puts it under the new name (over what is
+		 * there, atomically) */
+		mbfs_node_renamed(fs, from, to);
+		mbfs_node_will_change(fs, n, false);   /* the record follows */
+		mbfs_data_drop(fs->data, to);
+		mbfs_cache_renamed(fs->cache, from, to);
+		mbfs_ino_renamed(fs, from, to);
+	}
+	pthread_mutex_unlock(&n->lock);
+	mbfs_node_release(fs, n);
+	return 1;
+}
+
+/* A new fresh node at to holding a copy of n's data (n->lock held), queued
+ * for write-back. 0 or -errno. */
+static int copy_new(struct mbfs *fs, struct mbfs_node *n, const char *to)
+{
+	struct mbfs_node *c = mbfs_node_alloc(to);
+	if (!c)
+		return -ENOMEM;
+	pthread_mutex_lock(&fs->nodes_lock);
+	uint64_t size = n->size;
+	unsigned mode = n->mode;
+	struct timespec mtime = n->mtime;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	char *buf = malloc(size ? size : 1);
+	pthread_mutex_lock(&c->lock);
+	int rc = buf ? mbfs_load_empty(fs, c) : -ENOMEM;
+	if (!rc)
+		rc = mbfs_pread_all(n->fd, buf, size, 0);
+	if (!rc)
+		rc = mbfs_pwrite_all(c->fd, buf, size, 0);
+	pthread_mutex_unlock(&c->lock);
+	free(buf);
+	if (rc) {
+		mbfs_node_destroy(c);
+		return rc;
+	}
+	pthread_mutex_lock(&fs->nodes_lock);
+	struct mbfs_node *o = mbfs_node_find_shared(fs, to);
+	if (o && !o->unlinked) {
+		pthread_mutex_unlock(&fs->nodes_lock);
+		mbfs_node_destroy(c);
+		return -EEXIST;
+	}
+	c->fresh = true;
+	c->dirty = true;
+	c->mode = mode;
+	c->size = size;
+	c->mtime = mtime;
+	c->version = 1;
+	c->next = fs->nodes;
+	fs->nodes = c;
+	struct stat st;
+	fresh_stat(fs, c, &st);
+	pthread_mutex_unlock(&fs->nodes_lock);
+	pthread_mutex_lock(&c->lock);
+	rc = mbfs_node_will_change(fs, c, false);   /* journaled first */
+	pthread_mutex_unlock(&c->lock);
+	if (rc) {
+		pthread_mutex_lock(&fs->nodes_lock);
+		c->unlinked = true;
+		c->shared = false;
+		pthread_mutex_unlock(&fs->nodes_lock);
+		mbfs_node_release(fs, c);
+		return rc;
+	}
+	mbfs_data_drop(fs->data, to);
+	mbfs_cache_put(fs->cache, to, &st);
+	if (!mbfs_wbq_add(fs, c, size))
+		rc = mbfs_node_flush(fs, c);
+	mbfs_node_release(fs, c);
+	return rc;
+}
+
+int mbfs_node_link_new(struct mbfs *fs, const char *from, const char *to,
+		       int *rc)
+{
+	if (fs->sync_close)
+		return 0;
+	struct mbfs_node *n = lock_fresh(fs, from);
+	if (!n)
+		return 0;
+	pthread_mutex_lock(&fs->nodes_lock);
+	bool small = n->size <= MBFS_WBQ_FILE_MAX && mbfs_wbq_queued(fs, n);
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (small) {
+		/* closed and queued, nothing of it on the guest: the new
+		 * name is a copy that travels in a batch too (git's objects:
+		 * written as a temporary, linked into place, the temporary
+		 * removed, which then never travels) */
+		*rc = can_take(fs, to, RENAME_NOREPLACE);
+		if (!*rc)
+			*rc = copy_new(fs, n, to);
+	}
+	pthread_mutex_unlock(&n->lock);
+	mbfs_node_release(fs, n);
+	return small;
 }
 
 int mbfs_node_list_new(struct mbfs *fs, const char *dir,

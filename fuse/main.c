@@ -31,11 +31,14 @@
 #include "common/util.h"
 #include "fuse/attach.h"
 #include "fuse/batch.h"
+#include "fuse/status.h"
+#include "fuse/wbq.h"
 #include "fuse/cache.h"
 #include "fuse/create.h"
 #include "fuse/data.h"
 #include "fuse/hidden.h"
 #include "fuse/inode.h"
+#include "fuse/kcache.h"
 #include "fuse/journal.h"
 #include "fuse/lease.h"
 #include "fuse/node.h"
@@ -64,6 +67,7 @@ static const struct fuse_opt mbfs_opt_spec[] = {
 	OPT("key_file=%s", key_file, 0),
 	OPT("api_url=%s", api_url, 0),
 	OPT("uid=%s", uid, 0),
+	OPT("sync_close", sync_close, 1),
 	OPT("gid=%s", gid, 0),
 	OPT("--create", create, 1),
 	OPT("--catalog=%s", catalog, 0),
@@ -132,6 +136,7 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: mbfs [options] CONTAINER[@GENERATION][:REMOTE_DIR] MOUNTPOINT\n"
 "       mbfs --create [--catalog ID] [--size SIZE] [options] MOUNTPOINT\n"
+"       mbfs --status [--wait] MOUNTPOINT\n"
 "\n"
 "Mount a directory of a running Mainbrella sandbox (default /workspace).\n"
 "Without @GENERATION the current generation is looked up once and pinned.\n"
@@ -142,8 +147,10 @@ static void usage(FILE *f)
 "    -d                     debug output (implies -f)\n"
 "    -s                     single-threaded\n"
 "    -o ro                  read-only mount\n"
-"    -o attr_timeout=T      cache attributes for T (default 20s)\n"
-"    -o dir_timeout=T       cache directory listings for T (default 20s)\n"
+"    -o attr_timeout=T      cache attributes for T, in mbfs and in the kernel\n"
+"                           (default 20s)\n"
+"    -o dir_timeout=T       cache directory listings for T (default 20s); the\n"
+"                           kernel keeps names for the smaller of the two\n"
 "    -o negative_timeout=T  cache missing names for T (default 20s)\n"
 "    -o op_timeout=T        give up on an unanswered request, or an upload without\n"
 "                           progress, after T (default 60s)\n"
@@ -160,6 +167,9 @@ static void usage(FILE *f)
 "    -o api_url=URL         API base URL (default $MAINBRELLA_API_URL or\n"
 "                           " MB_DEFAULT_API_URL ")\n"
 "    -o uid=N,gid=N         owner shown for every file (default: you)\n"
+"    -o sync_close          close() uploads and reports the upload's error\n"
+"                           (default: small files are queued and sent in\n"
+"                           batches; fsync and 'sync' wait for them)\n"
 "    --create               start a new container and mount it\n"
 "    --catalog ID           image for --create (node, python, rust, go, devops)\n"
 "    --size SIZE            size for --create (lite, small, medium, large, xl)\n"
@@ -167,7 +177,9 @@ static void usage(FILE *f)
 "    -V, --version          version\n"
 "\n"
 "Writing the line 'invalidate' to MOUNTPOINT/" MB_CONTROL_NAME " drops every cache;\n"
-"writing 'sync' sends what the mount still holds back (file times) first.\n"
+"writing 'sync' sends what the mount still holds back (queued files, file\n"
+"times) first. --status prints what is not on the sandbox yet and what\n"
+"failed; with --wait it returns once nothing is pending (exit 1: failures).\n"
 "In /etc/fstab:  ID@GEN:/workspace  /mnt/sb  fuse.mbfs  noauto,user,_netdev  0 0\n");
 }
 
@@ -348,6 +360,7 @@ static int validate(struct mbfs *fs, struct mbfs_opts *o, struct parse_state *ps
 	fs->uid = uid;
 	fs->gid = gid;
 	fs->ro = o->ro;
+	fs->sync_close = o->sync_close != 0;
 	char real[PATH_MAX];
 	struct stat st;
 	if (!realpath(o->mountpoint, real) || stat(real, &st))
@@ -432,10 +445,15 @@ static int open_state(struct mbfs *fs, struct mbfs_opts *o,
 		return fail("%s", err.msg);
 	fs->cache = mbfs_cache_new(fs->attr_ms, fs->dir_ms, fs->neg_ms);
 	fs->batch = mbfs_batch_new();
+	fs->wbq = mbfs_wbq_new();
 	fs->inos = mbfs_inos_new();
 	fs->hidden = mbfs_hidden_new();
-	if (!fs->cache || !fs->batch || !fs->inos || !fs->hidden)
+	if (!fs->cache || !fs->batch || !fs->wbq || !fs->inos || !fs->hidden)
 		return fail("out of memory");
+	fs->kcache = mbfs_kcache_new();
+	if (!fs->kcache)
+		return fail("out of memory");
+	mbfs_cache_set_kcache(fs->cache, fs->kcache);
 	fs->client = c;   /* the mount's own is made after daemonising */
 	mbfs_recover(fs);
 	fs->client = NULL;
@@ -507,6 +525,7 @@ static int run_session(struct mbfs *fs, struct fuse_args *args,
 	ret = cmd.singlethread ? fuse_loop(f) : fuse_loop_mt(f, cmd.clone_fd);
 	/* a loop ended by SIGTERM/SIGINT/SIGHUP is a normal unmount */
 	ret = (ret == 0 || ret == SIGTERM || ret == SIGINT || ret == SIGHUP) ? 0 : 1;
+	mbfs_kcache_stop(fs->kcache);   /* it writes to the device */
 	mbfs_watch_stop();
 	fuse_remove_signal_handlers(se);
 out_unmount:
@@ -520,9 +539,11 @@ out:
 
 static void fs_free(struct mbfs *fs)
 {
+	mbfs_wbq_free(fs->wbq);
 	mbfs_node_free_all(fs);
 	mbfs_batch_free(fs->batch);
 	mbfs_cache_free(fs->cache);
+	mbfs_kcache_free(fs->kcache);
 	mbfs_inos_free(fs->inos);
 	mbfs_hidden_free(fs->hidden);
 	mbfs_data_free(fs->data);
@@ -542,6 +563,9 @@ int main(int argc, char *argv[])
 	char *key = NULL;
 	int ret = 1;
 
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--status") == 0)
+			return mbfs_status_main(argc, argv);
 	memset(&ps, 0, sizeof(ps));
 	mb_log_init("mbfs", MB_LOG_INFO);
 	fuse_set_log_func(fuse_log_to_mb);

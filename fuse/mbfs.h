@@ -19,6 +19,10 @@
  *              the mount knows afterwards without asking
  *   batch.c    utimens queued and sent in batches by a flusher thread;
  *              touch.c builds and runs the touch scripts
+ *   wbq.c      write-back: small files closed dirty, queued and sent in
+ *              batches by a flusher thread (wbnode.c: what it does to a
+ *              node; wbsend.c: the archive, its PUTs and apply.sh);
+ *              status.c prints the queue (`mbfs --status`)
  *   load.c     filling a node's copy: data cache, whole file, or piece by
  *              piece as reads need it (node_int.h is the node's inside)
  *   dirty.c    a node's changes in the journal; keeping failed uploads
@@ -34,18 +38,22 @@
  *              exec.c sends one command (inline, or as a script file)
  *   control.c  the virtual control file MOUNTPOINT/.mainbrella
  *   watch.c    exit when unmounted while other namespaces hold copies
+ *   kcache.c   what the kernel caches (names, attributes, pages): the
+ *              paths it was shown, invalidated by a thread of its own
  *   name.c     names the guest can take (UTF-8, 255 bytes)
  *   inode.c    inode numbers, kept across renames
  *   hidden.c   files unlinked or replaced while open
  *
  * Threads: libfuse runs ops on several threads; transfers add up to
- * MBFS_XFER_THREADS helpers; batch.c runs one flusher, lease.c one
- * keep-alive thread. Lock order (a
+ * MBFS_XFER_THREADS helpers; batch.c and wbq.c run one flusher each,
+ * lease.c one keep-alive thread, kcache.c one invalidating thread.
+ * Lock order (a
  * thread holding one lock only takes locks further right):
  *   node->lock  ->  fs->nodes_lock  ->  cache->lock
  *   hidden->lock  ->  fs->nodes_lock
- *   data->lock, batch->lock, lease->lock, statfs_lock, watch_lock and
- *   the journal's lock are leaves.
+ *   fs->nodes_lock  ->  wbq->lock
+ *   data->lock, batch->lock, wbq->lock, lease->lock, statfs_lock,
+ *   watch_lock, kcache->lock and the journal's lock are leaves.
  * node->lock may be held across network calls (and across waiting for a
  * batch send); no other lock ever is.
  * Inode numbers: use_ino, st_ino = mbfs_ino() of the path, so they stay
@@ -71,11 +79,13 @@
 #include "common/ident.h"
 
 struct mbfs_batch;
+struct mbfs_wbq;
 struct mbfs_cache;
 struct mbfs_data;
 struct mbfs_journal;
 struct mbfs_hidden;
 struct mbfs_inos;
+struct mbfs_kcache;
 struct mbfs_lease;
 struct mbfs_node;
 
@@ -96,6 +106,7 @@ struct mbfs_opts {
 	char *catalog, *size;   /* --create */
 	int create;
 	int ro;
+	int sync_close;         /* -o sync_close */
 	int show_help, show_version;
 	int foreground, debug, singlethread;
 };
@@ -128,7 +139,10 @@ struct mbfs {
 	struct mbfs_journal *journal;   /* the cache directory's durable
 	                                   state (journal.h) */
 	struct mbfs_batch *batch;
+	struct mbfs_wbq *wbq;           /* write-back of small files (wbq.h) */
+	bool sync_close;                /* close() uploads and waits */
 	struct mbfs_lease *lease;       /* NULL until mbfs_lease_start */
+	struct mbfs_kcache *kcache;     /* the kernel's caches (kcache.h) */
 	struct mbfs_inos *inos;         /* numbers kept across renames
 	                                   (inode.h); NULL: plain hashes */
 	struct mbfs_hidden *hidden;     /* files gone while open (hidden.h) */

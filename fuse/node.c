@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "fuse/batch.h"
 #include "fuse/cache.h"
 #include "fuse/data.h"
 #include "fuse/journal.h"
@@ -23,6 +24,7 @@
 #include "fuse/node.h"
 #include "fuse/node_int.h"
 #include "fuse/remote.h"
+#include "fuse/wbq.h"
 #include "fuse/xfer.h"
 
 struct mbfs_node *mbfs_node_find_shared(struct mbfs *fs, const char *path)
@@ -285,6 +287,9 @@ int mbfs_node_truncate(struct mbfs *fs, struct mbfs_node *n, off_t size)
 
 int mbfs_node_flush(struct mbfs *fs, struct mbfs_node *n)
 {
+	/* queued: it goes now, in a batch; failed, it is kept and the
+	 * upload below says EIO */
+	mbfs_wbq_flush_node(fs, n);
 	pthread_mutex_lock(&n->lock);
 	int rc = mbfs_node_upload(fs, n);
 	pthread_mutex_unlock(&n->lock);
@@ -321,12 +326,17 @@ void mbfs_node_fgetattr(struct mbfs *fs, struct mbfs_node *n, struct stat *st)
 	pthread_mutex_unlock(&fs->nodes_lock);
 }
 
-int mbfs_node_before_utimens(struct mbfs *fs, const char *path, bool now)
+int mbfs_node_before_utimens(struct mbfs *fs, const char *path, bool now,
+			     const struct timespec t[2])
 {
 	pthread_mutex_lock(&fs->nodes_lock);
 	struct mbfs_node *n = mbfs_node_find_shared(fs, path);
 	bool dirty = n && n->dirty;
 	pthread_mutex_unlock(&fs->nodes_lock);
+	if (dirty && mbfs_node_wb_retime(fs, path, &t[1]))
+		return 1;   /* its batch sets the time */
+	if (!n)   /* a directory: files queued in it land first */
+		mbfs_wbq_flush(fs, path, MBFS_BATCH_CHILDREN);
 	if (dirty && now)
 		return 1;   /* its upload will set "now" anyway */
 	return dirty ? mbfs_node_sync_path(fs, path) : 0;
@@ -363,6 +373,16 @@ int mbfs_node_get_path(struct mbfs *fs, struct mbfs_node *n, char *out)
 	int rc = n->unlinked ? -ENOENT : 0;
 	pthread_mutex_unlock(&fs->nodes_lock);
 	return rc;
+}
+
+bool mbfs_node_superseded(struct mbfs *fs, struct mbfs_node *n, char *out)
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	bool old = !n->shared && !n->unlinked && !n->dirty;
+	if (old)
+		snprintf(out, MB_PATH_MAX, "%s", n->path);
+	pthread_mutex_unlock(&fs->nodes_lock);
+	return old;
 }
 
 int mbfs_node_sync_path(struct mbfs *fs, const char *path)

@@ -5,7 +5,8 @@
  * same bytes. The copy is fetched on first read or write (not at open, so
  * `touch` or fstat never download). Writes, appends and truncates change
  * only the local copy and mark it dirty; flush, fsync, release and unmount
- * upload a dirty copy as a whole (xfer.h). A failed upload returns the
+ * upload a dirty copy as a whole (xfer.h), except that close() queues a
+ * small one for write-back in batches (wbq.h) unless -o sync_close. A failed upload returns the
  * error to close()/fsync(), keeps the data under DIR/kept/ and logs one
  * line naming the file. When the last handle is released a clean copy stays
  * in the data cache, keyed by the guest's (size, mtime).
@@ -54,8 +55,13 @@ int mbfs_node_read(struct mbfs *fs, struct mbfs_node *n, char *buf,
 int mbfs_node_write(struct mbfs *fs, struct mbfs_node *n, const char *buf,
 		    size_t size, off_t off);
 int mbfs_node_truncate(struct mbfs *fs, struct mbfs_node *n, off_t size);
-/* Upload when dirty. 0 or -errno. */
+/* Upload when dirty (a copy queued for write-back goes now, and this
+ * waits for its batch). 0 or -errno. */
 int mbfs_node_flush(struct mbfs *fs, struct mbfs_node *n);
+/* close() (FUSE flush): a small dirty copy is queued for write-back
+ * (wbq.h) and 0 returned at once; anything else, or every file with
+ * -o sync_close, is uploaded as by mbfs_node_flush. */
+int mbfs_node_close(struct mbfs *fs, struct mbfs_node *n);
 
 /* Attributes of an open, loaded node for path (dirty: local size, time of
  * the last write). 1 and *st adjusted, or 0 when no such node. st must
@@ -72,23 +78,40 @@ int mbfs_node_stat_new(struct mbfs *fs, struct mbfs_node *n, const char *path,
  * (waits for an upload in progress). 1 when done, 0 when not fresh. */
 int mbfs_node_chmod_new(struct mbfs *fs, const char *path, unsigned mode);
 int mbfs_node_unlink_new(struct mbfs *fs, const char *path);
+/* rename of a fresh node (not on the guest yet) from -> to, done here
+ * alone: 1 with *rc (0 or -errno), or 0 when from is not fresh. */
+int mbfs_node_rename_new(struct mbfs *fs, const char *from, const char *to,
+			 unsigned flags, int *rc);
+/* link of a fresh node that is queued for write-back (closed, small):
+ * to becomes a fresh node of its own with a copy of the data (a hard
+ * link's names never share later writes here, see README). 1 with *rc,
+ * or 0 when from is not such a node. */
+int mbfs_node_link_new(struct mbfs *fs, const char *from, const char *to,
+		       int *rc);
 /* The fresh nodes directly in dir: *out (free with mbfs_dirents_free) and
  * *count. 0 or -ENOMEM. */
 int mbfs_node_list_new(struct mbfs *fs, const char *dir,
 		       struct mbfs_dirent **out, size_t *count);
 void mbfs_dirents_free(struct mbfs_dirent *v, size_t n);
 /* Before a utimens of path: a dirty copy is uploaded first (the upload
- * would move the mtime again). now: the mtime asked for is "now" (and the
- * atime too, or left alone). 1 when nothing more is needed (a dirty copy
- * and "now": its upload sets that), 0 to go on and queue the times, or
- * -errno when the upload failed. */
-int mbfs_node_before_utimens(struct mbfs *fs, const char *path, bool now);
+ * would move the mtime again), unless it is queued for write-back: then
+ * mtime (t[1]) travels with it. Files queued in a directory path go
+ * first (they move its mtime). now: the mtime asked for is "now" (and
+ * the atime too, or left alone). 1 when nothing more is needed (a dirty
+ * copy and "now": its upload sets that), 0 to go on and queue the times,
+ * or -errno when the upload failed. */
+int mbfs_node_before_utimens(struct mbfs *fs, const char *path, bool now,
+			     const struct timespec t[2]);
 /* A clean copy of path that matches the guest as far as we know takes
  * mtime as the guest's, so it stays shared once queued times land. */
 void mbfs_node_retime(struct mbfs *fs, const char *path, time_t mtime);
 
 /* The current path of n into out (MB_PATH_MAX); -ENOENT once unlinked. */
 int mbfs_node_get_path(struct mbfs *fs, struct mbfs_node *n, char *out);
+/* Is n an open of an older content of its path (new opens no longer share
+ * it: the mount learned of a change, or an invalidate came, while it
+ * stayed open)? Then its path into out (MB_PATH_MAX). */
+bool mbfs_node_superseded(struct mbfs *fs, struct mbfs_node *n, char *out);
 
 /* Upload the dirty node of path, if any (before rename, link, utimens);
  * a fresh one is created on the guest by it. */

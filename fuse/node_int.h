@@ -36,6 +36,8 @@ struct mbfs_node {
 	bool kept_any;         /* an upload failed and its data was kept */
 	uint64_t kept_version; /* ... for this version */
 	char base_sha[65];     /* SHA-256 of our last upload, "" if none */
+	uint64_t times_version; /* mtime was set by utimens (wbnode.c) at
+	                          this version; 0: never */
 	bool recorded;         /* the journal holds a record of the copy */
 	bool rec_stale;        /* ... for an old path, or no longer wanted
 	                          (unlinked): rewrite or drop it */
@@ -93,6 +95,25 @@ bool mbfs_node_make_room(struct mbfs *fs, int rc, uint64_t want);
  * into existence on the guest with it). 0 or -errno; on failure the data
  * is kept and the failure logged. */
 int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n);
+
+/* wbnode.c: write-back (wbq.h); called by the flusher, no lock held. */
+struct mbfs_wbfile;
+/* Take n's copy for a batch into f (path, data, mode, mtime; tag: the
+ * version). 1 when taken; 0 when nothing is to be sent (clean, unlinked,
+ * already failed and kept); -1 when it cannot travel in a batch (upload
+ * it with mbfs_node_wb_upload). */
+int mbfs_node_wb_take(struct mbfs *fs, struct mbfs_node *n,
+		      struct mbfs_wbfile *f);
+/* Upload n now, as close did before write-back. 0 or -errno. */
+int mbfs_node_wb_upload(struct mbfs *fs, struct mbfs_node *n);
+/* The batch holding f ended: rc 0 (the guest has f), else the failure
+ * (why: the guest's words); keeps the data when f is still n's latest. */
+void mbfs_node_wb_done(struct mbfs *fs, struct mbfs_node *n,
+		       const struct mbfs_wbfile *f, int rc, const char *why);
+/* A utimens of path whose copy is queued: its mtime travels in the batch.
+ * 1 when taken, else 0. */
+int mbfs_node_wb_retime(struct mbfs *fs, const char *path,
+			const struct timespec *mtime);
 
 /* load.c; all with n->lock held. */
 

@@ -20,6 +20,7 @@
 #include "fuse/node.h"
 #include "fuse/ns.h"
 #include "fuse/remote.h"
+#include "fuse/wbq.h"
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
@@ -111,6 +112,9 @@ static int remove_path(struct mbfs *fs, const char *path, bool dir)
 	}
 	mbfs_batch_flush(fs, path, MBFS_BATCH_SELF | MBFS_BATCH_BELOW |
 			 MBFS_BATCH_PARENT);
+	/* a queued copy of it (or below it) would land after the remove */
+	mbfs_wbq_flush(fs, path, MBFS_BATCH_SELF | MBFS_BATCH_BELOW);
+	mbfs_wbq_settle(fs);
 	struct mb_err err;
 	mb_err_clear(&err);
 	rc = mb_fs_remove(fs->client, &fs->ident, rpath, false, &err);
@@ -177,10 +181,18 @@ int mbfs_ns_rename(struct mbfs *fs, const char *from, const char *to,
 	int rc = mbfs_remote_path(fs, from, rfrom);
 	if (!rc)
 		rc = mbfs_remote_path(fs, to, rto);
-	if (!rc)
-		rc = mbfs_node_sync_path(fs, from);
 	if (rc)
 		return rc;
+	/* created here and still queued: renamed here, sent once */
+	if (mbfs_node_rename_new(fs, from, to, flags, &rc))
+		return rc;
+	rc = mbfs_node_sync_path(fs, from);
+	if (rc)
+		return rc;
+	/* queued copies below from, or of what to replaces, land first */
+	mbfs_wbq_flush(fs, from, MBFS_BATCH_BELOW);
+	mbfs_wbq_flush(fs, to, MBFS_BATCH_SELF | MBFS_BATCH_BELOW);
+	mbfs_wbq_settle(fs);
 	/* both directories' mtimes move; what replaces to ends its times;
 	 * times queued for from follow it (move_begin/end) */
 	mbfs_batch_flush(fs, from, MBFS_BATCH_PARENT);
@@ -216,6 +228,8 @@ int mbfs_ns_chmod(struct mbfs *fs, const char *path, mode_t mode)
 	unsigned perm = mode & 07777;
 	if (mbfs_node_chmod_new(fs, path, perm))
 		return 0;   /* applied after the file's first upload */
+	/* a queued copy carries the mode it had when queued */
+	mbfs_wbq_flush(fs, path, MBFS_BATCH_SELF);
 	int rc = mbfs_remote_chmod(fs, path, perm);
 	if (rc)
 		mbfs_cache_invalidate(fs->cache, path);

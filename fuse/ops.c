@@ -6,6 +6,8 @@
  * ownership cannot be changed through the API, and every file shows as the
  * mounting user: chown is accepted and ignored, so tar/rsync/cp -a running
  * as root do not fail on it. st_ino is mbfs_ino() of the path (use_ino).
+ * The kernel caches names, attributes and pages (init); every path whose
+ * attributes it is given is told to kcache.c, which invalidates them.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,12 +28,14 @@
 #include "fuse/cache.h"
 #include "fuse/control.h"
 #include "fuse/hidden.h"
+#include "fuse/kcache.h"
 #include "fuse/lease.h"
 #include "fuse/name.h"
 #include "fuse/node.h"
 #include "fuse/ns.h"
 #include "fuse/ops.h"
 #include "fuse/remote.h"
+#include "fuse/wbq.h"
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
@@ -54,13 +58,23 @@ static const char *op_path(const char *path, struct fuse_file_info *fi,
 
 static void *mbfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 {
-	(void)conn;
-	/* all caching lives in the daemon, where it can be invalidated */
-	cfg->entry_timeout = 0;
-	cfg->attr_timeout = 0;
+	/* the kernel keeps what the daemon's cache would answer, as long as
+	 * the daemon would (a name: while both its attributes and its
+	 * listing would be fresh), and is told of every change the mount
+	 * learns of (kcache.h). Negative entries stay here: the kernel could
+	 * not be told of a name made on the guest. Pages are kept across
+	 * opens while the size and mtime stay (auto_cache, checked at open,
+	 * and the kernel's own check whenever it refreshes attributes) */
+	uint64_t entry_ms = FS->attr_ms < FS->dir_ms ? FS->attr_ms : FS->dir_ms;
+	cfg->entry_timeout = (double)entry_ms / 1000.0;
+	cfg->attr_timeout = (double)FS->attr_ms / 1000.0;
+	cfg->ac_attr_timeout = cfg->attr_timeout;
+	cfg->ac_attr_timeout_set = 1;
 	cfg->negative_timeout = 0;
 	cfg->kernel_cache = 0;
-	cfg->auto_cache = 0;
+	cfg->auto_cache = FS->attr_ms > 0;
+	if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
+		conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
 	cfg->use_ino = 1;
 	cfg->nullpath_ok = 1;
 	/* a file unlinked or replaced while open is renamed to a hidden name
@@ -86,6 +100,11 @@ static void *mbfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	if (rc)
 		mb_log(MB_LOG_WARN, "cannot start the keep-alive thread (%s): "
 		       "an idle mount may lose its container", strerror(-rc));
+	rc = mbfs_kcache_start(FS->kcache, fuse_get_context()->fuse);
+	if (rc)
+		mb_log(MB_LOG_WARN, "cannot start the kernel cache thread (%s): "
+		       "changes show once the kernel's timeouts expire",
+		       strerror(-rc));
 	return FS;
 }
 
@@ -94,8 +113,10 @@ static void mbfs_destroy(void *data)
 	(void)data;
 	mbfs_agent_stop(FS->agent);
 	FS->agent = NULL;
+	mbfs_kcache_stop(FS->kcache);
 	mbfs_lease_stop(FS);
 	mbfs_hidden_stop(FS);
+	mbfs_wbq_stop(FS);   /* queued files go first; later closes upload */
 	mbfs_node_flush_all(FS);
 	mbfs_batch_stop(FS);
 }
@@ -127,6 +148,8 @@ static int mbfs_getattr(const char *path, struct stat *st,
 			default_file_stat(st);
 		mbfs_node_fgetattr(FS, NODE(fi), st);
 		st->st_ino = (ino_t)mbfs_ino(FS, buf);
+		if (!gone)
+			mbfs_kcache_seen(FS->kcache, buf);
 		return 0;
 	}
 	int rc = mbfs_check_alive(FS);
@@ -134,10 +157,17 @@ static int mbfs_getattr(const char *path, struct stat *st,
 		rc = mbfs_name_check(path);   /* before any request */
 	if (!rc && (rc = mbfs_hidden_getattr(FS, path, st)) == 1)
 		return 0;
-	if (!rc && mbfs_node_stat_new(FS, NULL, path, st))
+	if (!rc && mbfs_node_stat_new(FS, NULL, path, st)) {
+		mbfs_kcache_seen(FS->kcache, path);
 		return 0;
-	if (!rc)
+	}
+	if (!rc) {
 		rc = mbfs_cache_getattr(FS, path, st);
+		/* gone while the kernel may still hold the name: it looks
+		 * the name up again (kcache.h) */
+		if (rc == -ENOENT && mbfs_kcache_gone(FS->kcache, path))
+			rc = -ESTALE;
+	}
 	if (rc && strcmp(path, "/") == 0) {
 		/* keep the mountpoint stat-able (stopped generation, dead
 		 * service) so it can be found and unmounted */
@@ -151,8 +181,10 @@ static int mbfs_getattr(const char *path, struct stat *st,
 	}
 	if (!rc && S_ISREG(st->st_mode))
 		mbfs_node_getattr(FS, path, st);
-	if (!rc)
+	if (!rc) {
 		st->st_ino = (ino_t)mbfs_ino(FS, path);
+		mbfs_kcache_seen(FS->kcache, path);
+	}
 	return rc;
 }
 
@@ -197,6 +229,7 @@ static int fill(struct dirfill *d, const char *name, const struct stat *st)
 			return 0;   /* removed here while open */
 		mbfs_batch_apply(FS, path, &s);
 		s.st_ino = (ino_t)mbfs_ino(FS, path);
+		mbfs_kcache_seen(FS->kcache, path);   /* readdirplus */
 	}
 	return d->filler(d->buf, name, &s, 0, FUSE_FILL_DIR_PLUS);
 }
@@ -276,7 +309,11 @@ static int mbfs_unlink(const char *path)
 		rc = -EPERM;
 	if (!rc)
 		mbfs_hidden_settle(FS, NULL);
-	return rc ? rc : mbfs_ns_unlink(FS, path);
+	if (!rc)
+		rc = mbfs_ns_unlink(FS, path);
+	if (!rc)
+		mbfs_kcache_gone(FS->kcache, path);
+	return rc;
 }
 
 static int mbfs_rmdir(const char *path)
@@ -284,7 +321,11 @@ static int mbfs_rmdir(const char *path)
 	int rc = mbfs_check_alive(FS);
 	if (!rc)
 		mbfs_hidden_settle(FS, NULL);
-	return rc ? rc : mbfs_ns_rmdir(FS, path);
+	if (!rc)
+		rc = mbfs_ns_rmdir(FS, path);
+	if (!rc)
+		mbfs_kcache_gone(FS->kcache, path);
+	return rc;
 }
 
 static int mbfs_symlink(const char *target, const char *path)
@@ -332,10 +373,17 @@ static int mbfs_rename(const char *from, const char *to, unsigned int flags)
 		rc = -EBUSY;
 	if (rc)
 		return rc;
-	if (mbfs_hidden_is_name(to))   /* libfuse hides a file open here */
-		return mbfs_hidden_hide(FS, from, to);
+	if (mbfs_hidden_is_name(to)) {   /* libfuse hides a file open here */
+		rc = mbfs_hidden_hide(FS, from, to);
+		if (!rc)
+			mbfs_kcache_gone(FS->kcache, from);
+		return rc;
+	}
 	mbfs_hidden_settle(FS, to);
-	return mbfs_ns_rename(FS, from, to, flags);
+	rc = mbfs_ns_rename(FS, from, to, flags);
+	if (!rc)
+		mbfs_kcache_moved(FS->kcache, from, to);
+	return rc;
 }
 
 static int mbfs_link(const char *from, const char *to)
@@ -347,6 +395,8 @@ static int mbfs_link(const char *from, const char *to)
 		rc = -EPERM;
 	if (!rc)
 		mbfs_hidden_settle(FS, NULL);
+	if (!rc && mbfs_node_link_new(FS, from, to, &rc))
+		return rc;   /* both names still queued here */
 	if (!rc)
 		rc = mbfs_node_sync_path(FS, from);
 	if (!rc) {
@@ -461,7 +511,15 @@ static int mbfs_read(const char *path, char *buf, size_t size, off_t off,
 	if (!fi->fh)
 		return mbfs_control_read(FS, buf, size, off);
 	int rc = mbfs_check_alive(FS);
-	return rc ? rc : mbfs_node_read(FS, NODE(fi), buf, size, off);
+	if (!rc)
+		rc = mbfs_node_read(FS, NODE(fi), buf, size, off);
+	char p[MB_PATH_MAX];
+	/* an open older than the path's content (the mount learned of a
+	 * change while it stayed open) just put its bytes in the kernel's
+	 * pages, which newer opens share: they are stale for those */
+	if (rc > 0 && mbfs_node_superseded(FS, NODE(fi), p))
+		mbfs_kcache_stale(FS->kcache, p);
+	return rc;
 }
 
 static int mbfs_write(const char *path, const char *buf, size_t size,
@@ -484,7 +542,7 @@ static int mbfs_statfs(const char *path, struct statvfs *st)
 static int mbfs_flush(const char *path, struct fuse_file_info *fi)
 {
 	(void)path;
-	return fi->fh ? mbfs_node_flush(FS, NODE(fi)) : 0;
+	return fi->fh ? mbfs_node_close(FS, NODE(fi)) : 0;
 }
 
 static int mbfs_release(const char *path, struct fuse_file_info *fi)
@@ -499,6 +557,14 @@ static int mbfs_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 {
 	(void)path; (void)datasync;
 	return fi->fh ? mbfs_node_flush(FS, NODE(fi)) : 0;
+}
+
+/* fsync of a directory (`sync DIR`): everything queued lands first. */
+static int mbfs_fsyncdir(const char *path, int datasync,
+			 struct fuse_file_info *fi)
+{
+	(void)path; (void)datasync; (void)fi;
+	return mbfs_wbq_sync(FS);
 }
 
 static int mbfs_utimens(const char *path, const struct timespec tv[2],
@@ -527,7 +593,7 @@ static int mbfs_utimens(const char *path, const struct timespec tv[2],
 	/* a dirty copy is uploaded first, or its upload would move the
 	 * mtime again; the times then follow in a batch (batch.h: utimens
 	 * succeeds before they reach the guest) */
-	rc = mbfs_node_before_utimens(FS, path, mnow && anow);
+	rc = mbfs_node_before_utimens(FS, path, mnow && anow, t);
 	if (rc)
 		return rc > 0 ? 0 : rc;
 	if (t[1].tv_nsec != UTIME_OMIT)
@@ -599,6 +665,7 @@ const struct fuse_operations mbfs_ops = {
 	.flush       = mbfs_flush,
 	.release     = mbfs_release,
 	.fsync       = mbfs_fsync,
+	.fsyncdir    = mbfs_fsyncdir,
 	.utimens     = mbfs_utimens,
 	.setxattr    = mbfs_setxattr,
 	.getxattr    = mbfs_getxattr,

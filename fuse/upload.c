@@ -70,6 +70,12 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 		return rc;
 	}
 	struct written w = { size, time(NULL) };
+	/* times set while it was waiting for write-back (wbnode.c) follow
+	 * the upload, which moved them */
+	pthread_mutex_lock(&fs->nodes_lock);
+	bool timed = n->times_version == version;
+	struct timespec tv[2] = { { 0, UTIME_OMIT }, n->mtime };
+	pthread_mutex_unlock(&fs->nodes_lock);
 	int mrc = 0;
 	if (fresh && mode != 0600) {
 		mrc = mbfs_remote_chmod(fs, path, mode);
@@ -86,6 +92,8 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 	memcpy(n->base_sha, sha, sizeof(n->base_sha));
 	pthread_mutex_unlock(&fs->nodes_lock);
 	mbfs_node_unrecord(fs, n);   /* the guest has it */
+	if (timed)
+		mbfs_batch_utimens(fs, path, tv);
 	if (fresh && !mrc) {
 		struct stat st;
 		memset(&st, 0, sizeof(st));

@@ -179,7 +179,18 @@ def sanitizer_report(text):
 class Mount:
     """mbfs running in the foreground (-f) on a fresh mountpoint."""
 
-    def __init__(self, service, ident, remote="/workspace", options=(), mountpoint=None):
+    def __init__(self, service, ident, remote="/workspace", options=(), mountpoint=None, writeback=None):
+        """writeback: small files closed are queued and sent in batches, the
+        default of mbfs, so the default here too: a test that reads the
+        sandbox after close() syncs first, as a user would.
+        writeback=False (or options=["sync_close"]) mounts with -o sync_close,
+        where close() uploads and reports the upload's error.
+        MB_TEST_SYNC_CLOSE=1 runs the tests that do not ask for either with
+        -o sync_close."""
+        if writeback is None:
+            writeback = "sync_close" not in options and os.environ.get("MB_TEST_SYNC_CLOSE") != "1"
+        if not writeback and "sync_close" not in options:
+            options = list(options) + ["sync_close"]
         self.service = service
         self.ident = ident
         self.owns_dir = mountpoint is None

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 import mbtest
-from test_mbfs_helpers import CONTROL, invalidate, read_file, requests, sh, unique, write_file
+from test_mbfs_helpers import CONTROL, invalidate, read_file, requests, sh, sync, unique, write_file
 
 LIST = "GET /containers/files/list"
 STAT = "GET /containers/files/stat"
@@ -105,6 +105,7 @@ def test_invalidate_shows_sandbox_changes_with_long_timeouts(service, container,
     try:
         name = unique("inv")
         write_file(m.path(name), b"1\n")
+        sync(m)  # on the sandbox before the sandbox changes it (write-back)
         assert read_file(m.path(name)) == b"1\n"
         newname = unique("new")
         assert not os.path.exists(m.path(newname))
@@ -126,6 +127,7 @@ def test_invalidate_shows_sandbox_changes_with_long_timeouts(service, container,
 def test_invalidate_via_shell_redirect(service, container, mount):
     name = unique("redir")
     write_file(mount.path(name), b"a")
+    sync(mount)  # on the sandbox before the sandbox changes it (write-back)
     read_file(mount.path(name))
     sh(service, container, "printf b > /workspace/" + name)
     r = subprocess.run("echo invalidate > '%s'" % mount.path(CONTROL), shell=True)
@@ -138,6 +140,7 @@ def test_changes_seen_after_attr_timeout(service, container, need_fuse):
     try:
         name = unique("short")
         write_file(m.path(name), b"one")
+        sync(m)  # on the sandbox before the sandbox changes it (write-back)
         assert read_file(m.path(name)) == b"one"
         sh(service, container, "echo longer-content > /workspace/" + name)
         assert read_file(m.path(name)) == b"longer-content\n"

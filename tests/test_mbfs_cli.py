@@ -183,6 +183,9 @@ def test_create_mounts_new_container(service, mnt, tmp_path, need_fuse):
         assert (doc["id"], doc["createdAt"]) == (cid, gen)
         with open(os.path.join(mnt, "hello"), "w") as f:
             f.write("hi\n")
+        # queued at close (write-back): `sync DIR` (fsync of the directory) sends it
+        r = subprocess.run(["sync", mnt], capture_output=True)
+        assert r.returncode == 0, r
         assert service.exec(ident, "cat /workspace/hello")["stdout"] == "hi\n"
         # the creation key was saved 0600 and removed once the outcome was known
         state = tmp_path / "state" / "mbfs"

@@ -11,7 +11,7 @@ import pytest
 import mbtest
 
 from test_mbfs_helpers import (MiB, guest_sha, guest_tree_digest, invalidate, read_file, sh, sha,
-                          tree_digest, unique, write_file)
+                          sync, tree_digest, unique, write_file)
 
 
 SIZES = [0, MiB - 1, MiB, MiB + 1, 20 * MiB]
@@ -22,6 +22,7 @@ def test_round_trip(service, container, mount, size):
     name = unique("rt")
     data = os.urandom(size)
     write_file(mount.path(name), data)
+    sync(mount)                  # a small file closed is queued (write-back)
     assert guest_sha(service, container, "/workspace/" + name) == sha(data)
     assert os.path.getsize(mount.path(name)) == size
     invalidate(mount)            # read back from the sandbox, not the local copy
@@ -75,6 +76,7 @@ def test_editor_style_save(service, container, mount):
     os.chmod(tmp, 0o640)
     os.rename(tmp, mount.path(name))
     assert read_file(mount.path(name)) == b"new contents\n"
+    sync(mount)
     assert sh(service, container, "cat /workspace/" + name) == "new contents\n"
     assert not os.path.exists(tmp)
     assert os.stat(mount.path(name)).st_mode & 0o777 == 0o640
@@ -98,6 +100,7 @@ def test_sed_in_place(service, container, mount):
     os.chmod(mount.path(name), 0o755)
     r = subprocess.run(["sed", "-i", "s/beta/BETA/", mount.path(name)], capture_output=True)
     assert r.returncode == 0, r
+    sync(mount)
     assert sh(service, container, "cat /workspace/" + name) == "alpha BETA\ngamma\n"
     assert os.stat(mount.path(name)).st_mode & 0o777 == 0o755
     assert [n for n in os.listdir(mount.mountpoint) if n.startswith("sed")] == [name]
@@ -151,6 +154,7 @@ def test_rsync_into_mount(service, container, mount, tmp_path):
     r = subprocess.run(["rsync", "-a", str(src) + "/", mount.path(name) + "/"],
                        capture_output=True, timeout=300)
     assert r.returncode == 0, r
+    sync(mount)             # the small files are queued (write-back)
     assert guest_tree_digest(service, container, "/workspace/" + name) == tree_digest(str(src))
     assert tree_digest(mount.path(name)) == tree_digest(str(src))
     # mtimes survive (rsync -a sets them)
@@ -170,6 +174,7 @@ def test_tar_extract_into_mount(service, container, mount, tmp_path):
     r = subprocess.run(["tar", "-xf", str(archive), "-C", mount.path(name)],
                        capture_output=True, timeout=300)
     assert r.returncode == 0, r
+    sync(mount)             # the small files are queued (write-back)
     assert guest_tree_digest(service, container, "/workspace/" + name) == tree_digest(str(src))
 
 
@@ -203,6 +208,7 @@ def test_parallel_readers_and_writers(service, container, mount):
     with concurrent.futures.ThreadPoolExecutor(8) as ex:
         got = list(ex.map(lambda n: read_file(os.path.join(d, n)), sorted(blobs)))
     assert got == [blobs[n] for n in sorted(blobs)]
+    sync(mount)             # f0, f3, f6 are small: queued (write-back)
     sums = sh(service, container, "cd /workspace/%s && sha256sum f*" % os.path.basename(d))
     assert {l.split()[1]: l.split()[0] for l in sums.splitlines()} == \
         {n: sha(b) for n, b in blobs.items()}

@@ -17,7 +17,7 @@ import urllib.parse
 import pytest
 
 import mbtest
-from test_mbfs_helpers import CONTROL, MiB, guest_sha, read_file, sh, sha, unique, write_file
+from test_mbfs_helpers import CONTROL, MiB, guest_sha, read_file, sh, sha, sync, unique, write_file
 
 PUT = "PUT /containers/files"
 REMOVE = "DELETE /containers/files/remove"
@@ -43,14 +43,26 @@ def finish(m):
     dict(status=502, error="bad_gateway", when="before"),
     dict(reset=True, afterBytes=0),
 ], ids=["503-before", "500-before", "502-before", "reset"])
-def test_one_transient_error_on_a_small_put_does_not_fail_close(service, container, mount, fault):
-    name = unique("once")
-    data = b"saved despite one bad answer\n" * 100
-    service.fault(route=PUT, count=1, **fault)
-    with open(mount.path(name), "wb") as f:   # close() must not raise
-        f.write(data)
-    assert guest_sha(service, container, "/workspace/" + name) == sha(data)
-    assert read_file(mount.path(name)) == data
+@pytest.mark.parametrize("writeback", [True, False], ids=["writeback", "sync_close"])
+def test_one_transient_error_on_a_small_put_does_not_fail_close(service, container, need_fuse,
+                                                                fault, writeback):
+    """With write-back the bad answer meets the batch's PUT and the sync
+    must not fail; with sync_close it meets close()'s own PUT."""
+    m = mbtest.Mount(service, container, writeback=writeback)
+    try:
+        name = unique("once")
+        data = b"saved despite one bad answer\n" * 100
+        service.fault(route=PUT, count=1, **fault)
+        with open(m.path(name), "wb") as f:   # close() must not raise
+            f.write(data)
+        sync(m)                               # nor the sync (raises OSError)
+        assert guest_sha(service, container, "/workspace/" + name) == sha(data)
+        assert read_file(m.path(name)) == data
+        # the bad answer went to mbfs (the batch's PUT or close's): this
+        # PUT of the test's own gets a good one
+        service.put_file(container, "/workspace/" + name + ".probe", b"probe\n")
+    finally:
+        finish(m)
 
 
 def test_transient_errors_on_parts_of_a_large_file_are_retried(service, container, mount):
@@ -108,9 +120,14 @@ def test_staging_a_failed_upload_left_goes_when_the_service_answers(service, con
     with pytest.raises(OSError):
         f.close()
     service.clear_faults()
-    assert sh(service, container, "ls -A /tmp/.mbfs-up") != ""    # could not be removed
+    left = set(sh(service, container, "ls -A /tmp/.mbfs-up").split())
+    assert left                                                   # could not be removed
     write_file(mount.path(unique("next")), b"the service answers again\n")
-    assert sh(service, container, "ls -A /tmp/.mbfs-up") == ""
+    sync(mount)          # the next upload (here a write-back batch) has gone
+    # all of it has gone; what is there is the report of that last batch
+    # (wb-*.done: write-back keeps it until the next batch or the unmount)
+    now = set(sh(service, container, "ls -A /tmp/.mbfs-up").split())
+    assert not left & now and all(re.fullmatch(r"wb-[0-9a-f]+\.done", n) for n in now), (left, now)
     assert ".mbfs-up" not in sh(service, container, "ls -A /workspace")
     assert "removed the staging of 1 failed upload" in mount.log()
 

@@ -12,7 +12,8 @@ import time
 import pytest
 
 import mbtest
-from test_mbfs_helpers import CONTROL, invalidate, read_file, requests, sh, sync, unique, write_file
+from test_mbfs_helpers import (CONTROL, hold_writeback, invalidate, read_file, requests, sh, sync,
+                               unique, write_file)
 
 STAT = "GET /containers/files/stat"
 LIST = "GET /containers/files/list"
@@ -27,6 +28,17 @@ def no_faults_left(service):
     service.clear_faults()
 
 
+@pytest.fixture
+def wbmount(service, container, need_fuse):
+    """A mount with write-back whatever MB_TEST_SYNC_CLOSE says: for the
+    tests that count its batches."""
+    m = mbtest.Mount(service, container, writeback=True)
+    yield m
+    rc = m.unmount()
+    assert not mbtest.sanitizer_report(m.log()), m.log()
+    assert rc == 0, m.log()[-3000:]
+
+
 def rel(mount, path):
     return "/workspace/" + os.path.relpath(path, mount.mountpoint)
 
@@ -38,7 +50,8 @@ def guest_listing(service, container, root):
               "find . -mindepth 1 | LC_ALL=C sort | xargs stat -c '%%n %%a %%Y'" % root)
 
 
-def test_tar_x_of_300_small_files(service, container, mount, tmp_path):
+def test_tar_x_of_300_small_files(service, container, wbmount, tmp_path):
+    mount = wbmount
     src = tmp_path / "src"
     (src / "x").mkdir(parents=True)
     for i in range(300):
@@ -52,6 +65,9 @@ def test_tar_x_of_300_small_files(service, container, mount, tmp_path):
         t.add(str(src / "x"), arcname="x")
     name = unique("untar")
     os.mkdir(mount.path(name))
+    held = mount.path(unique("held"))
+    os.mkdir(held)
+    hold_writeback(service, mount, held)   # the files wait for one batch
     service.reset_stats()
     r = subprocess.run(["tar", "-xf", str(archive), "-C", mount.path(name)],
                        capture_output=True, timeout=300)
@@ -60,7 +76,13 @@ def test_tar_x_of_300_small_files(service, container, mount, tmp_path):
     stats = service.stats()
     assert mbtest.requests_for(stats, STAT) <= 3, stats
     assert mbtest.requests_for(stats, EXEC) <= 300 // 20, stats
-    assert mbtest.requests_for(stats, PUT) == 300, stats
+    # write-back: the files (and their modes and times) travel in one
+    # archive PUT and one command (with the held batch's PUT, which may be
+    # counted after the reset: 2), where one by one it took 300 PUTs; the
+    # bound is the commands' one, in case tar outlasts the 5 s hold
+    assert mbtest.requests_for(stats, PUT) <= 300 // 20, stats
+    # the files' modes are in the archive: at most x's own chmod by tar
+    assert mbtest.requests_for(stats, "PATCH /containers/files/chmod") <= 1, stats
     # contents, modes and mtimes as in the archive
     want = guest_listing(service, container, "/workspace/" + name)
     local = subprocess.run("cd '%s' && find . -type f | LC_ALL=C sort | xargs sha256sum && "
@@ -163,7 +185,18 @@ def test_rename_keeps_queued_times(service, container, mount):
         ["1240000000", "1250000000"]
 
 
-def test_create_costs_no_exec_and_empty_file_lands(service, container, mount):
+def test_create_costs_no_exec_and_empty_file_lands(service, container, need_fuse):
+    """sync_close: close() uploads the new file, with a PUT and no command
+    (write-back sends it in a batch: the test after this one)."""
+    m = mbtest.Mount(service, container, writeback=False)
+    try:
+        create_costs_no_exec(service, container, m)
+    finally:
+        assert m.unmount() == 0, m.log()
+    assert not mbtest.sanitizer_report(m.log()), m.log()
+
+
+def create_costs_no_exec(service, container, mount):
     d = mount.path(unique("new"))
     os.mkdir(d)
     p = os.path.join(d, "empty")
@@ -186,6 +219,29 @@ def test_create_costs_no_exec_and_empty_file_lands(service, container, mount):
     assert sh(service, container, "stat -c '%a %s' " + rel(mount, p + "2")).split() == ["644", "0"]
 
 
+def test_empty_files_created_go_in_write_back_batches(service, container, wbmount):
+    mount = wbmount
+    d = mount.path(unique("new"))
+    os.mkdir(d)
+    write_file(os.path.join(d, "warm"), b"w")
+    sync(mount)           # the guest's staging directory is made (once)
+    service.reset_stats()
+    p = os.path.join(d, "empty")
+    r = subprocess.run("umask 077 && : > '%s' && umask 022 && : > '%s'" % (p, p + "2"), shell=True)
+    assert r.returncode == 0
+    sync(mount)
+    # the batch(es) of write-back: an archive PUT and one command each,
+    # modes inside the archive; no stat, no chmod
+    puts, execs = requests(service, PUT), requests(service, EXEC)
+    assert 1 <= puts <= 2 and execs == puts, service.stats()
+    assert requests(service, STAT) == 0
+    assert requests(service, "PATCH /containers/files/chmod") == 0
+    assert sh(service, container, "stat -c '%F %s %a' " + rel(mount, p)).strip() == \
+        "regular empty file 0 600"
+    assert sh(service, container, "stat -c '%a %s' " + rel(mount, p + "2")).split() == ["644", "0"]
+    assert os.path.getsize(p) == 0
+
+
 def test_new_file_is_visible_before_its_upload(service, container, mount):
     d = mount.path(unique("vis"))
     os.mkdir(d)
@@ -204,6 +260,7 @@ def test_new_file_is_visible_before_its_upload(service, container, mount):
         assert e.value.errno == errno.ENOTEMPTY
         # nothing on the sandbox yet
         assert sh(service, container, "ls -A " + rel(mount, d)) == ""
+    sync(mount)         # closed: queued for write-back
     assert sh(service, container, "stat -c '%a %s' " + rel(mount, p)).split() == ["751", "3"]
 
 
@@ -262,23 +319,37 @@ def test_exclusive_create_of_listed_name_fails(service, container, mount):
     assert sh(service, container, "cat %s/x" % rel(mount, d)) == "there\n"
 
 
-def test_new_file_with_failed_upload_fails_close(service, container, mount):
-    name = unique("lost")
-    service.fault(route=PUT, count=3, status=403, error="file_access_denied")
-    f = open(mount.path(name), "wb")
-    f.write(b"must not be lost\n")
-    with pytest.raises(OSError):
-        f.close()
-    service.clear_faults()
-    assert not os.path.exists(mount.path(name))
-    assert sh(service, container, "ls -A /workspace").split().count(name) == 0
-    kept = re.findall(r"upload of '/workspace/%s' failed: .*data kept in (\S+)" % name, mount.log())
-    assert kept and read_file(kept[0]) == b"must not be lost\n"
+@pytest.mark.parametrize("writeback", [True, False], ids=["writeback", "sync_close"])
+def test_new_file_with_failed_upload_fails_close(service, container, need_fuse, writeback):
+    """sync_close: close() reports it; write-back: close() queues the file
+    and the sync reports it."""
+    m = mbtest.Mount(service, container, writeback=writeback)
+    try:
+        name = unique("lost")
+        service.fault(route=PUT, count=3, status=403, error="file_access_denied")
+        f = open(m.path(name), "wb")
+        f.write(b"must not be lost\n")
+        if writeback:
+            f.close()
+            with pytest.raises(OSError):
+                sync(m)
+        else:
+            with pytest.raises(OSError):
+                f.close()
+        service.clear_faults()
+        assert not os.path.exists(m.path(name))
+        assert sh(service, container, "ls -A /workspace").split().count(name) == 0
+        kept = re.findall(r"upload of '/workspace/%s' failed: .*data kept in (\S+)" % name, m.log())
+        assert kept and read_file(kept[0]) == b"must not be lost\n"
+    finally:
+        assert m.unmount() == 0, m.log()
+    assert not mbtest.sanitizer_report(m.log()), m.log()
 
 
 def test_sync_fails_when_the_batch_fails(service, container, mount):
     p = mount.path(unique("syncfail"))
     write_file(p, b"x")
+    sync(mount)         # the file's own batch is not the one that fails
     service.fault(route=EXEC, count=1, status=503, error="execution_unavailable")
     os.utime(p, (1000000000, 1000000000))
     with pytest.raises(OSError) as e:
@@ -342,6 +413,7 @@ def test_git_status_twice_reads_nothing(service, container, mount):
     assert requests(service, GET) == 0
     # a new mount shows the same inode numbers: git does not re-read the
     # work tree (only some of .git)
+    sync(mount)     # .git's small files are on the sandbox (write-back)
     m2 = mbtest.Mount(service, container)
     try:
         env["HOME"] = m2.path(name)

@@ -8,7 +8,7 @@ import re
 import pytest
 
 import mbtest
-from test_mbfs_helpers import MiB, guest_sha, invalidate, read_file, sh, sha, unique, write_file
+from test_mbfs_helpers import MiB, guest_sha, invalidate, read_file, sh, sha, sync, unique, write_file
 
 GET = "GET /containers/files"
 PUT = "PUT /containers/files"
@@ -36,24 +36,41 @@ def kept_files(mount_log):
     return re.findall(r"data kept in (\S+)", mount_log)
 
 
-def test_failed_upload_fails_close_and_keeps_data(service, container, mount):
-    name = unique("precious")
-    write_file(mount.path(name), b"old\n")
-    # a definite refusal (a full disk on the sandbox gives this 403); a
-    # transient one is retried (test_mbfs_durability.py)
-    service.fault(route=PUT, count=3, status=403, error="file_access_denied")
-    new = b"new data that must not be lost\n"
-    f = open(mount.path(name), "wb")
-    f.write(new)
-    with pytest.raises(OSError):
-        f.close()
-    # the sandbox still has the whole old file, never a mix
-    assert sh(service, container, "cat /workspace/" + name) == "old\n"
-    log = mount.log()
-    lines = [l for l in log.splitlines() if "upload of '/workspace/%s' failed" % name in l]
-    assert len(lines) == 1, log
-    kept = kept_files(lines[0])
-    assert kept and read_file(kept[0]) == new
+@pytest.mark.parametrize("writeback", [True, False], ids=["writeback", "sync_close"])
+def test_failed_upload_fails_close_and_keeps_data(service, container, need_fuse, writeback):
+    """With sync_close close() reports the failure; with write-back close()
+    queues the file and the sync reports it (test_mbfs_writeback.py has
+    fsync and `mbfs --status --wait`)."""
+    m = mbtest.Mount(service, container, writeback=writeback)
+    try:
+        name = unique("precious")
+        write_file(m.path(name), b"old\n")
+        sync(m)
+        # a definite refusal (a full disk on the sandbox gives this 403); a
+        # transient one is retried (test_mbfs_durability.py)
+        service.fault(route=PUT, count=3, status=403, error="file_access_denied")
+        new = b"new data that must not be lost\n"
+        f = open(m.path(name), "wb")
+        f.write(new)
+        if writeback:
+            f.close()
+            with pytest.raises(OSError):
+                sync(m)
+        else:
+            with pytest.raises(OSError):
+                f.close()
+        # the sandbox still has the whole old file, never a mix
+        assert sh(service, container, "cat /workspace/" + name) == "old\n"
+        log = m.log()
+        lines = [l for l in log.splitlines() if "upload of '/workspace/%s' failed" % name in l]
+        assert len(lines) == 1, log
+        kept = kept_files(lines[0])
+        assert kept and read_file(kept[0]) == new
+    finally:
+        rc = m.unmount()
+        log = m.log()
+        assert not mbtest.sanitizer_report(log), log
+        assert rc == 0, log[-3000:]
 
 
 def test_failed_large_upload_keeps_data(service, container, mount):
@@ -103,21 +120,33 @@ def test_ambiguous_join_is_reconciled(service, container, mount, when):
     assert ".mbfs-up-" not in sh(service, container, "ls -A /workspace")
 
 
+@pytest.mark.parametrize("writeback", [True, False], ids=["writeback", "sync_close"])
 @pytest.mark.parametrize("when", ["before", "after"])
-def test_ambiguous_put_is_reconciled(service, container, mount, when):
-    name = unique("put")
-    f = open(mount.path(name), "wb")
-    f.write(b"payload")
-    service.fault(route=PUT, count=1, status=503, error="files_unavailable", when=when)
+def test_ambiguous_put_is_reconciled(service, container, need_fuse, when, writeback):
+    """sync_close: close()'s PUT; write-back: the batch's PUT, at the sync."""
+    m = mbtest.Mount(service, container, writeback=writeback)
     try:
-        f.close()
-        closed = True
-    except OSError:
-        closed = False
-    got = sh(service, container, "cat /workspace/%s 2>/dev/null || echo absent" % name)
-    # reconciled (read back), then sent again when it had not happened:
-    # close() succeeds either way, with the whole new content
-    assert closed and got == "payload"
+        name = unique("put")
+        f = open(m.path(name), "wb")
+        f.write(b"payload")
+        service.fault(route=PUT, count=1, status=503, error="files_unavailable", when=when)
+        try:
+            f.close()
+            sync(m)
+            closed = True
+        except OSError:
+            closed = False
+        got = sh(service, container, "cat /workspace/%s 2>/dev/null || echo absent" % name)
+        # reconciled (read back), then sent again when it had not happened:
+        # close() and the sync succeed either way, with the whole new content
+        assert closed and got == "payload"
+        # the bad answer went to mbfs: this PUT of the test's own gets a good one
+        service.put_file(container, "/workspace/" + name + ".probe", b"probe\n")
+    finally:
+        rc = m.unmount()
+        log = m.log()
+        assert not mbtest.sanitizer_report(log), log
+        assert rc == 0, log[-3000:]
 
 
 def test_expired_generation_fails_fast_once(service, need_fuse):
@@ -205,6 +234,7 @@ def test_ambiguous_exec_namespace_ops_are_reconciled(service, container, mount):
     os.mkdir(d)
     write_file(os.path.join(d, "a"), b"A")
     write_file(os.path.join(d, "b"), b"B")
+    sync(mount)     # a and b are on the sandbox: their batch's command is not the one faulted
     service.fault(route="POST /containers/exec", count=1, status=503,
                   error="execution_unavailable", when="after")
     os.symlink("a", os.path.join(d, "link"))

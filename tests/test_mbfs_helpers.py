@@ -1,6 +1,9 @@
 """Helpers shared by the tests/test_mbfs_*.py suites (no tests here)."""
 import hashlib
+import json
 import os
+import subprocess
+import time
 import uuid
 
 import mbtest
@@ -36,9 +39,31 @@ def invalidate(mount):
 
 def sync(mount):
     """What mbexec does before a command: the mount sends what it holds back
-    (queued file times) before the write returns."""
+    (files closed and queued for write-back, queued file times) before the
+    write returns; a failure to send raises OSError."""
     with open(mount.path(CONTROL), "w") as f:
         f.write("sync\n")
+
+
+def status_wait(mountpoint):
+    """`mbfs --status --wait MOUNTPOINT`: what a user runs to have what is
+    queued on the sandbox (for mounts the tests start without Mount)."""
+    r = subprocess.run([mbtest.MBFS, "--status", "--wait", mountpoint],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r
+
+
+def hold_writeback(service, mount, d):
+    """Send one file (d/blocker) in a write-back batch that the service
+    answers 5 s late, and return once it is in flight: files closed
+    meanwhile wait behind it (one batch is in flight at a time), so they go
+    together in the next batch."""
+    service.fault(route="PUT /containers/files", count=1, match="wb-", delayMs=5000)
+    write_file(os.path.join(d, "blocker"), b"b\n")
+    deadline = time.monotonic() + 60
+    while json.loads(read_file(mount.path(CONTROL)))["writeback"]["inFlightFiles"] != 1:
+        assert time.monotonic() < deadline, "the first batch never left"
+        time.sleep(0.02)
 
 
 def write_file(path, data):

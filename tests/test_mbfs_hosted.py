@@ -12,7 +12,8 @@ import time
 import pytest
 
 import mbtest
-from test_mbfs_helpers import CONTROL, MiB, invalidate, read_file, sh, sync, unique, write_file
+from test_mbfs_helpers import (CONTROL, MiB, invalidate, read_file, sh, status_wait, sync, unique,
+                               write_file)
 
 LIST = "GET /containers/files/list"
 IDLE_MS = 5000      # idle timeout of the short-lived services below
@@ -96,6 +97,7 @@ def test_missing_default_workspace_is_created(service, fresh, need_fuse):
         assert remote_kind(service, fresh, "/workspace") == "directory"
         assert os.listdir(m.path()) == []
         write_file(m.path("hello.txt"), b"hi\n")
+        sync(m)          # queued at close (write-back)
         assert sh(service, fresh, "cat /workspace/hello.txt") == "hi\n"
         assert json.loads(read_file(m.path(CONTROL)))["root"] == "/workspace"
     finally:
@@ -114,6 +116,7 @@ def test_create_mounts_default_workspace(service, mnt, need_fuse):
         ident = {"id": doc["id"], "createdAt": doc["createdAt"]}
         assert doc["root"] == "/workspace"
         write_file(os.path.join(mnt, "made.txt"), b"by --create\n")
+        status_wait(mnt)     # queued at close (write-back)
         assert sh(service, ident, "cat /workspace/made.txt") == "by --create\n"
     finally:
         subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
@@ -197,6 +200,7 @@ def test_keepalive_keeps_an_idle_mount_alive(idle_service, need_fuse):
         assert listed(idle_service, ident) is not None, idle_service.log()
         assert os.path.isdir(m.path())
         write_file(m.path("still.txt"), b"here\n")
+        sync(m)          # queued at close (write-back)
         assert sh(idle_service, ident, "cat /workspace/still.txt") == "here\n"
     finally:
         rc = m.unmount()

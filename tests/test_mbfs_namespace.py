@@ -54,6 +54,7 @@ def test_create_mode_and_exclusive(service, container, mount, d):
     fd = os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o640)
     os.close(fd)
     assert os.stat(p).st_mode & 0o777 == 0o640
+    sync(mount)                             # a new file closed is queued (write-back)
     assert sh(service, container, "stat -c %a:%s " + rel(mount, p)).strip() == "640:0"
     with pytest.raises(FileExistsError):
         os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
@@ -65,6 +66,7 @@ def test_create_does_not_truncate_file_made_on_sandbox(service, container, mount
     sh(service, container, "echo first > " + rel(mount, p))
     with open(p, "a") as f:                 # O_CREAT without O_EXCL
         f.write("second\n")
+    sync(mount)
     assert sh(service, container, "cat " + rel(mount, p)) == "first\nsecond\n"
 
 
@@ -75,6 +77,7 @@ def test_rename_onto_existing_file(service, container, mount, d):
     os.rename(a, b)
     assert not os.path.exists(a)
     assert read_file(b) == b"A"
+    sync(mount)
     assert sh(service, container, "cat " + rel(mount, b)) == "A"
 
 
@@ -118,6 +121,7 @@ def test_rename_open_file_keeps_writing_to_new_name(service, container, mount, d
         os.rename(a, b)
         f.write(b"two")
     assert read_file(b) == b"onetwo"
+    sync(mount)
     assert sh(service, container, "cat " + rel(mount, b)) == "onetwo"
     assert not os.path.exists(a)
 
@@ -128,6 +132,7 @@ def test_chmod_and_exec_bits(service, container, mount, d):
     os.chmod(p, 0o755)
     assert os.stat(p).st_mode & 0o777 == 0o755
     assert os.access(p, os.X_OK)
+    sync(mount)     # still queued: the chmod of a new file travels with it
     assert sh(service, container, rel(mount, p)) == "ran\n"
     os.chmod(p, 0o600)
     assert sh(service, container, "stat -c %a " + rel(mount, p)).strip() == "600"
@@ -183,6 +188,7 @@ def test_truncate_up_and_down(service, container, mount, d):
     with open(p, "r+b") as f:
         f.truncate(10)
     assert read_file(p) == data[:10]
+    sync(mount)     # 10 bytes at close: queued (write-back)
     assert sh(service, container, "stat -c %s " + rel(mount, p)).strip() == "10"
     os.truncate(p, 0)
     assert os.path.getsize(p) == 0

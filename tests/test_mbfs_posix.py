@@ -26,9 +26,14 @@ def no_hidden_on_sandbox(service, container, mount, d):
     return sh(service, container, "ls -A '%s'" % rel(mount, d)).split()
 
 
-def test_reader_keeps_old_bytes_across_replace(service, container, mount, d):
+@pytest.mark.parametrize("queued", [True, False], ids=["queued", "on-sandbox"])
+def test_reader_keeps_old_bytes_across_replace(service, container, mount, d, queued):
+    """queued: the old file is still in the write-back queue when it is
+    opened and replaced; on-sandbox: it was sent first."""
     f, tmp = os.path.join(d, "f"), os.path.join(d, "f.tmp")
     write_file(f, b"old contents\n")
+    if not queued:
+        sync(mount)
     ino = os.stat(f).st_ino
     fd = os.open(f, os.O_RDONLY)            # opened, nothing read yet
     write_file(tmp, b"new\n")
@@ -41,14 +46,17 @@ def test_reader_keeps_old_bytes_across_replace(service, container, mount, d):
     finally:
         os.close(fd)
     assert read_file(f) == b"new\n"
+    assert no_hidden_on_sandbox(service, container, mount, d) == ["f"]   # syncs
     assert sh(service, container, "cat '%s'" % rel(mount, f)) == "new\n"
-    assert no_hidden_on_sandbox(service, container, mount, d) == ["f"]
     assert sorted(os.listdir(d)) == ["f"]
 
 
-def test_unlinked_open_file_reads_writes_and_fstats(service, container, mount, d):
+@pytest.mark.parametrize("queued", [True, False], ids=["queued", "on-sandbox"])
+def test_unlinked_open_file_reads_writes_and_fstats(service, container, mount, d, queued):
     f = os.path.join(d, "gone")
     write_file(f, b"hello world\n")
+    if not queued:
+        sync(mount)
     fd = os.open(f, os.O_RDWR)
     try:
         assert os.pread(fd, 5, 0) == b"hello"   # loaded before it goes
@@ -69,6 +77,7 @@ def test_unlinked_open_file_reads_writes_and_fstats(service, container, mount, d
     assert no_hidden_on_sandbox(service, container, mount, d) == []
     # the name is free again
     write_file(f, b"another\n")
+    sync(mount)
     assert sh(service, container, "cat '%s'" % rel(mount, f)) == "another\n"
 
 

@@ -1,0 +1,468 @@
+/* kcache.c: the paths the kernel was shown, and one thread that asks it to
+ * drop their attributes and pages (see kcache.h).
+ *
+ * A chained hash set of paths, each with a sighting generation, and a
+ * queue of paths to invalidate (a path is queued once until the thread
+ * takes it). "Everything" is a flag: the thread then walks a copy of the
+ * set. A path libfuse no longer knows (fuse_invalidate_path: -ENOENT) is
+ * forgotten, unless it was seen again after it was queued.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fuse/mbfs.h"
+
+#include <fuse.h>
+
+#include "common/log.h"
+#include "fuse/kcache.h"
+
+#define JOIN_WAIT_MS 2000
+
+struct kpath {
+	struct kpath *next;     /* in its bucket */
+	uint64_t hash;
+	uint64_t gen;           /* bumped by every sighting */
+	bool queued;
+	char path[];
+};
+
+/* One queued invalidation. */
+struct kitem {
+	struct kitem *next;
+	uint64_t gen;           /* of the path when queued */
+	char path[];
+};
+
+struct mbfs_kcache {
+	pthread_mutex_t lock;
+	pthread_cond_t wake;    /* work queued, or stop */
+	pthread_cond_t idle;    /* done moved, or the thread ended */
+	/* protected by lock */
+	struct kpath **tab;
+	size_t nbuckets, count;
+	uint64_t gen;
+	struct kitem *head, **tail;
+	bool all;               /* every remembered path is stale */
+	uint64_t asked, done;   /* requests queued / invalidated (counts) */
+	bool stop, running, joined, full_logged;
+	/* written by start before the thread runs */
+	struct fuse *fuse;
+	pthread_t thread;
+};
+
+static uint64_t hash_path(const char *s)
+{
+	return mbfs_fnv1a(MBFS_FNV_OFFSET, s);
+}
+
+/* Is p path itself, or below it? */
+static bool under(const char *p, const char *path, size_t n)
+{
+	if (strcmp(path, "/") == 0)
+		return true;
+	return strncmp(p, path, n) == 0 && (p[n] == '\0' || p[n] == '/');
+}
+
+struct mbfs_kcache *mbfs_kcache_new(void)
+{
+	struct mbfs_kcache *kc = calloc(1, sizeof(*kc));
+	if (!kc)
+		return NULL;
+	kc->nbuckets = 1024;
+	kc->tab = calloc(kc->nbuckets, sizeof(*kc->tab));
+	if (!kc->tab) {
+		free(kc);
+		return NULL;
+	}
+	pthread_mutex_init(&kc->lock, NULL);
+	pthread_cond_init(&kc->wake, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&kc->idle, &ca);
+	pthread_condattr_destroy(&ca);
+	kc->tail = &kc->head;
+	kc->joined = true;
+	return kc;
+}
+
+static void free_items(struct kitem *it)
+{
+	while (it) {
+		struct kitem *next = it->next;
+		free(it);
+		it = next;
+	}
+}
+
+void mbfs_kcache_free(struct mbfs_kcache *kc)
+{
+	if (!kc || !kc->joined)
+		return;   /* a thread stuck in the kernel still uses it */
+	for (size_t i = 0; i < kc->nbuckets; i++) {
+		struct kpath *p = kc->tab[i], *next;
+		for (; p; p = next) {
+			next = p->next;
+			free(p);
+		}
+	}
+	free(kc->tab);
+	free_items(kc->head);
+	pthread_cond_destroy(&kc->idle);
+	pthread_cond_destroy(&kc->wake);
+	pthread_mutex_destroy(&kc->lock);
+	free(kc);
+}
+
+/* Lock held, for the helpers below. */
+static struct kpath *find_locked(struct mbfs_kcache *kc, const char *path,
+				 uint64_t h)
+{
+	for (struct kpath *p = kc->tab[h % kc->nbuckets]; p; p = p->next)
+		if (p->hash == h && strcmp(p->path, path) == 0)
+			return p;
+	return NULL;
+}
+
+static void grow_locked(struct mbfs_kcache *kc)
+{
+	size_t nb = kc->nbuckets * 2;
+	struct kpath **t = calloc(nb, sizeof(*t));
+	if (!t)
+		return;
+	for (size_t i = 0; i < kc->nbuckets; i++) {
+		struct kpath *p = kc->tab[i], *next;
+		for (; p; p = next) {
+			next = p->next;
+			p->next = t[p->hash % nb];
+			t[p->hash % nb] = p;
+		}
+	}
+	free(kc->tab);
+	kc->tab = t;
+	kc->nbuckets = nb;
+}
+
+/* Remember path (seen now); the entry, or NULL when full or out of
+ * memory. */
+static struct kpath *add_locked(struct mbfs_kcache *kc, const char *path)
+{
+	uint64_t h = hash_path(path);
+	struct kpath *p = find_locked(kc, path, h);
+	if (p) {
+		p->gen = ++kc->gen;
+		return p;
+	}
+	if (kc->count >= MBFS_KCACHE_MAX) {
+		if (!kc->full_logged)
+			mb_log(MB_LOG_DEBUG, "kernel cache: %u paths remembered, "
+			       "no more", MBFS_KCACHE_MAX);
+		kc->full_logged = true;
+		return NULL;
+	}
+	if (kc->count >= kc->nbuckets * 2)
+		grow_locked(kc);
+	size_t n = strlen(path) + 1;
+	p = malloc(sizeof(*p) + n);
+	if (!p)
+		return NULL;
+	memcpy(p->path, path, n);
+	p->hash = h;
+	p->gen = ++kc->gen;
+	p->queued = false;
+	p->next = kc->tab[h % kc->nbuckets];
+	kc->tab[h % kc->nbuckets] = p;
+	kc->count++;
+	return p;
+}
+
+static void queue_locked(struct mbfs_kcache *kc, struct kpath *p)
+{
+	if (p->queued)
+		return;
+	size_t n = strlen(p->path) + 1;
+	struct kitem *it = malloc(sizeof(*it) + n);
+	if (!it)
+		return;   /* the kernel's copy expires with its timeout */
+	memcpy(it->path, p->path, n);
+	it->gen = p->gen;
+	it->next = NULL;
+	*kc->tail = it;
+	kc->tail = &it->next;
+	p->queued = true;
+	kc->asked++;
+	pthread_cond_signal(&kc->wake);
+}
+
+void mbfs_kcache_seen(struct mbfs_kcache *kc, const char *path)
+{
+	if (!kc)
+		return;
+	pthread_mutex_lock(&kc->lock);
+	add_locked(kc, path);
+	pthread_mutex_unlock(&kc->lock);
+}
+
+void mbfs_kcache_moved(struct mbfs_kcache *kc, const char *from,
+		       const char *to)
+{
+	if (!kc || strcmp(from, "/") == 0)
+		return;
+	size_t n = strlen(from);
+	char buf[MB_PATH_MAX];
+	pthread_mutex_lock(&kc->lock);
+	/* unhook the moved entries first: re-adding may grow the table */
+	struct kpath *moved = NULL;
+	for (size_t i = 0; i < kc->nbuckets; i++) {
+		struct kpath **pp = &kc->tab[i];
+		while (*pp) {
+			struct kpath *p = *pp;
+			if (under(p->path, from, n)) {
+				*pp = p->next;
+				p->next = moved;
+				moved = p;
+				kc->count--;
+			} else {
+				pp = &p->next;
+			}
+		}
+	}
+	while (moved) {
+		struct kpath *p = moved;
+		moved = p->next;
+		int r = snprintf(buf, sizeof(buf), "%s%s", to, p->path + n);
+		if (r > 0 && (size_t)r < sizeof(buf))
+			add_locked(kc, buf);
+		free(p);
+	}
+	pthread_mutex_unlock(&kc->lock);
+}
+
+bool mbfs_kcache_gone(struct mbfs_kcache *kc, const char *path)
+{
+	if (!kc || strcmp(path, "/") == 0)
+		return false;
+	uint64_t h = hash_path(path);
+	bool known = false;
+	pthread_mutex_lock(&kc->lock);
+	struct kpath **pp = &kc->tab[h % kc->nbuckets];
+	for (; *pp; pp = &(*pp)->next) {
+		struct kpath *p = *pp;
+		if (p->hash == h && strcmp(p->path, path) == 0) {
+			*pp = p->next;
+			free(p);
+			kc->count--;
+			known = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&kc->lock);
+	return known;
+}
+
+void mbfs_kcache_stale(struct mbfs_kcache *kc, const char *path)
+{
+	if (!kc)
+		return;
+	pthread_mutex_lock(&kc->lock);
+	struct kpath *p = find_locked(kc, path, hash_path(path));
+	if (p)
+		queue_locked(kc, p);
+	pthread_mutex_unlock(&kc->lock);
+}
+
+void mbfs_kcache_stale_tree(struct mbfs_kcache *kc, const char *path)
+{
+	if (!kc)
+		return;
+	size_t n = strlen(path);
+	pthread_mutex_lock(&kc->lock);
+	for (size_t i = 0; i < kc->nbuckets; i++)
+		for (struct kpath *p = kc->tab[i]; p; p = p->next)
+			if (under(p->path, path, n))
+				queue_locked(kc, p);
+	pthread_mutex_unlock(&kc->lock);
+}
+
+void mbfs_kcache_stale_all(struct mbfs_kcache *kc)
+{
+	if (!kc)
+		return;
+	pthread_mutex_lock(&kc->lock);
+	kc->all = true;
+	kc->asked++;
+	pthread_cond_signal(&kc->wake);
+	pthread_mutex_unlock(&kc->lock);
+}
+
+/* Everything remembered, as items (queued marks cleared); NULL without
+ * memory for some (those expire with the timeouts). Lock held. */
+static struct kitem *snapshot_locked(struct mbfs_kcache *kc)
+{
+	struct kitem *list = NULL;
+	for (size_t i = 0; i < kc->nbuckets; i++) {
+		for (struct kpath *p = kc->tab[i]; p; p = p->next) {
+			size_t n = strlen(p->path) + 1;
+			struct kitem *it = malloc(sizeof(*it) + n);
+			p->queued = false;
+			if (!it)
+				continue;
+			memcpy(it->path, p->path, n);
+			it->gen = p->gen;
+			it->next = list;
+			list = it;
+		}
+	}
+	return list;
+}
+
+/* libfuse no longer knows path: forget it, unless seen since gen. */
+static void forget(struct mbfs_kcache *kc, const char *path, uint64_t gen)
+{
+	uint64_t h = hash_path(path);
+	pthread_mutex_lock(&kc->lock);
+	struct kpath **pp = &kc->tab[h % kc->nbuckets];
+	for (; *pp; pp = &(*pp)->next) {
+		struct kpath *p = *pp;
+		if (p->hash == h && strcmp(p->path, path) == 0) {
+			if (p->gen == gen && !p->queued) {
+				*pp = p->next;
+				free(p);
+				kc->count--;
+			}
+			break;
+		}
+	}
+	pthread_mutex_unlock(&kc->lock);
+}
+
+static void *run(void *arg)
+{
+	struct mbfs_kcache *kc = arg;
+	pthread_mutex_lock(&kc->lock);
+	for (;;) {
+		while (!kc->stop && !kc->head && !kc->all)
+			pthread_cond_wait(&kc->wake, &kc->lock);
+		if (kc->stop)
+			break;
+		uint64_t upto = kc->asked;
+		struct kitem *list = kc->head;
+		kc->head = NULL;
+		kc->tail = &kc->head;
+		if (kc->all) {
+			/* the copy covers what was queued */
+			free_items(list);
+			list = snapshot_locked(kc);
+			kc->all = false;
+		} else {
+			for (struct kitem *it = list; it; it = it->next) {
+				struct kpath *p = find_locked(kc, it->path,
+							      hash_path(it->path));
+				if (p)
+					p->queued = false;
+			}
+		}
+		pthread_mutex_unlock(&kc->lock);
+		for (struct kitem *it = list; it; it = it->next) {
+			if (__atomic_load_n(&kc->stop, __ATOMIC_RELAXED))
+				break;
+			/* attributes and every page; -ENOENT: libfuse has no
+			 * node for it, so the kernel holds nothing */
+			int rc = fuse_invalidate_path(kc->fuse, it->path);
+			if (rc == -ENOENT)
+				forget(kc, it->path, it->gen);
+		}
+		free_items(list);
+		pthread_mutex_lock(&kc->lock);
+		kc->done = upto;
+		pthread_cond_broadcast(&kc->idle);
+	}
+	kc->running = false;
+	pthread_cond_broadcast(&kc->idle);
+	pthread_mutex_unlock(&kc->lock);
+	return NULL;
+}
+
+int mbfs_kcache_start(struct mbfs_kcache *kc, struct fuse *f)
+{
+	if (!kc || !f)
+		return -EINVAL;
+	pthread_mutex_lock(&kc->lock);
+	if (kc->running || !kc->joined) {
+		pthread_mutex_unlock(&kc->lock);
+		return -EALREADY;
+	}
+	kc->fuse = f;
+	kc->stop = false;
+	int rc = pthread_create(&kc->thread, NULL, run, kc);
+	if (rc == 0) {
+		kc->running = true;
+		kc->joined = false;
+	}
+	pthread_mutex_unlock(&kc->lock);
+	return -rc;
+}
+
+void mbfs_kcache_stop(struct mbfs_kcache *kc)
+{
+	if (!kc)
+		return;
+	pthread_mutex_lock(&kc->lock);
+	if (kc->joined) {
+		pthread_mutex_unlock(&kc->lock);
+		return;
+	}
+	__atomic_store_n(&kc->stop, true, __ATOMIC_RELAXED);
+	pthread_cond_broadcast(&kc->wake);
+	/* the kernel may hold the thread on a page whose read nobody will
+	 * answer any more (a signal ended the loop): wait a while, then
+	 * leave it (unmounting ends that read, and the thread) */
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += JOIN_WAIT_MS / 1000;
+	while (kc->running &&
+	       pthread_cond_timedwait(&kc->idle, &kc->lock, &ts) != ETIMEDOUT)
+		;
+	bool ended = !kc->running;
+	pthread_mutex_unlock(&kc->lock);
+	if (!ended) {
+		mb_log(MB_LOG_DEBUG, "kernel cache thread still busy at stop");
+		return;   /* tried again by a later stop */
+	}
+	pthread_join(kc->thread, NULL);
+	pthread_mutex_lock(&kc->lock);
+	kc->joined = true;
+	free_items(kc->head);
+	kc->head = NULL;
+	kc->tail = &kc->head;
+	kc->all = false;
+	pthread_mutex_unlock(&kc->lock);
+}
+
+bool mbfs_kcache_wait(struct mbfs_kcache *kc, unsigned timeout_ms)
+{
+	if (!kc)
+		return false;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += timeout_ms / 1000;
+	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&kc->lock);
+	uint64_t target = kc->asked;
+	while (kc->running && kc->done < target &&
+	       pthread_cond_timedwait(&kc->idle, &kc->lock, &ts) != ETIMEDOUT)
+		;
+	bool ok = kc->running && kc->done >= target;
+	pthread_mutex_unlock(&kc->lock);
+	return ok;
+}

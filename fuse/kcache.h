@@ -1,0 +1,85 @@
+/* kcache.h: what the kernel caches for the mount, and telling it when that
+ * went stale.
+ *
+ * The kernel keeps names and attributes for the timeouts ops.c gives
+ * libfuse, and file pages across opens. This module remembers the paths
+ * the kernel has been shown (mbfs_kcache_seen) and, when the mount learns
+ * that one changed, asks the kernel to drop its attributes and pages
+ * (fuse_invalidate_path). One thread of its own does the asking: while it
+ * invalidates, the kernel may wait for a request the mount is still
+ * answering (a page locked by a read or write in progress, whose handler
+ * may wait for a lock the caller holds), so asking from inside an op could
+ * deadlock. Callers only queue.
+ *
+ * Names are never dropped here: the high-level API knows no parent inode
+ * to name them by. Once its attributes are dropped, a name that vanished
+ * on the guest is found gone by the next getattr (mbfs_kcache_gone), and
+ * the kernel caches no negative entries (ops.c), so a name made on the
+ * guest shows at once.
+ *
+ * Does not know the daemon's own cache (cache.c tells it of changes), the
+ * guest, or open files. Thread-safe: every call but _start/_stop/_free may
+ * come from any thread holding any mbfs lock; kc->lock is a leaf, never
+ * held across a call into libfuse.
+ */
+#ifndef MBFS_KCACHE_H
+#define MBFS_KCACHE_H
+
+#include <stdbool.h>
+
+struct fuse;
+struct mbfs_kcache;
+
+/* Paths remembered at most; beyond, new ones are not (their kernel copies
+ * then expire with the timeouts only). */
+#define MBFS_KCACHE_MAX (1u << 20)
+
+/* An empty kcache (nothing remembered, no thread), or NULL without memory.
+ * Every call below accepts NULL and then does nothing. */
+struct mbfs_kcache *mbfs_kcache_new(void);
+/* After mbfs_kcache_stop. */
+void mbfs_kcache_free(struct mbfs_kcache *kc);
+
+/* Start the thread that invalidates through f (from the init op: f is
+ * fuse_get_context()->fuse). 0 or -errno; without it, changes are queued
+ * and dropped at stop, and the kernel's copies expire with the timeouts. */
+int mbfs_kcache_start(struct mbfs_kcache *kc, struct fuse *f);
+/* Stop the thread (what is still queued is dropped). Before the session
+ * is unmounted: the thread writes to its device. Idempotent. */
+void mbfs_kcache_stop(struct mbfs_kcache *kc);
+
+/* The kernel was given the attributes of path (a lookup, a getattr, a
+ * readdirplus entry): remember it. Cheap; called on every such answer. */
+void mbfs_kcache_seen(struct mbfs_kcache *kc, const char *path);
+/* path became to through the mount (a rename the kernel made itself): what
+ * was remembered of from and below it is now under to. */
+void mbfs_kcache_moved(struct mbfs_kcache *kc, const char *from,
+		       const char *to);
+
+/* path no longer exists: forget it (what was below it is forgotten as the
+ * kernel lets go of it, see stale_all). true when
+ * the kernel was shown it, so it may still hold a name for it that no
+ * lookup will check before the entry timeout: the getattr that found it
+ * gone then answers ESTALE, and the kernel looks the name up again (every
+ * path-based call retries once with LOOKUP_REVAL), this time ENOENT. */
+bool mbfs_kcache_gone(struct mbfs_kcache *kc, const char *path);
+
+/* Queue the invalidation of path's attributes and pages, when the kernel
+ * was shown it. Returns at once. */
+void mbfs_kcache_stale(struct mbfs_kcache *kc, const char *path);
+/* The same for path and every remembered path below it. */
+void mbfs_kcache_stale_tree(struct mbfs_kcache *kc, const char *path);
+/* The same for every remembered path; paths the kernel no longer holds are
+ * forgotten on the way. */
+void mbfs_kcache_stale_all(struct mbfs_kcache *kc);
+
+/* Wait until everything queued before the call has been invalidated, at
+ * most timeout_ms (the kernel may wait for a request this caller's thread
+ * would answer: single-threaded sessions). true when done, false on
+ * timeout or when no thread runs. Never call it holding a lock an op may
+ * need. */
+bool mbfs_kcache_wait(struct mbfs_kcache *kc, unsigned timeout_ms);
+/* How long the invalidate command waits for the kernel (control.c). */
+#define MBFS_KCACHE_WAIT_MS 5000u
+
+#endif

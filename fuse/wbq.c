@@ -1,0 +1,495 @@
+/* wbq.c: the write-back queue and its flusher thread (see wbq.h).
+ *
+ * The queue is a list in arrival order; an entry holds a reference to its
+ * node and stays in the list, in flight, while its batch is sent, so
+ * waiters can tell it from a file that is done. Nodes are read through
+ * node_int.h (path and size under nodes_lock) and taken and settled
+ * through wbnode.c, which owns what a batch does to a node.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "fuse/batch.h"
+#include "fuse/mbfs.h"
+#include "fuse/node.h"
+#include "fuse/node_int.h"
+#include "fuse/wbq.h"
+#include "fuse/wbsend.h"
+
+struct entry {
+	struct entry *next;
+	struct mbfs_node *n;     /* the queue's reference */
+	uint64_t bytes;          /* size when last queued */
+	uint64_t since_ms;       /* queued at */
+	bool inflight;           /* in the batch being sent */
+	bool again;              /* closed dirty again while in flight */
+	bool urgent;             /* someone waits for it: no delay */
+};
+
+struct mbfs_wbq {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;     /* any change: queued, sent, stop */
+	struct entry *head;      /* protected by lock, oldest first */
+	size_t queued;           /* entries not in flight */
+	uint64_t queued_bytes;
+	size_t inflight;
+	uint64_t inflight_bytes;
+	bool running, stop;
+	pthread_t thread;
+	/* totals since mount */
+	uint64_t sent_files, sent_batches, sent_bytes, failed_files;
+	uint64_t failed_reported;  /* failed_files at the last sync */
+	char last_error[256];
+};
+
+struct mbfs_wbq *mbfs_wbq_new(void)
+{
+	struct mbfs_wbq *q = calloc(1, sizeof(*q));
+	if (!q)
+		return NULL;
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&q->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&q->lock, NULL);
+	return q;
+}
+
+void mbfs_wbq_free(struct mbfs_wbq *q)
+{
+	if (!q)
+		return;
+	/* entries left only when never started or stopped early: their
+	 * nodes are freed with the rest (mbfs_node_free_all) */
+	while (q->head) {
+		struct entry *e = q->head->next;
+		free(q->head);
+		q->head = e;
+	}
+	pthread_cond_destroy(&q->cond);
+	pthread_mutex_destroy(&q->lock);
+	free(q);
+}
+
+static struct entry *find(struct mbfs_wbq *q, const struct mbfs_node *n)
+{
+	for (struct entry *e = q->head; e; e = e->next)
+		if (e->n == n)
+			return e;
+	return NULL;
+}
+
+/* ---- sending one batch ---- */
+
+static void note_failure(struct mbfs_wbq *q, size_t count, const char *path,
+			 const char *why)
+{
+	q->failed_files += count;
+	snprintf(q->last_error, sizeof(q->last_error), "'%.80s': %.160s", path,
+		 why);
+}
+
+/* Take the oldest queued entries (up to the batch limits), send them and
+ * settle them. Lock held; dropped meanwhile. */
+static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
+{
+	size_t k = 0;
+	uint64_t bytes = 0, now = mb_now_ms();
+	for (struct entry *e = q->head; e; e = e->next) {
+		if (e->inflight)
+			continue;
+		/* just closed: a rename or link of it (an editor's save, a
+		 * git object) usually follows at once and is cheaper here */
+		if (!e->urgent && !q->stop &&
+		    now < e->since_ms + MBFS_WBQ_MIN_AGE_MS)
+			continue;
+		if (k && (k >= MBFS_WBQ_BATCH_FILES ||
+			  bytes + e->bytes > MBFS_WBQ_BATCH_MAX))
+			break;
+		e->inflight = true;
+		e->urgent = false;
+		bytes += e->bytes;
+		k++;
+	}
+	if (!k)
+		return;
+	struct entry **ev = malloc(k * sizeof(*ev));
+	struct mbfs_wbfile *fv = calloc(k, sizeof(*fv));
+	size_t *fe = malloc(k * sizeof(*fe));
+	if (!ev || !fv || !fe) {
+		for (struct entry *e = q->head; e; e = e->next)
+			e->inflight = false;
+		free(ev);
+		free(fv);
+		free(fe);
+		return;   /* the flusher tries again after its delay */
+	}
+	size_t i = 0;
+	for (struct entry *e = q->head; e && i < k; e = e->next)
+		if (e->inflight)
+			ev[i++] = e;
+	q->queued -= k;
+	q->queued_bytes -= bytes;
+	q->inflight += k;
+	q->inflight_bytes += bytes;
+	pthread_mutex_unlock(&q->lock);
+
+	/* take each node's data now; one that cannot travel in a batch
+	 * (grown too large, a name tar cannot hold) is uploaded at once */
+	size_t nf = 0, failed = 0, bfailed = 0;
+	char first_fail[MB_PATH_MAX] = "", first_why[200] = "";
+	for (i = 0; i < k; i++) {
+		int r = mbfs_node_wb_take(fs, ev[i]->n, &fv[nf]);
+		if (r > 0) {
+			fe[nf++] = i;
+		} else if (r < 0) {
+			int urc = mbfs_node_wb_upload(fs, ev[i]->n);
+			if (urc && !failed++) {
+				mbfs_node_get_path(fs, ev[i]->n, first_fail);
+				snprintf(first_why, sizeof(first_why), "%s",
+					 strerror(-urc));
+			}
+		}
+	}
+	struct mb_err err;
+	mb_err_clear(&err);
+	int rc = 0;
+	uint64_t sent = 0;
+	if (nf) {
+		/* times queued for these files or their directories land
+		 * first: the batch moves both mtimes */
+		for (i = 0; i < nf; i++)
+			mbfs_batch_flush(fs, fv[i].path,
+					 MBFS_BATCH_SELF | MBFS_BATCH_PARENT);
+		rc = mbfs_wbsend(fs, fv, nf, &err);
+	}
+	for (i = 0; i < nf; i++) {
+		struct mbfs_wbfile *f = &fv[i];
+		int frc = rc ? rc : f->rc;
+		const char *why = rc ? err.msg : f->why;
+		mbfs_node_wb_done(fs, ev[fe[i]]->n, f, frc, why);
+		if (frc)
+			bfailed++;
+		if (frc && !failed++) {
+			snprintf(first_fail, sizeof(first_fail), "%s", f->path);
+			snprintf(first_why, sizeof(first_why), "%.190s", why);
+		}
+		if (!frc)
+			sent += f->len;
+		free(f->path);
+		free(f->data);
+	}
+	free(fv);
+	free(fe);
+
+	struct mbfs_node **drop = malloc(k * sizeof(*drop));
+	size_t nd = 0;
+	pthread_mutex_lock(&q->lock);
+	q->inflight -= k;
+	q->inflight_bytes -= bytes;
+	if (nf)
+		q->sent_batches++;
+	q->sent_files += nf - bfailed;
+	q->sent_bytes += sent;
+	if (failed)
+		note_failure(q, failed, first_fail, first_why);
+	for (struct entry **pp = &q->head; *pp;) {
+		struct entry *e = *pp;
+		bool mine = false;
+		for (i = 0; i < k && !mine; i++)
+			mine = ev[i] == e;
+		if (!mine) {
+			pp = &e->next;
+			continue;
+		}
+		if (e->again || !drop) {
+			/* changed and closed again meanwhile: it goes in a
+			 * later batch, with the same reference */
+			e->inflight = e->again = false;
+			e->since_ms = mb_now_ms();
+			q->queued++;
+			q->queued_bytes += e->bytes;
+			pp = &e->next;
+			continue;
+		}
+		drop[nd++] = e->n;
+		*pp = e->next;
+		free(e);
+	}
+	free(ev);
+	pthread_cond_broadcast(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+	/* the queue's references; the last one of a node lets it go */
+	for (i = 0; i < nd; i++)
+		mbfs_node_release(fs, drop[i]);
+	free(drop);
+	pthread_mutex_lock(&q->lock);
+}
+
+/* ---- the flusher ---- */
+
+/* When the queue is due (ms), or 0 when nothing is queued. */
+static uint64_t due_ms(const struct mbfs_wbq *q)
+{
+	if (!q->queued)
+		return 0;
+	if (q->queued_bytes >= MBFS_WBQ_BATCH_BYTES || q->stop)
+		return 1;
+	uint64_t due = 0;
+	for (const struct entry *e = q->head; e; e = e->next) {
+		if (e->inflight)
+			continue;
+		if (e->urgent)
+			return 1;
+		if (!due)
+			due = e->since_ms + MBFS_WBQ_DELAY_MS;
+	}
+	return due;
+}
+
+static void *flusher(void *arg)
+{
+	struct mbfs *fs = arg;
+	struct mbfs_wbq *q = fs->wbq;
+	pthread_mutex_lock(&q->lock);
+	for (;;) {
+		uint64_t due = due_ms(q), now = mb_now_ms();
+		if (!due && q->stop)
+			break;
+		if (!due) {
+			pthread_cond_wait(&q->cond, &q->lock);
+		} else if (now < due) {
+			struct timespec ts = {
+				.tv_sec = (time_t)(due / 1000),
+				.tv_nsec = (long)(due % 1000) * 1000000L,
+			};
+			pthread_cond_timedwait(&q->cond, &q->lock, &ts);
+		} else {
+			size_t before = q->queued;
+			send_locked(fs, q);
+			if (q->queued && q->queued == before && !q->inflight) {
+				/* nothing could be taken (no memory): later */
+				uint64_t t = mb_now_ms() + MBFS_WBQ_DELAY_MS;
+				struct timespec ts = {
+					.tv_sec = (time_t)(t / 1000),
+					.tv_nsec = (long)(t % 1000) * 1000000L,
+				};
+				pthread_cond_timedwait(&q->cond, &q->lock, &ts);
+			}
+		}
+	}
+	pthread_mutex_unlock(&q->lock);
+	return NULL;
+}
+
+void mbfs_wbq_stop(struct mbfs *fs)
+{
+	struct mbfs_wbq *q = fs->wbq;
+	if (!q)
+		return;
+	pthread_mutex_lock(&q->lock);
+	bool running = q->running;
+	q->stop = true;
+	pthread_cond_broadcast(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+	if (running) {
+		pthread_join(q->thread, NULL);
+		mbfs_wbsend_finish(fs);
+	}
+	pthread_mutex_lock(&q->lock);
+	q->running = false;
+	pthread_mutex_unlock(&q->lock);
+}
+
+/* ---- the interface ---- */
+
+bool mbfs_wbq_add(struct mbfs *fs, struct mbfs_node *n, uint64_t bytes)
+{
+	struct mbfs_wbq *q = fs->wbq;
+	if (!q)
+		return false;
+	/* the reference first: nodes_lock comes before the queue's lock
+	 * (the caller holds one, so dropping it again is never the last) */
+	mbfs_node_ref(fs, n);
+	bool queued = false, extra = true;
+	pthread_mutex_lock(&q->lock);
+	if (!q->stop && !q->running &&
+	    pthread_create(&q->thread, NULL, flusher, fs) == 0)
+		q->running = true;
+	struct entry *e = q->stop || !q->running ? NULL : find(q, n);
+	if (q->stop || !q->running) {
+		/* refused: the caller uploads */
+	} else if (e && e->inflight) {
+		e->again = true;
+		e->bytes = bytes;
+		queued = true;
+	} else if (e) {
+		q->queued_bytes += bytes - e->bytes;
+		e->bytes = bytes;
+		queued = true;
+	} else if ((e = calloc(1, sizeof(*e)))) {
+		e->n = n;
+		e->bytes = bytes;
+		e->since_ms = mb_now_ms();
+		struct entry **pp = &q->head;
+		while (*pp)
+			pp = &(*pp)->next;
+		*pp = e;
+		q->queued++;
+		q->queued_bytes += bytes;
+		queued = true;
+		extra = false;
+	}
+	pthread_cond_broadcast(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+	if (extra)
+		mbfs_node_release(fs, n);
+	return queued;
+}
+
+bool mbfs_wbq_busy(struct mbfs *fs, const struct mbfs_node *n)
+{
+	struct mbfs_wbq *q = fs->wbq;
+	if (!q)
+		return false;
+	pthread_mutex_lock(&q->lock);
+	struct entry *e = find(q, n);
+	bool busy = e && e->inflight;
+	pthread_mutex_unlock(&q->lock);
+	return busy;
+}
+
+bool mbfs_wbq_queued(struct mbfs *fs, const struct mbfs_node *n)
+{
+	struct mbfs_wbq *q = fs->wbq;
+	if (!q)
+		return false;
+	pthread_mutex_lock(&q->lock);
+	struct entry *e = find(q, n);
+	bool queued = e && !e->inflight && !q->stop;
+	pthread_mutex_unlock(&q->lock);
+	return queued;
+}
+
+void mbfs_wbq_wait_idle(struct mbfs *fs, const struct mbfs_node *n)
+{
+	struct mbfs_wbq *q = fs->wbq;
+	if (!q)
+		return;
+	pthread_mutex_lock(&q->lock);
+	for (struct entry *e; (e = find(q, n)) && e->inflight;)
+		pthread_cond_wait(&q->cond, &q->lock);
+	pthread_mutex_unlock(&q->lock);
+}
+
+void mbfs_wbq_flush_node(struct mbfs *fs, struct mbfs_node *n)
+{
+	struct mbfs_wbq *q = fs->wbq;
+	if (!q)
+		return;
+	pthread_mutex_lock(&q->lock);
+	for (struct entry *e; (e = find(q, n));) {
+		if (!e->inflight) {
+			e->urgent = true;
+			pthread_cond_broadcast(&q->cond);
+		}
+		pthread_cond_wait(&q->cond, &q->lock);
+	}
+	pthread_mutex_unlock(&q->lock);
+}
+
+int mbfs_wbq_flush(struct mbfs *fs, const char *path, unsigned which)
+{
+	struct mbfs_wbq *q = fs->wbq;
+	if (!q)
+		return 0;
+	uint64_t failed0;
+	pthread_mutex_lock(&q->lock);
+	failed0 = q->failed_files;
+	pthread_mutex_unlock(&q->lock);
+	for (;;) {
+		bool any = false;
+		pthread_mutex_lock(&fs->nodes_lock);
+		pthread_mutex_lock(&q->lock);
+		for (struct entry *e = q->head; e; e = e->next) {
+			if (!path || mbfs_batch_selects(e->n->path, path, which)) {
+				any = true;
+				if (!e->inflight)
+					e->urgent = true;
+			}
+		}
+		pthread_mutex_unlock(&fs->nodes_lock);
+		if (any) {
+			pthread_cond_broadcast(&q->cond);
+			pthread_cond_wait(&q->cond, &q->lock);
+		}
+		bool failed = q->failed_files != failed0;
+		pthread_mutex_unlock(&q->lock);
+		if (!any)
+			return failed ? -EIO : 0;
+	}
+}
+
+void mbfs_wbq_settle(struct mbfs *fs)
+{
+	struct mbfs_wbq *q = fs->wbq;
+	if (!q)
+		return;
+	pthread_mutex_lock(&q->lock);
+	while (q->inflight)
+		pthread_cond_wait(&q->cond, &q->lock);
+	pthread_mutex_unlock(&q->lock);
+}
+
+int mbfs_wbq_sync(struct mbfs *fs)
+{
+	struct mbfs_wbq *q = fs->wbq;
+	if (!q)
+		return 0;
+	mbfs_wbq_flush(fs, NULL, 0);
+	pthread_mutex_lock(&q->lock);
+	int rc = q->failed_files != q->failed_reported ? -EIO : 0;
+	q->failed_reported = q->failed_files;
+	pthread_mutex_unlock(&q->lock);
+	return rc;
+}
+
+char *mbfs_wbq_json(struct mbfs *fs)
+{
+	struct mbfs_wbq *q = fs->wbq;
+	char *s = NULL, esc[2 * sizeof(q->last_error) + 8];
+	size_t n = 0;
+	if (!q)
+		return NULL;
+	pthread_mutex_lock(&q->lock);
+	/* last_error: a path and a message; escape what JSON needs */
+	for (const char *p = q->last_error; *p && n + 8 < sizeof(esc); p++) {
+		unsigned char c = (unsigned char)*p;
+		if (c == '"' || c == '\\') {
+			esc[n++] = '\\';
+			esc[n++] = (char)c;
+		} else if (c < 0x20) {
+			n += (size_t)snprintf(esc + n, sizeof(esc) - n, "\\u%04x", c);
+		} else {
+			esc[n++] = (char)c;
+		}
+	}
+	esc[n] = '\0';
+	if (asprintf(&s, "{\"pendingFiles\":%zu,\"pendingBytes\":%" PRIu64
+		     ",\"inFlightFiles\":%zu,\"sentFiles\":%" PRIu64 ",\"sentBatches\":%" PRIu64
+		     ",\"sentBytes\":%" PRIu64 ",\"failedFiles\":%" PRIu64
+		     ",\"lastError\":\"%s\"}",
+		     q->queued + q->inflight, q->queued_bytes + q->inflight_bytes,
+		     q->inflight, q->sent_files, q->sent_batches, q->sent_bytes,
+		     q->failed_files, esc) < 0)
+		s = NULL;
+	pthread_mutex_unlock(&q->lock);
+	return s;
+}

@@ -1,0 +1,95 @@
+/* wbq.h: write-back of small files: the queue that forms batches.
+ *
+ * close() of a small dirty file (at most MBFS_WBQ_FILE_MAX) does not wait
+ * for the network: its data is already durable in the local journal
+ * (journal.h), so the node is queued here (the queue holds a reference,
+ * which keeps the node, and so reads, getattr and readdir of it, local
+ * until it is on the guest) and close returns. A flusher thread sends
+ * what is queued once the oldest item has waited MBFS_WBQ_DELAY_MS or
+ * MBFS_WBQ_BATCH_BYTES are queued, as batches of at most
+ * MBFS_WBQ_BATCH_MAX bytes (wbsend.h: 1 MiB PUTs and one exec). One batch
+ * is in flight at a time, so a file's versions land in order.
+ *
+ * A node is taken from the queue when its batch is formed: its data,
+ * path, mode and mtime are read then (under node->lock), so a rename or
+ * an unlink of a queued file before that only changes where it goes or
+ * drops it. Operations whose outcome depends on what is queued send it
+ * first and wait (mbfs_wbq_flush, mbfs_wbq_flush_node): fsync, renames
+ * and removals of those paths or their parents, link, the control
+ * message "sync", unmount.
+ *
+ * Errors: a file whose batch failed keeps its data (under kept/, one log
+ * line naming it, as a failed upload at close did); the fsync that waited
+ * for it returns EIO, and so does the next mbfs_wbq_sync (the control
+ * file's "sync", which mbexec writes before every command). Transient
+ * faults are retried inside the transport within op_timeout.
+ *
+ * Lock order: node->lock -> fs->nodes_lock -> the queue's lock (a leaf,
+ * never held across I/O or while waiting for anything but its condition).
+ * No function here may be called with node->lock held, except
+ * mbfs_wbq_add, mbfs_wbq_queued and mbfs_wbq_busy (the last two also
+ * with nodes_lock held). Thread-safe.
+ */
+#ifndef MBFS_WBQ_H
+#define MBFS_WBQ_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct mbfs;
+struct mbfs_node;
+struct mbfs_wbq;
+
+#define MBFS_WBQ_DELAY_MS 30
+#define MBFS_WBQ_MIN_AGE_MS 10  /* a batch takes files closed before this */
+#define MBFS_WBQ_FILE_MAX (256u * 1024u)     /* larger: uploaded at close */
+#define MBFS_WBQ_BATCH_BYTES (1024u * 1024u) /* queued this much: send now */
+#define MBFS_WBQ_BATCH_MAX (4u * 1024u * 1024u)
+#define MBFS_WBQ_BATCH_FILES 1024u
+
+struct mbfs_wbq *mbfs_wbq_new(void);
+/* After mbfs_wbq_stop (or when never started). */
+void mbfs_wbq_free(struct mbfs_wbq *q);
+
+/* Send everything queued and stop the flusher (unmount). From then on
+ * mbfs_wbq_add refuses, and closes upload as with sync_close. */
+void mbfs_wbq_stop(struct mbfs *fs);
+
+/* Queue n (dirty, bytes long), taking a reference, or note that it
+ * changed again when its batch is in flight. true when queued; false
+ * when the queue refuses (stopped, no memory): upload it now. The
+ * flusher starts with the first call. */
+bool mbfs_wbq_add(struct mbfs *fs, struct mbfs_node *n, uint64_t bytes);
+
+/* n is queued and its batch not formed yet (nodes_lock may be held). */
+bool mbfs_wbq_queued(struct mbfs *fs, const struct mbfs_node *n);
+/* n is in a batch being sent. */
+bool mbfs_wbq_busy(struct mbfs *fs, const struct mbfs_node *n);
+/* Wait while n is in a batch being sent. */
+void mbfs_wbq_wait_idle(struct mbfs *fs, const struct mbfs_node *n);
+
+/* Send n now if queued, and wait until it is neither queued nor in
+ * flight. Its outcome is in the node (kept on failure). */
+void mbfs_wbq_flush_node(struct mbfs *fs, struct mbfs_node *n);
+
+/* The same for every queued file that `which` (MBFS_BATCH_SELF, _BELOW,
+ * _PARENT, _CHILDREN of batch.h) selects relative to path. 0, or -EIO
+ * when one of them failed. */
+int mbfs_wbq_flush(struct mbfs *fs, const char *path, unsigned which);
+
+/* Wait until no batch is in flight: before a change on the guest that a
+ * batch sent earlier must not land after (a file of it may have been
+ * renamed or hidden here since it was taken). */
+void mbfs_wbq_settle(struct mbfs *fs);
+
+/* Send everything queued and wait. -EIO when a file failed in this or any
+ * batch since the last sync, else 0. */
+int mbfs_wbq_sync(struct mbfs *fs);
+
+/* The queue for the control file: {"pendingFiles","pendingBytes" (queued
+ * or in flight), "inFlightFiles", "sentFiles","sentBatches","sentBytes",
+ * "failedFiles","lastError"} (totals since mount; malloc'd JSON object
+ * text), or NULL without memory. */
+char *mbfs_wbq_json(struct mbfs *fs);
+
+#endif

@@ -1,0 +1,390 @@
+/* wbsend.c: a write-back batch as a tar archive in 1 MiB PUTs plus one
+ * exec of apply.sh (see wbsend.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "fuse/guest_sh.h"
+#include "fuse/journal.h"
+#include "fuse/mbfs.h"
+#include "fuse/remote.h"
+#include "fuse/wbsend.h"
+#include "fuse/xfer.h"
+
+#define STAGE_DIR "/tmp/" MBFS_STAGING_PREFIX
+#define EXEC_TIMEOUT_MS 50000L
+#define TAR_BLOCK 512u
+#define NAME_MAX_TAR 99u
+
+/* The report of the last batch that ran, removed by the next one (a rerun
+ * after a lost answer reads it). Only the flusher sends; the lock is for
+ * mbfs_wbsend_finish at unmount. */
+static pthread_mutex_t prev_lock = PTHREAD_MUTEX_INITIALIZER;
+static char prev_done[MB_PATH_MAX];
+
+bool mbfs_wbsend_fits(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	const char *name = slash ? slash + 1 : path;
+	return name[0] && strlen(name) <= NAME_MAX_TAR && !strchr(path, '\n');
+}
+
+/* ---- the archive ---- */
+
+static void octal(char *field, size_t width, uint64_t v)
+{
+	/* width - 1 digits and a NUL, as GNU tar writes them */
+	field[width - 1] = '\0';
+	for (size_t i = width - 1; i-- > 0; v >>= 3)
+		field[i] = (char)('0' + (v & 7));
+}
+
+/* A ustar header for a regular file prefix/name of len bytes. */
+static int tar_header(struct mb_buf *b, const char *prefix, const char *name,
+		      size_t len, unsigned mode, time_t mtime)
+{
+	unsigned char h[TAR_BLOCK];
+	memset(h, 0, sizeof(h));
+	if (strlen(name) > 100 || strlen(prefix) > 155)
+		return -ENAMETOOLONG;
+	memcpy(h, name, strlen(name));
+	octal((char *)h + 100, 8, mode & 07777);
+	octal((char *)h + 108, 8, 0);
+	octal((char *)h + 116, 8, 0);
+	octal((char *)h + 124, 12, len);
+	octal((char *)h + 136, 12, mtime > 0 ? (uint64_t)mtime : 0);
+	memset(h + 148, ' ', 8);
+	h[156] = '0';
+	memcpy(h + 257, "ustar", 6);
+	memcpy(h + 263, "00", 2);
+	memcpy(h + 345, prefix, strlen(prefix));
+	unsigned sum = 0;
+	for (size_t i = 0; i < sizeof(h); i++)
+		sum += h[i];
+	snprintf((char *)h + 148, 8, "%06o", sum);
+	h[155] = ' ';
+	return mb_buf_append(b, h, sizeof(h));
+}
+
+static int tar_member(struct mb_buf *b, const char *prefix, const char *name,
+		      const char *data, size_t len, unsigned mode, time_t mtime)
+{
+	static const char zero[TAR_BLOCK];
+	int rc = tar_header(b, prefix, name, len, mode, mtime);
+	if (!rc && len)
+		rc = mb_buf_append(b, data, len);
+	if (!rc && len % TAR_BLOCK)
+		rc = mb_buf_append(b, zero, TAR_BLOCK - len % TAR_BLOCK);
+	return rc;
+}
+
+/* Files sorted by directory (then by arrival): one group per directory. */
+static const struct mbfs_wbfile *sort_base;
+
+static size_t dir_len(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	return slash ? (size_t)(slash - path) : 0;
+}
+
+static int by_dir(const void *a, const void *b)
+{
+	size_t i = *(const size_t *)a, j = *(const size_t *)b;
+	const char *p = sort_base[i].path, *q = sort_base[j].path;
+	size_t pl = dir_len(p), ql = dir_len(q);
+	int c = memcmp(p, q, pl < ql ? pl : ql);
+	if (!c && pl != ql)
+		c = pl < ql ? -1 : 1;
+	if (!c)
+		c = i < j ? -1 : i > j;
+	return c;
+}
+
+/* The archive of v in order (list: groups of files), into b. */
+static int build(struct mbfs *fs, struct mbfs_wbfile *v, const size_t *order,
+		 size_t n, struct mb_buf *b)
+{
+	struct mb_buf list;
+	mb_buf_init(&list, MB_BUF_UNLIMITED);
+	int rc = 0;
+	size_t group = 0;
+	char rdir[MB_PATH_MAX], prefix[24];
+	for (size_t k = 0; k < n && !rc; k++) {
+		const struct mbfs_wbfile *f = &v[order[k]];
+		size_t dl = dir_len(f->path);
+		bool opens = k == 0 || dl != dir_len(v[order[k - 1]].path) ||
+			     memcmp(f->path, v[order[k - 1]].path, dl) != 0;
+		if (opens) {
+			char dir[MB_PATH_MAX];
+			snprintf(dir, sizeof(dir), "%.*s", (int)dl, f->path);
+			rc = mbfs_remote_path(fs, dl ? dir : "/", rdir);
+			if (!rc)
+				rc = mb_buf_appendf(&list, "d%s\n",
+						    strcmp(rdir, "/") ? rdir : "");
+		}
+		if (!rc)
+			rc = mb_buf_appendf(&list, "f%s\n", f->path + dl + 1);
+	}
+	if (!rc)
+		rc = tar_member(b, "", "list", list.data ? list.data : "",
+				list.len, 0600, time(NULL));
+	for (size_t k = 0; k < n && !rc; k++) {
+		const struct mbfs_wbfile *f = &v[order[k]];
+		size_t dl = dir_len(f->path);
+		if (k > 0 && (dl != dir_len(v[order[k - 1]].path) ||
+			      memcmp(f->path, v[order[k - 1]].path, dl) != 0))
+			group++;
+		snprintf(prefix, sizeof(prefix), "%zu", group);
+		rc = tar_member(b, prefix, f->path + dl + 1, f->data, f->len,
+				f->mode, f->mtime);
+	}
+	/* the end: two zero blocks */
+	static const char zero[2 * TAR_BLOCK];
+	if (!rc)
+		rc = mb_buf_append(b, zero, sizeof(zero));
+	mb_buf_release(&list);
+	return rc;
+}
+
+/* ---- sending ---- */
+
+struct send {
+	struct mbfs *fs;
+	uint64_t deadline;
+	char parts[MB_PATH_MAX];    /* STAGE_DIR/wb-HEX: parts are .00000... */
+	char stage[MB_PATH_MAX];    /* ROOT/.mbfs-up-HEX, where it unpacks */
+	bool ran;                   /* apply.sh answered */
+};
+
+static void progress(struct send *s)
+{
+	s->deadline = mb_now_ms() + s->fs->op_ms;
+	mb_op_deadline(s->deadline);
+}
+
+/* After a failed step: wait and return true when repeating may help. */
+static bool again(struct send *s, const struct mb_err *e, unsigned *tries)
+{
+	if (!mb_err_is_transient(e) || mb_err_is_stopped(e))
+		return false;
+	uint64_t d = mb_backoff_ms((*tries)++, 100, 2000);
+	if (mb_now_ms() + d >= s->deadline)
+		return false;
+	mb_log(MB_LOG_DEBUG, "%s: trying the batch again in %" PRIu64 " ms",
+	       e->msg, d);
+	mb_sleep_ms(d);
+	return true;
+}
+
+static int put_part(struct send *s, size_t i, const char *data, size_t len,
+		    struct mb_err *err)
+{
+	char p[MB_PATH_MAX + 16];
+	snprintf(p, sizeof(p), "%s.%05zu", s->parts, i);
+	bool made = false;
+	for (unsigned tries = 0;;) {
+		mb_err_clear(err);
+		int rc = mb_file_put(s->fs->client, &s->fs->ident, p, data, len,
+				     err);
+		if (rc == 0) {
+			progress(s);
+			return 0;
+		}
+		if (rc == -ENOENT && !made) {
+			/* /tmp/.mbfs-up is missing (a new sandbox, a cleaned
+			 * /tmp): make it once, then repeat */
+			made = true;
+			struct mb_err e2;
+			mb_err_clear(&e2);
+			if (mb_fs_mkdir(s->fs->client, &s->fs->ident, STAGE_DIR,
+					true, 0700, &e2) == 0)
+				continue;
+		}
+		if (!again(s, err, &tries))
+			return rc;
+	}
+}
+
+/* Read apply.sh's report into v. 0, or -EIO when it is not whole. */
+static int parse_report(const char *out, struct mbfs_wbfile *v,
+			const size_t *order, size_t n)
+{
+	bool ok = false;
+	for (const char *l = out ? out : ""; *l;) {
+		const char *e = strchr(l, '\n');
+		size_t ll = e ? (size_t)(e - l) : strlen(l);
+		unsigned long idx;
+		char *end;
+		if (ll > 2 && l[0] == 'x' && l[1] == ' ') {
+			idx = strtoul(l + 2, &end, 10);
+			if (idx < n && end > l + 2) {
+				struct mbfs_wbfile *f = &v[order[idx]];
+				f->rc = -EIO;
+				int wl = (int)(l + ll - end);
+				snprintf(f->why, sizeof(f->why), "%.*s",
+					 wl > 1 ? wl - 1 : 0, wl > 1 ? end + 1 : "");
+			}
+		} else if (ll > 3 && strncmp(l, "ok ", 3) == 0) {
+			ok = strtoul(l + 3, &end, 10) == n;
+		}
+		l += ll + (e ? 1 : 0);
+	}
+	return ok ? 0 : -EIO;
+}
+
+static int apply(struct send *s, struct mbfs_wbfile *v, const size_t *order,
+		 size_t n, size_t nparts, struct mb_err *err)
+{
+	struct mb_buf b;
+	char np[24], prev[MB_PATH_MAX];
+	snprintf(np, sizeof(np), "%zu", nparts);
+	pthread_mutex_lock(&prev_lock);
+	snprintf(prev, sizeof(prev), "%s", prev_done[0] ? prev_done : "-");
+	pthread_mutex_unlock(&prev_lock);
+	const char *argv[] = { s->parts, np, s->stage, prev };
+	mb_buf_init(&b, MBFS_CMD_MAX);
+	int rc = mbfs_sh_cmd(&b, mbfs_sh_apply, argv, 4);
+	if (rc) {
+		mb_buf_release(&b);
+		return mb_err_set(err, ENAMETOOLONG, "command too long");
+	}
+	struct mb_exec_result res;
+	for (unsigned tries = 0;;) {
+		/* repeatable: a rerun prints the first run's report */
+		rc = mbfs_exec(s->fs, b.data, EXEC_TIMEOUT_MS, &res, err);
+		if (rc == 0 || !again(s, err, &tries))
+			break;
+	}
+	mb_buf_release(&b);
+	if (rc)
+		return rc;
+	s->ran = true;
+	progress(s);
+	pthread_mutex_lock(&prev_lock);
+	if ((strcmp(prev, "-") == 0 || strcmp(prev, prev_done) == 0) &&
+	    snprintf(prev_done, sizeof(prev_done), "%s.done", s->parts) >=
+	    (int)sizeof(prev_done))
+		prev_done[0] = '\0';
+	pthread_mutex_unlock(&prev_lock);
+	if (!mbfs_exec_ok(&res)) {
+		rc = res.has_exit_code && res.exit_code == 3 ? -EIO
+			: mbfs_stderr_errno(res.errout);
+		mb_err_set(err, -rc, "cannot apply the batch on the guest: %.200s",
+			   res.errout && res.errout[0] ? res.errout : "failed");
+	} else if ((rc = parse_report(res.out, v, order, n))) {
+		mb_err_set(err, EIO, "the guest's report of the batch is "
+			   "incomplete");
+	}
+	mb_exec_result_release(&res);
+	return rc;
+}
+
+int mbfs_wbsend(struct mbfs *fs, struct mbfs_wbfile *v, size_t n,
+		struct mb_err *err)
+{
+	struct send s = { .fs = fs };
+	struct mb_buf arch;
+	char hex[17];
+	size_t *order = malloc((n ? n : 1) * sizeof(*order));
+	int rc = 0;
+	mb_err_clear(err);
+	mb_buf_init(&arch, MB_BUF_UNLIMITED);
+	if (!order) {
+		rc = mb_err_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		order[i] = i;
+		v[i].rc = 0;
+		v[i].why[0] = '\0';
+	}
+	sort_base = v;   /* the flusher is the only caller */
+	qsort(order, n, sizeof(*order), by_dir);
+	if (mb_random_hex(hex, 8)) {
+		rc = mb_err_set(err, EIO, "no random bytes");
+		goto out;
+	}
+	snprintf(s.parts, sizeof(s.parts), STAGE_DIR "/wb-%s", hex);
+	if (snprintf(s.stage, sizeof(s.stage), "%s/" MBFS_STAGING_PREFIX "-%s",
+		     fs->root, hex) >= (int)sizeof(s.stage)) {
+		rc = mb_err_set(err, ENAMETOOLONG, "path too long");
+		goto out;
+	}
+	rc = build(fs, v, order, n, &arch);
+	if (rc) {
+		mb_err_set(err, -rc, "cannot build the batch: %s", strerror(-rc));
+		goto out;
+	}
+	size_t nparts = (arch.len + MBFS_CHUNK - 1) / MBFS_CHUNK;
+	/* noted before anything is staged: a crash or a failure leaves a
+	 * note that a later sweep or mount acts on */
+	char (*paths)[MB_PATH_MAX + 16] = calloc(nparts + 1, sizeof(*paths));
+	const char **pp = calloc(nparts + 1, sizeof(*pp));
+	unsigned note = 0;
+	if (!paths || !pp) {
+		free(paths);
+		free(pp);
+		rc = mb_err_set(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < nparts; i++) {
+		snprintf(paths[i], sizeof(paths[i]), "%s.%05zu", s.parts, i);
+		pp[i] = paths[i];
+	}
+	snprintf(paths[nparts], sizeof(paths[nparts]), "%s", s.stage);
+	pp[nparts] = paths[nparts];
+	rc = mbfs_journal_stage(fs->journal, pp, nparts + 1, &note);
+	free(pp);
+	free(paths);
+	if (rc) {
+		mb_err_set(err, -rc, "cannot write the journal: %s", strerror(-rc));
+		goto out;
+	}
+	uint64_t outer = mb_op_deadline(0);
+	progress(&s);
+	for (size_t i = 0; i < nparts && !rc; i++) {
+		size_t off = i * MBFS_CHUNK;
+		size_t len = arch.len - off < MBFS_CHUNK ? arch.len - off : MBFS_CHUNK;
+		rc = put_part(&s, i, arch.data + off, len, err);
+	}
+	if (!rc)
+		rc = apply(&s, v, order, n, nparts, err);
+	mb_op_deadline(outer);
+	/* the script removes its staging whenever it ran; a sandbox that
+	 * is gone takes it along */
+	if (rc && !s.ran && !mb_err_is_stopped(err))
+		mbfs_journal_leftover(fs->journal, note);
+	else
+		mbfs_journal_unstage(fs->journal, note);
+	if (!rc)
+		mbfs_xfer_sweep(fs);   /* the service answers again */
+	mb_log(MB_LOG_DEBUG, "batch of %zu file%s, %zu byte%s in %zu part%s: %s",
+	       n, n == 1 ? "" : "s", arch.len, arch.len == 1 ? "" : "s", nparts,
+	       nparts == 1 ? "" : "s", rc ? err->msg : "done");
+out:
+	mb_buf_release(&arch);
+	free(order);
+	return mbfs_fail(fs, rc, err);
+}
+
+void mbfs_wbsend_finish(struct mbfs *fs)
+{
+	char p[MB_PATH_MAX];
+	pthread_mutex_lock(&prev_lock);
+	snprintf(p, sizeof(p), "%s", prev_done);
+	prev_done[0] = '\0';
+	pthread_mutex_unlock(&prev_lock);
+	if (!p[0] || mbfs_check_alive(fs))
+		return;
+	struct mb_err err;
+	mb_err_clear(&err);
+	uint64_t outer = mb_op_deadline(mb_now_ms() + 5000);
+	mb_fs_remove(fs->client, &fs->ident, p, false, &err);
+	mb_op_deadline(outer);
+}

@@ -1,0 +1,57 @@
+/* wbsend.h: the transport of write-back batches (wbq.h): a batch of small
+ * files travels as one tar archive PUT in 1 MiB pieces into the guest's
+ * /tmp/.mbfs-up/ and one exec of fuse/guest/apply.sh, which unpacks it
+ * into a hidden directory of the mounted directory and renames each file
+ * into place (atomic per file), with its mode and mtime. Requests per
+ * batch: ceil(archive / 1 MiB) PUTs and one exec (one mkdir more when
+ * /tmp/.mbfs-up is missing).
+ *
+ * Transient failures (5xx, 429, resets, timeouts) are retried until the
+ * batch has made no progress for op_timeout; the exec is repeatable (a
+ * rerun after a lost answer prints the first run's report). The staging
+ * is noted in the journal first, so a crash or a failure leaves nothing
+ * on the guest for long (journal.h, mbfs_xfer_sweep).
+ *
+ * Knows nothing of nodes or of the queue: it moves bytes and reports per
+ * file. Called by the write-back flusher only (one batch at a time).
+ */
+#ifndef MBFS_WBSEND_H
+#define MBFS_WBSEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "common/err.h"
+
+struct mbfs;
+
+/* One file of a batch; filled by the caller, rc and why by mbfs_wbsend. */
+struct mbfs_wbfile {
+	char *path;          /* mount-relative, malloc'd by the caller */
+	char *data;          /* len bytes, malloc'd by the caller */
+	size_t len;
+	unsigned mode;       /* permission bits it gets */
+	time_t mtime;        /* whole seconds */
+	uint64_t tag;        /* the caller's (not sent) */
+	int rc;              /* 0: in place; else -errno */
+	char why[160];       /* for a failure: what the guest said */
+};
+
+/* Can path travel in a batch? (Its name fits a tar header and the list:
+ * at most 99 bytes, no newline anywhere in the path.) */
+bool mbfs_wbsend_fits(const char *path);
+
+/* Send the n files of v (distinct paths) as one batch. 0 when the guest
+ * ran it: v[i].rc tells each file's outcome; -errno when the batch as a
+ * whole failed (no file is known to be in place; err says why, after
+ * mbfs_fail). */
+int mbfs_wbsend(struct mbfs *fs, struct mbfs_wbfile *v, size_t n,
+		struct mb_err *err);
+
+/* At unmount, after the last batch: remove the report the last batch left
+ * for a rerun (one request; best effort). */
+void mbfs_wbsend_finish(struct mbfs *fs);
+
+#endif

@@ -1,0 +1,303 @@
+"""Write-back of small files: close() queues them, batches carry them (one
+archive in 1 MiB PUTs and one command per batch), and fsync, the control
+file's "sync" (mbexec, `mbfs --status --wait`) and unmount wait for them and
+report failures; -o sync_close restores uploads at close; a crash with files
+still queued loses nothing.
+
+Tests that need a file to stay queued while something else happens hold the
+queue with a first batch that the service answers slowly (one batch is in
+flight at a time): no timing is asserted."""
+import errno
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+import mbtest
+from test_mbfs_helpers import (CONTROL, guest_tree_digest, read_file, sh, tree_digest,
+                               unique, write_file)
+
+UMASK = os.umask(0o022)
+os.umask(UMASK)
+
+PUT = "PUT /containers/files"
+EXEC = "POST /containers/exec"
+MOVE = "POST /containers/files/move"
+REMOVE = "DELETE /containers/files/remove"
+
+
+@pytest.fixture(autouse=True)
+def no_faults_left(service):
+    yield
+    service.clear_faults()
+
+
+def finish(m):
+    rc = m.unmount()
+    log = m.log()
+    assert not mbtest.sanitizer_report(log), log
+    assert rc == 0, log[-3000:]
+    return log
+
+
+@pytest.fixture
+def wb(service, container, need_fuse):
+    m = mbtest.Mount(service, container, writeback=True)
+    yield m
+    finish(m)
+
+
+def control(m):
+    return json.loads(read_file(m.path(CONTROL)))
+
+
+def status(m, *args):
+    return subprocess.run([mbtest.MBFS, "--status"] + list(args) + [m.mountpoint],
+                          capture_output=True, text=True, timeout=120)
+
+
+def api_requests(service):
+    return sum(n for route, n in service.stats().get("requests", {}).items()
+               if " /containers" in route)
+
+
+def requests_of(service, route):
+    return service.stats().get("requests", {}).get(route, 0)
+
+
+def wait_for(cond, what, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.02)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def hold_queue(service, m, d):
+    """Send one file in a batch that the service answers after 5 s and return
+    once it is in flight: files closed meanwhile stay queued behind it."""
+    service.fault(route=PUT, count=1, match="wb-", delayMs=5000)
+    write_file(os.path.join(d, "blocker"), b"b\n")
+    wait_for(lambda: control(m)["writeback"]["inFlightFiles"] == 1, "the first batch")
+
+
+def test_many_small_files_go_in_few_requests(service, container, wb):
+    d = wb.path(unique("many"))
+    os.mkdir(d)
+    hold_queue(service, wb, d)     # so that they all wait for one batch
+    service.reset_stats()
+    want = {os.path.join(d, "blocker"): b"b\n"}
+    for i in range(200):
+        p = os.path.join(d, "f%03d.txt" % i)
+        data = (b"%d\n" % i) * (i * 7)          # 0 bytes to a few KiB
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o755 if i % 3 == 0 else 0o640)
+        os.write(fd, data)
+        os.close(fd)
+        want[p] = data
+    # what is queued reads as written, before and after it lands
+    assert control(wb)["writeback"]["pendingFiles"] == 201
+    assert sorted(os.listdir(d)) == sorted(os.path.basename(p) for p in want)
+    assert read_file(os.path.join(d, "f150.txt")) == want[os.path.join(d, "f150.txt")]
+    assert os.stat(os.path.join(d, "f003.txt")).st_mode & 0o777 == 0o755 & ~UMASK
+    assert os.stat(os.path.join(d, "f004.txt")).st_mode & 0o777 == 0o640 & ~UMASK
+    r = status(wb, "--wait")
+    assert r.returncode == 0, r
+    assert "pending: 0 files" in r.stdout, r.stdout
+    assert control(wb)["writeback"]["pendingFiles"] == 0
+    rel = os.path.relpath(d, wb.mountpoint)
+    assert guest_tree_digest(service, container, "/workspace/" + rel) == tree_digest(d)
+    # ~90 KiB in one batch: one PUT and one command (with the held batch's
+    # command), where one by one it took 200 PUTs and 67 chmods
+    assert requests_of(service, PUT) <= 2, service.stats()
+    assert requests_of(service, EXEC) <= 3, service.stats()   # + the test's own sh
+    assert api_requests(service) <= 6, service.stats()
+    # nothing of the staging is left in the tree
+    assert ".mbfs-up" not in sh(service, container, "ls -A /workspace /workspace/" + rel)
+
+
+def test_temp_file_renamed_in_queue_travels_once_under_its_name(service, container, wb):
+    d = wb.path(unique("atomic"))
+    os.mkdir(d)
+    write_file(os.path.join(d, "conf"), b"old\n")
+    assert status(wb, "--wait").returncode == 0
+    rel = "/workspace/" + os.path.relpath(d, wb.mountpoint)
+    hold_queue(service, wb, d)
+    service.reset_stats()
+    tmp = os.path.join(d, ".conf.tmp")
+    write_file(tmp, b"new\n")
+    os.chmod(tmp, 0o640)
+    os.rename(tmp, os.path.join(d, "conf"))      # an editor's atomic save
+    assert read_file(os.path.join(d, "conf")) == b"new\n"
+    assert not os.path.exists(tmp)
+    assert status(wb, "--wait").returncode == 0
+    # the rename happened here: no move, no remove, and the temp name never
+    # reached the sandbox; the file replaced the old one in place
+    stats = service.stats()
+    assert requests_of(service, MOVE) == 0 and requests_of(service, REMOVE) == 0, stats
+    assert sh(service, container, "cat %s/conf; stat -c %%a %s/conf; ls -A %s" % (rel, rel, rel)) == \
+        "new\n640\nblocker\nconf\n"
+
+
+def test_git_style_link_of_a_queued_temp_file(service, container, wb):
+    """git writes an object as a temporary file, links it into place and
+    removes the temporary: only the object travels, in a batch."""
+    d = wb.path(unique("objects"))
+    os.mkdir(d)
+    hold_queue(service, wb, d)
+    service.reset_stats()
+    tmp, obj = os.path.join(d, "tmp_obj_1"), os.path.join(d, "ab12")
+    write_file(tmp, b"blob\n")
+    os.chmod(tmp, 0o444)
+    os.link(tmp, obj)
+    os.unlink(tmp)
+    with pytest.raises(FileExistsError):
+        os.link(obj, obj)
+    assert read_file(obj) == b"blob\n"
+    assert status(wb, "--wait").returncode == 0
+    stats = service.stats()
+    assert requests_of(service, REMOVE) == 0 and requests_of(service, EXEC) <= 2, stats
+    rel = "/workspace/" + os.path.relpath(d, wb.mountpoint)
+    assert sh(service, container, "ls -A %s; cat %s/ab12; stat -c %%a %s/ab12" % (rel, rel, rel)) == \
+        "ab12\nblocker\nblob\n444\n"
+
+
+def test_file_created_and_removed_in_queue_never_travels(service, container, wb):
+    d = wb.path(unique("gone"))
+    os.mkdir(d)
+    hold_queue(service, wb, d)
+    service.reset_stats()
+    p = os.path.join(d, "scratch")
+    write_file(p, b"x" * 1000)
+    os.unlink(p)
+    assert not os.path.exists(p)
+    assert status(wb, "--wait").returncode == 0
+    # only the held batch's command ran; nothing was sent for scratch
+    assert requests_of(service, EXEC) <= 1, service.stats()
+    assert requests_of(service, REMOVE) == 0, service.stats()
+    rel = "/workspace/" + os.path.relpath(d, wb.mountpoint)
+    assert sh(service, container, "ls -A " + rel) == "blocker\n"
+
+
+def test_fsync_reports_a_failed_batch_and_keeps_the_data(service, container, wb):
+    name = unique("precious")
+    # a definite refusal of the archive's PUT (a full /tmp on the sandbox)
+    service.fault(route=PUT, count=20, match="wb-", status=403, error="file_access_denied")
+    data = b"data that must not be lost\n"
+    write_file(wb.path(name), data)      # close() queues it and succeeds
+    fd = os.open(wb.path(name), os.O_RDONLY)
+    try:
+        with pytest.raises(OSError) as e:
+            os.fsync(fd)
+        assert e.value.errno == errno.EIO
+    finally:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    service.clear_faults()
+    rpath = "/workspace/" + name
+    lines = [l for l in wb.log().splitlines() if "upload of '%s' failed" % rpath in l]
+    assert len(lines) == 1, wb.log()
+    kept = re.findall(r"data kept in (\S+)", lines[0])
+    assert kept and read_file(kept[0]) == data
+    doc = control(wb)
+    assert [k["path"] for k in doc["kept"]] == [rpath]
+    assert doc["writeback"]["failedFiles"] == 1
+    # the next sync reports it too (once), and --status names where it is
+    r = status(wb, "--wait")
+    assert r.returncode == 1, r
+    assert kept[0] in r.stdout
+    assert status(wb, "--wait").returncode == 0
+    # never on the sandbox, never partial
+    assert name not in sh(service, container, "ls -A /workspace").split()
+
+
+def test_transient_faults_are_retried(service, container, wb):
+    name = unique("flaky")
+    service.fault(route=PUT, count=2, match="wb-", status=503, error="files_unavailable")
+    service.fault(route=EXEC, count=1, status=429, error="execution_limit")
+    write_file(wb.path(name), b"ok\n")
+    r = status(wb, "--wait")
+    assert r.returncode == 0, (r, wb.log())
+    assert sh(service, container, "cat /workspace/" + name) == "ok\n"
+
+
+def test_sync_close_uploads_at_close_and_reports_there(service, container, need_fuse):
+    m = mbtest.Mount(service, container, options=["sync_close"])
+    try:
+        name = unique("sync-close")
+        write_file(m.path(name), b"one\n")
+        # on the sandbox as close returns: nothing queued, no sync needed
+        assert sh(service, container, "cat /workspace/" + name) == "one\n"
+        service.fault(route=PUT, count=3, status=403, error="file_access_denied")
+        f = open(m.path(name), "wb")
+        f.write(b"two\n")
+        with pytest.raises(OSError):
+            f.close()
+        assert sh(service, container, "cat /workspace/" + name) == "one\n"
+        assert control(m)["writeback"]["sentFiles"] == 0
+    finally:
+        finish(m)
+
+
+def test_mbexec_sees_files_closed_before_it(service, container, wb):
+    d = wb.path(unique("seen"))
+    os.mkdir(d)
+    hold_queue(service, wb, d)
+    write_file(os.path.join(d, "f"), b"x\n")
+    p = mbtest.run_mbexec(service, ["cat", "blocker", "f"], cwd=d)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == b"b\nx\n"
+
+
+def test_unmount_sends_what_is_queued(service, container, need_fuse):
+    m = mbtest.Mount(service, container, writeback=True)
+    name = unique("at-unmount")
+    try:
+        d = m.path(name)
+        os.mkdir(d)
+        hold_queue(service, m, d)
+        for i in range(5):
+            write_file(os.path.join(d, "f%d" % i), b"%d\n" % i)
+    finally:
+        finish(m)
+    assert sh(service, container, "cat /workspace/%s/f0 /workspace/%s/f4" % (name, name)) == "0\n4\n"
+
+
+def test_kill9_with_queued_files_then_remount_uploads_them(service, container, need_fuse, tmp_path):
+    cache = str(tmp_path / "cache")
+    name = unique("crash-queued")
+    # every batch fails for now, as a transient fault: the files stay queued
+    service.fault(route=PUT, count=100000, match="wb-", status=503, error="files_unavailable")
+    m = mbtest.Mount(service, container, options=["cache_dir=" + cache], writeback=True)
+    try:
+        d = m.path(name)
+        os.mkdir(d)
+        for i in range(5):
+            write_file(os.path.join(d, "f%d" % i), b"queued %d\n" % i)
+        os.chmod(os.path.join(d, "f1"), 0o755)
+        assert control(m)["writeback"]["pendingFiles"] == 5
+    finally:
+        m.proc.send_signal(signal.SIGKILL)
+        m.proc.wait(30)
+        subprocess.run(["fusermount3", "-uz", m.mountpoint], capture_output=True)
+        m.unmount()
+    assert not mbtest.sanitizer_report(m.log()), m.log()
+    service.clear_faults()
+    assert sh(service, container, "ls -A /workspace/" + name) == ""
+    # the next mount finds them in the journal and uploads them
+    m2 = mbtest.Mount(service, container, options=["cache_dir=" + cache], writeback=True)
+    finish(m2)
+    out = sh(service, container, "cd /workspace/%s && cat f0 f1 f2 f3 f4 && stat -c %%a f1 f2" % name)
+    assert out == "queued 0\nqueued 1\nqueued 2\nqueued 3\nqueued 4\n755\n644\n", out
+
+
+def test_status_of_something_else_fails(tmp_path):
+    r = subprocess.run([mbtest.MBFS, "--status", str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert "not an mbfs mount" in r.stderr
