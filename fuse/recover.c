@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 
 #include "common/buf.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "fuse/guest_sh.h"
 #include "fuse/journal.h"
 #include "fuse/mbfs.h"
@@ -89,6 +91,28 @@ static int still_base(struct mbfs *fs, const struct mbfs_jrec *r,
 	return ok;
 }
 
+/* Does the guest's file at r->rpath hold exactly the bytes of local? A
+ * batch or an upload in flight when mbfs stopped may have landed after
+ * all; that is no conflict. */
+static bool landed(struct mbfs *fs, const char *local, const struct mbfs_jrec *r)
+{
+	char want[65], got[65];
+	unsigned char buf[65536];
+	struct mb_sha256 h;
+	ssize_t n;
+	int fd = open(local, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	mb_sha256_init(&h);
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		mb_sha256_update(&h, buf, (size_t)n);
+	close(fd);
+	if (n < 0)
+		return false;
+	mb_sha256_final_hex(&h, want);
+	return mbfs_remote_sha256(fs, r->rpath, got) == 0 && strcmp(want, got) == 0;
+}
+
 /* Upload local as r says; 0 or -errno with err. */
 static int upload(struct mbfs *fs, const char *local,
 		  const struct mbfs_jrec *r, struct mb_err *err)
@@ -141,6 +165,12 @@ static enum mbfs_jact on_dirty(void *ud, const char *local,
 		       "tried again at the next mount", r->rpath, differs);
 		x->left++;
 		return MBFS_J_LEAVE;
+	}
+	if (rc == 0 && landed(fs, local, r)) {
+		mb_log(MB_LOG_INFO, "'%s' was written before mbfs stopped: the "
+		       "sandbox has it already", r->rpath);
+		x->uploaded++;
+		return MBFS_J_DONE;
 	}
 	if (rc == 0)
 		return keep(x, local, r->rpath, differs);

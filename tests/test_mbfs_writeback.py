@@ -297,6 +297,38 @@ def test_kill9_with_queued_files_then_remount_uploads_them(service, container, n
     assert out == "queued 0\nqueued 1\nqueued 2\nqueued 3\nqueued 4\n755\n644\n", out
 
 
+def test_kill9_while_a_batch_is_in_flight_is_no_conflict(service, container, need_fuse, tmp_path):
+    # the batch's command runs but its answer is held; mbfs dies meanwhile.
+    # The next mount finds the journal's files already on the sandbox, byte
+    # for byte: uploaded, not "made on the sandbox since".
+    cache = str(tmp_path / "cache")
+    name = unique("crash-inflight")
+    m = mbtest.Mount(service, container, options=["cache_dir=" + cache], writeback=True)
+    try:
+        d = m.path(name)
+        os.mkdir(d)
+        service.fault(route=EXEC, count=1, delayMs=20000, when="after")   # the batch's command
+        for i in range(8):
+            write_file(os.path.join(d, "f%d" % i), b"in flight %d\n" % i)
+        # (files routes only: an exec of ours would take the fault)
+        wait_for(lambda: service.get_file(container, "/workspace/%s/f7" % name)[0] == 200,
+                 "the batch landing")
+        assert control(m)["writeback"]["inFlightFiles"] == 8   # its answer not yet back
+    finally:
+        m.proc.send_signal(signal.SIGKILL)
+        m.proc.wait(30)
+        subprocess.run(["fusermount3", "-uz", m.mountpoint], capture_output=True)
+        m.unmount()
+    m2 = mbtest.Mount(service, container, options=["cache_dir=" + cache], writeback=True)
+    try:
+        assert not control(m2).get("kept"), control(m2)
+    finally:
+        log = finish(m2)
+    assert "made on the sandbox since" not in log, log
+    assert not [f for _, _, fs in os.walk(os.path.join(cache, "kept")) for f in fs]
+    assert sh(service, container, "cat /workspace/%s/f7" % name) == "in flight 7\n"
+
+
 def test_status_of_something_else_fails(tmp_path):
     r = subprocess.run([mbtest.MBFS, "--status", str(tmp_path)], capture_output=True, text=True)
     assert r.returncode == 2
