@@ -12,7 +12,7 @@ import threading
 import pytest
 
 import mbtest
-from test_mbfs_helpers import CONTROL, MiB, guest_sha, read_file, sh, sha, unique
+from test_mbfs_helpers import CONTROL, MiB, finish, guest_sha, read_file, sh, sha, unique
 
 PUT = "PUT /containers/files"
 
@@ -39,14 +39,6 @@ def kill9(m):
     subprocess.run(["fusermount3", "-uz", m.mountpoint], capture_output=True)
     m.unmount()
     assert not mbtest.sanitizer_report(m.log()), m.log()
-
-
-def finish(m):
-    rc = m.unmount()
-    log = m.log()
-    assert not mbtest.sanitizer_report(log), log
-    assert rc == 0, log
-    return log
 
 
 def write_unclosed(path, data, mode=0o644, flags=os.O_WRONLY | os.O_CREAT):

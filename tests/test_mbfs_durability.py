@@ -17,7 +17,7 @@ import urllib.parse
 import pytest
 
 import mbtest
-from test_mbfs_helpers import CONTROL, MiB, guest_sha, read_file, sh, sha, sync, unique, write_file
+from test_mbfs_helpers import CONTROL, MiB, finish, guest_sha, read_file, sh, sha, sync, unique, write_file
 
 PUT = "PUT /containers/files"
 REMOVE = "DELETE /containers/files/remove"
@@ -27,14 +27,6 @@ REMOVE = "DELETE /containers/files/remove"
 def no_faults_left(service):
     yield
     service.clear_faults()
-
-
-def finish(m):
-    rc = m.unmount()
-    log = m.log()
-    assert not mbtest.sanitizer_report(log), log
-    assert rc == 0, log
-    return log
 
 
 @pytest.mark.parametrize("fault", [

@@ -66,6 +66,16 @@ def hold_writeback(service, mount, d):
         time.sleep(0.02)
 
 
+def finish(m):
+    """Unmount m, check it ended cleanly (exit 0, no sanitizer report) and
+    return its log."""
+    rc = m.unmount()
+    log = m.log()
+    assert not mbtest.sanitizer_report(log), log
+    assert rc == 0, log[-3000:]
+    return log
+
+
 def write_file(path, data):
     with open(path, "wb") as f:
         f.write(data)

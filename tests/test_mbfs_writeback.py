@@ -18,8 +18,8 @@ import time
 import pytest
 
 import mbtest
-from test_mbfs_helpers import (CONTROL, guest_tree_digest, read_file, sh, tree_digest,
-                               unique, write_file)
+from test_mbfs_helpers import (CONTROL, finish, guest_tree_digest, hold_writeback, read_file,
+                               sh, tree_digest, unique, write_file)
 
 UMASK = os.umask(0o022)
 os.umask(UMASK)
@@ -34,14 +34,6 @@ REMOVE = "DELETE /containers/files/remove"
 def no_faults_left(service):
     yield
     service.clear_faults()
-
-
-def finish(m):
-    rc = m.unmount()
-    log = m.log()
-    assert not mbtest.sanitizer_report(log), log
-    assert rc == 0, log[-3000:]
-    return log
 
 
 @pytest.fixture
@@ -78,18 +70,10 @@ def wait_for(cond, what, timeout=60):
     raise AssertionError("timed out waiting for " + what)
 
 
-def hold_queue(service, m, d):
-    """Send one file in a batch that the service answers after 5 s and return
-    once it is in flight: files closed meanwhile stay queued behind it."""
-    service.fault(route=PUT, count=1, match="wb-", delayMs=5000)
-    write_file(os.path.join(d, "blocker"), b"b\n")
-    wait_for(lambda: control(m)["writeback"]["inFlightFiles"] == 1, "the first batch")
-
-
 def test_many_small_files_go_in_few_requests(service, container, wb):
     d = wb.path(unique("many"))
     os.mkdir(d)
-    hold_queue(service, wb, d)     # so that they all wait for one batch
+    hold_writeback(service, wb, d)     # so that they all wait for one batch
     service.reset_stats()
     want = {os.path.join(d, "blocker"): b"b\n"}
     for i in range(200):
@@ -126,7 +110,7 @@ def test_temp_file_renamed_in_queue_travels_once_under_its_name(service, contain
     write_file(os.path.join(d, "conf"), b"old\n")
     assert status(wb, "--wait").returncode == 0
     rel = "/workspace/" + os.path.relpath(d, wb.mountpoint)
-    hold_queue(service, wb, d)
+    hold_writeback(service, wb, d)
     service.reset_stats()
     tmp = os.path.join(d, ".conf.tmp")
     write_file(tmp, b"new\n")
@@ -148,7 +132,7 @@ def test_git_style_link_of_a_queued_temp_file(service, container, wb):
     removes the temporary: only the object travels, in a batch."""
     d = wb.path(unique("objects"))
     os.mkdir(d)
-    hold_queue(service, wb, d)
+    hold_writeback(service, wb, d)
     service.reset_stats()
     tmp, obj = os.path.join(d, "tmp_obj_1"), os.path.join(d, "ab12")
     write_file(tmp, b"blob\n")
@@ -169,7 +153,7 @@ def test_git_style_link_of_a_queued_temp_file(service, container, wb):
 def test_file_created_and_removed_in_queue_never_travels(service, container, wb):
     d = wb.path(unique("gone"))
     os.mkdir(d)
-    hold_queue(service, wb, d)
+    hold_writeback(service, wb, d)
     service.reset_stats()
     p = os.path.join(d, "scratch")
     write_file(p, b"x" * 1000)
@@ -248,7 +232,7 @@ def test_sync_close_uploads_at_close_and_reports_there(service, container, need_
 def test_mbexec_sees_files_closed_before_it(service, container, wb):
     d = wb.path(unique("seen"))
     os.mkdir(d)
-    hold_queue(service, wb, d)
+    hold_writeback(service, wb, d)
     write_file(os.path.join(d, "f"), b"x\n")
     p = mbtest.run_mbexec(service, ["cat", "blocker", "f"], cwd=d)
     assert p.returncode == 0, p.stderr
@@ -261,7 +245,7 @@ def test_unmount_sends_what_is_queued(service, container, need_fuse):
     try:
         d = m.path(name)
         os.mkdir(d)
-        hold_queue(service, m, d)
+        hold_writeback(service, m, d)
         for i in range(5):
             write_file(os.path.join(d, "f%d" % i), b"%d\n" % i)
     finally:
