@@ -63,6 +63,15 @@ static void fresh_stat(struct mbfs *fs, const struct mbfs_node *n,
 	st->st_ino = (ino_t)mbfs_ino(fs, n->path);
 }
 
+/* An entry of path's directory changes here alone (its batch, if any,
+ * comes later): times queued for the directory land first, or they would
+ * show over the change. */
+static void dir_changes(struct mbfs *fs, const char *path)
+{
+	mbfs_batch_flush(fs, path, MBFS_BATCH_PARENT);
+	mbfs_wbq_parent_changes(fs, path, true);
+}
+
 int mbfs_node_create(struct mbfs *fs, const char *path, unsigned mode,
 		     int flags, struct mbfs_node **out)
 {
@@ -117,7 +126,7 @@ int mbfs_node_create(struct mbfs *fs, const char *path, unsigned mode,
 	mbfs_data_drop(fs->data, path);
 	/* the directory's mtime becomes now (cache.h): times still queued
 	 * for it land first, or they would show over it */
-	mbfs_batch_flush(fs, path, MBFS_BATCH_PARENT);
+	dir_changes(fs, path);
 	mbfs_cache_put(fs->cache, path, &st);
 	*out = n;
 	return 0;
@@ -202,6 +211,7 @@ int mbfs_node_unlink_new(struct mbfs *fs, const char *path)
 	mbfs_node_unrecord(fs, n);   /* never to be uploaded */
 	pthread_mutex_unlock(&n->lock);
 	mbfs_node_release(fs, n);
+	dir_changes(fs, path);
 	return 1;
 }
 
@@ -244,6 +254,8 @@ int mbfs_node_rename_new(struct mbfs *fs, const char *from, const char *to,
 		 * there, atomically) */
 		mbfs_node_renamed(fs, from, to);
 		mbfs_node_will_change(fs, n, false);   /* the record follows */
+		dir_changes(fs, from);
+		dir_changes(fs, to);
 		mbfs_data_drop(fs->data, to);
 		mbfs_cache_renamed(fs->cache, from, to);
 		mbfs_ino_renamed(fs, from, to);
@@ -308,6 +320,7 @@ static int copy_new(struct mbfs *fs, struct mbfs_node *n, const char *to)
 		return rc;
 	}
 	mbfs_data_drop(fs->data, to);
+	dir_changes(fs, to);
 	mbfs_cache_put(fs->cache, to, &st);
 	if (!mbfs_wbq_add(fs, c, size))
 		rc = mbfs_node_flush(fs, c);

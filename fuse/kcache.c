@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "fuse/mbfs.h"
@@ -28,6 +29,7 @@ struct kpath {
 	struct kpath *next;     /* in its bucket */
 	uint64_t hash;
 	uint64_t gen;           /* bumped by every sighting */
+	unsigned type;          /* S_IFMT bits shown, 0 when not known */
 	bool queued;
 	char path[];
 };
@@ -151,12 +153,15 @@ static void grow_locked(struct mbfs_kcache *kc)
 
 /* Remember path (seen now); the entry, or NULL when full or out of
  * memory. */
-static struct kpath *add_locked(struct mbfs_kcache *kc, const char *path)
+static struct kpath *add_locked(struct mbfs_kcache *kc, const char *path,
+				unsigned type)
 {
 	uint64_t h = hash_path(path);
 	struct kpath *p = find_locked(kc, path, h);
 	if (p) {
 		p->gen = ++kc->gen;
+		if (type)
+			p->type = type;
 		return p;
 	}
 	if (kc->count >= MBFS_KCACHE_MAX) {
@@ -175,6 +180,7 @@ static struct kpath *add_locked(struct mbfs_kcache *kc, const char *path)
 	memcpy(p->path, path, n);
 	p->hash = h;
 	p->gen = ++kc->gen;
+	p->type = type;
 	p->queued = false;
 	p->next = kc->tab[h % kc->nbuckets];
 	kc->tab[h % kc->nbuckets] = p;
@@ -200,13 +206,17 @@ static void queue_locked(struct mbfs_kcache *kc, struct kpath *p)
 	pthread_cond_signal(&kc->wake);
 }
 
-void mbfs_kcache_seen(struct mbfs_kcache *kc, const char *path)
+bool mbfs_kcache_seen(struct mbfs_kcache *kc, const char *path, mode_t mode)
 {
 	if (!kc)
-		return;
+		return false;
+	unsigned type = (unsigned)(mode & S_IFMT);
 	pthread_mutex_lock(&kc->lock);
-	add_locked(kc, path);
+	struct kpath *p = find_locked(kc, path, hash_path(path));
+	bool retyped = p && p->type && type && p->type != type;
+	add_locked(kc, path, type);
 	pthread_mutex_unlock(&kc->lock);
+	return retyped;
 }
 
 void mbfs_kcache_moved(struct mbfs_kcache *kc, const char *from,
@@ -238,7 +248,7 @@ void mbfs_kcache_moved(struct mbfs_kcache *kc, const char *from,
 		moved = p->next;
 		int r = snprintf(buf, sizeof(buf), "%s%s", to, p->path + n);
 		if (r > 0 && (size_t)r < sizeof(buf))
-			add_locked(kc, buf);
+			add_locked(kc, buf, p->type);
 		free(p);
 	}
 	pthread_mutex_unlock(&kc->lock);

@@ -26,6 +26,7 @@
 #define MBFS_KCACHE_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 struct fuse;
 struct mbfs_kcache;
@@ -49,8 +50,12 @@ int mbfs_kcache_start(struct mbfs_kcache *kc, struct fuse *f);
 void mbfs_kcache_stop(struct mbfs_kcache *kc);
 
 /* The kernel was given the attributes of path (a lookup, a getattr, a
- * readdirplus entry): remember it. Cheap; called on every such answer. */
-void mbfs_kcache_seen(struct mbfs_kcache *kc, const char *path);
+ * readdirplus entry) with mode: remember it. Cheap; called on every such
+ * answer. true when the kernel was last shown another type under this name
+ * (the guest made a file a directory, say): it would find its inode of the
+ * old type wrong and fail the call with EIO, so a getattr answers ESTALE
+ * instead, and the kernel looks the name up again (see _gone). */
+bool mbfs_kcache_seen(struct mbfs_kcache *kc, const char *path, mode_t mode);
 /* path became to through the mount (a rename the kernel made itself): what
  * was remembered of from and below it is now under to. */
 void mbfs_kcache_moved(struct mbfs_kcache *kc, const char *from,

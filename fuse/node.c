@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include "fuse/cache.h"
 #include "fuse/data.h"
 #include "fuse/journal.h"
+#include "fuse/kcache.h"
 #include "fuse/mbfs.h"
 #include "fuse/node.h"
 #include "fuse/node_int.h"
@@ -129,6 +131,13 @@ int mbfs_node_open(struct mbfs *fs, const char *path, int flags,
 		n = NULL;
 	}
 	if (!n) {
+		/* the kernel may still hold a name that is gone (a new file
+		 * whose batch failed for good, a removal on the sandbox): no
+		 * node and no file means no open, not an empty file */
+		struct stat st;
+		if (mbfs_cache_getattr(fs, path, &st) == -ENOENT)
+			return mbfs_kcache_gone(fs->kcache, path) ? -ESTALE
+								   : -ENOENT;
 		struct mbfs_node *fresh = mbfs_node_alloc(path);
 		if (!fresh)
 			return -ENOMEM;
@@ -335,7 +344,10 @@ int mbfs_node_before_utimens(struct mbfs *fs, const char *path, bool now,
 	pthread_mutex_unlock(&fs->nodes_lock);
 	if (dirty && mbfs_node_wb_retime(fs, path, &t[1]))
 		return 1;   /* its batch sets the time */
-	if (!n)   /* a directory: files queued in it land first */
+	/* a directory: its time follows the files queued in it, or they
+	 * land first */
+	if (!n && (t[1].tv_nsec == UTIME_OMIT ||
+		   !mbfs_wbq_dir_time(fs, path, &t[1])))
 		mbfs_wbq_flush(fs, path, MBFS_BATCH_CHILDREN);
 	if (dirty && now)
 		return 1;   /* its upload will set "now" anyway */

@@ -51,6 +51,7 @@ int mbfs_ns_mkdir(struct mbfs *fs, const char *path, mode_t mode)
 	if (rc)
 		return rc;
 	mbfs_batch_flush(fs, path, MBFS_BATCH_PARENT);
+	mbfs_wbq_parent_changes(fs, path, false);
 	struct mb_err err;
 	mb_err_clear(&err);
 	rc = mb_fs_mkdir(fs->client, &fs->ident, rpath, false, mode & 0777, &err);
@@ -112,6 +113,7 @@ static int remove_path(struct mbfs *fs, const char *path, bool dir)
 	}
 	mbfs_batch_flush(fs, path, MBFS_BATCH_SELF | MBFS_BATCH_BELOW |
 			 MBFS_BATCH_PARENT);
+	mbfs_wbq_parent_changes(fs, path, false);
 	/* a queued copy of it (or below it) would land after the remove */
 	mbfs_wbq_flush(fs, path, MBFS_BATCH_SELF | MBFS_BATCH_BELOW);
 	mbfs_wbq_settle(fs);
@@ -198,6 +200,8 @@ int mbfs_ns_rename(struct mbfs *fs, const char *from, const char *to,
 	mbfs_batch_flush(fs, from, MBFS_BATCH_PARENT);
 	mbfs_batch_flush(fs, to, MBFS_BATCH_SELF | MBFS_BATCH_BELOW |
 			 MBFS_BATCH_PARENT);
+	mbfs_wbq_parent_changes(fs, from, false);
+	mbfs_wbq_parent_changes(fs, to, false);
 	mbfs_batch_move_begin(fs, from);
 	struct mb_err err;
 	mb_err_clear(&err);

@@ -149,7 +149,7 @@ static int mbfs_getattr(const char *path, struct stat *st,
 		mbfs_node_fgetattr(FS, NODE(fi), st);
 		st->st_ino = (ino_t)mbfs_ino(FS, buf);
 		if (!gone)
-			mbfs_kcache_seen(FS->kcache, buf);
+			mbfs_kcache_seen(FS->kcache, buf, st->st_mode);
 		return 0;
 	}
 	int rc = mbfs_check_alive(FS);
@@ -158,7 +158,7 @@ static int mbfs_getattr(const char *path, struct stat *st,
 	if (!rc && (rc = mbfs_hidden_getattr(FS, path, st)) == 1)
 		return 0;
 	if (!rc && mbfs_node_stat_new(FS, NULL, path, st)) {
-		mbfs_kcache_seen(FS->kcache, path);
+		mbfs_kcache_seen(FS->kcache, path, st->st_mode);
 		return 0;
 	}
 	if (!rc) {
@@ -183,7 +183,8 @@ static int mbfs_getattr(const char *path, struct stat *st,
 		mbfs_node_getattr(FS, path, st);
 	if (!rc) {
 		st->st_ino = (ino_t)mbfs_ino(FS, path);
-		mbfs_kcache_seen(FS->kcache, path);
+		if (mbfs_kcache_seen(FS->kcache, path, st->st_mode))
+			rc = -ESTALE;
 	}
 	return rc;
 }
@@ -229,7 +230,7 @@ static int fill(struct dirfill *d, const char *name, const struct stat *st)
 			return 0;   /* removed here while open */
 		mbfs_batch_apply(FS, path, &s);
 		s.st_ino = (ino_t)mbfs_ino(FS, path);
-		mbfs_kcache_seen(FS->kcache, path);   /* readdirplus */
+		mbfs_kcache_seen(FS->kcache, path, s.st_mode);   /* readdirplus */
 	}
 	return d->filler(d->buf, name, &s, 0, FUSE_FILL_DIR_PLUS);
 }
@@ -341,6 +342,7 @@ static int mbfs_symlink(const char *target, const char *path)
 		return rc;
 	mbfs_hidden_settle(FS, NULL);
 	mbfs_batch_flush(FS, path, MBFS_BATCH_PARENT);
+	mbfs_wbq_parent_changes(FS, path, false);
 	rc = mbfs_remote_symlink(FS, target, path);
 	if (rc) {
 		mbfs_cache_invalidate(FS->cache, path);
@@ -402,6 +404,7 @@ static int mbfs_link(const char *from, const char *to)
 	if (!rc) {
 		mbfs_batch_flush(FS, from, MBFS_BATCH_SELF);
 		mbfs_batch_flush(FS, to, MBFS_BATCH_PARENT);
+		mbfs_wbq_parent_changes(FS, to, false);
 		rc = mbfs_remote_link(FS, from, to);
 	}
 	mbfs_cache_invalidate(FS->cache, to);

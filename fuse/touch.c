@@ -29,7 +29,7 @@
 
 /* A time as touch.sh takes it: "@SECONDS.NANOSECONDS" (touch -d), or "-"
  * to leave it alone. */
-static void touch_time(char out[32], const struct timespec *ts)
+void mbfs_touch_time(char out[32], const struct timespec *ts)
 {
 	long long sec = ts->tv_sec;
 	long nsec = ts->tv_nsec;
@@ -157,8 +157,8 @@ static void close_group(struct batch *b, struct group *g, size_t base,
 	char at[32], mt[32];
 	if (!g->key)
 		return;
-	touch_time(at, &g->key->a);
-	touch_time(mt, &g->key->m);
+	mbfs_touch_time(at, &g->key->a);
+	mbfs_touch_time(mt, &g->key->m);
 	mb_buf_init(&text, 2 * max);
 	int rc = mb_buf_appendf(&text, " %s %s %zu", at, mt, g->count);
 	rc = rc ? rc : mbfs_sh_arg(&text, g->marks.data);

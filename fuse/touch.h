@@ -24,4 +24,7 @@ struct mbfs_touch {
 void mbfs_touch_send(struct mbfs *fs, struct mbfs_touch **v, size_t n,
 		     char *why, size_t whysz);
 
+/* ts as a `touch -d` value (@SECONDS.NANOSECONDS), "-" for UTIME_OMIT. */
+void mbfs_touch_time(char out[32], const struct timespec *ts);
+
 #endif

@@ -22,6 +22,7 @@
 #include "fuse/data.h"
 #include "fuse/node_int.h"
 #include "fuse/remote.h"
+#include "fuse/wbq.h"
 
 struct written {
 	uint64_t size;
@@ -56,8 +57,10 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 	int rc = mbfs_check_alive(fs);
 	/* times queued for the file or its directory land first: the upload
 	 * moves both mtimes */
-	if (!rc)
+	if (!rc) {
 		mbfs_batch_flush(fs, path, MBFS_BATCH_SELF | MBFS_BATCH_PARENT);
+		mbfs_wbq_parent_changes(fs, path, false);
+	}
 	struct mb_err err;
 	mb_err_clear(&err);
 	mbfs_data_drop(fs->data, path);

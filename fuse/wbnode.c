@@ -9,9 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/log.h"
 #include "common/util.h"
+#include "fuse/batch.h"
 #include "fuse/cache.h"
 #include "fuse/data.h"
 #include "fuse/mbfs.h"
@@ -118,12 +120,16 @@ void mbfs_node_wb_done(struct mbfs *fs, struct mbfs_node *n,
 	pthread_mutex_lock(&fs->nodes_lock);
 	bool here = !n->unlinked && strcmp(n->path, f->path) == 0;
 	bool same = here && n->version == f->tag;
+	/* a time set while the batch was in flight (retime above) */
+	bool timed = same && n->times_version == n->version &&
+		     n->mtime.tv_sec != f->mtime;
+	struct timespec tv[2] = { { 0, UTIME_OMIT }, n->mtime };
 	if (!rc && here) {
 		/* the guest has this version now, whatever came after it */
 		n->fresh = false;
 		n->base_known = true;
 		n->base_size = f->len;
-		n->base_mtime = f->mtime;
+		n->base_mtime = timed ? tv[1].tv_sec : f->mtime;
 		memcpy(n->base_sha, sha, sizeof(n->base_sha));
 		if (same)
 			n->dirty = false;
@@ -140,6 +146,8 @@ void mbfs_node_wb_done(struct mbfs *fs, struct mbfs_node *n,
 		struct stat st;
 		guest_stat(fs, f, &st);
 		mbfs_cache_put(fs->cache, f->path, &st);
+		if (timed)
+			mbfs_batch_utimens(fs, f->path, tv);
 	} else if (same) {
 		struct mb_err err;
 		mb_err_clear(&err);
@@ -163,10 +171,12 @@ int mbfs_node_wb_retime(struct mbfs *fs, const char *path,
 	/* a queued copy, or one that close will queue (tar and cp -p set
 	 * times before they close): its batch carries the time; if it is
 	 * uploaded instead (fsync first, grown too large), upload.c queues
-	 * the time after it. In a batch being sent: not here */
+	 * the time after it. In a batch being sent (tar sets times after
+	 * close): wb_done queues the time after the batch, so utime never
+	 * waits for the network */
 	bool take = n && n->dirty && !n->unlinked &&
-		    (mbfs_wbq_queued(fs, n) ||
-		     (!mbfs_wbq_busy(fs, n) && n->size <= MBFS_WBQ_FILE_MAX &&
+		    (mbfs_wbq_queued(fs, n) || mbfs_wbq_busy(fs, n) ||
+		     (n->size <= MBFS_WBQ_FILE_MAX &&
 		      mbfs_wbsend_fits(n->path)));
 	if (take) {
 		n->mtime = *mtime;

@@ -12,10 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/log.h"
 #include "common/util.h"
 #include "fuse/batch.h"
+#include "fuse/cache.h"
 #include "fuse/mbfs.h"
 #include "fuse/node.h"
 #include "fuse/node_int.h"
@@ -24,7 +26,9 @@
 
 struct entry {
 	struct entry *next;
-	struct mbfs_node *n;     /* the queue's reference */
+	struct mbfs_node *n;     /* the queue's reference; NULL: a dir time */
+	char *dpath;             /* a directory time's directory, and */
+	struct timespec dtime;   /* its mtime (mbfs_wbq_dir_time) */
 	uint64_t bytes;          /* size when last queued */
 	uint64_t since_ms;       /* queued at */
 	bool inflight;           /* in the batch being sent */
@@ -70,6 +74,7 @@ void mbfs_wbq_free(struct mbfs_wbq *q)
 	 * nodes are freed with the rest (mbfs_node_free_all) */
 	while (q->head) {
 		struct entry *e = q->head->next;
+		free(q->head->dpath);
 		free(q->head);
 		q->head = e;
 	}
@@ -88,6 +93,12 @@ static struct entry *find(struct mbfs_wbq *q, const struct mbfs_node *n)
 
 /* ---- sending one batch ---- */
 
+static void set_mtime(struct stat *st, const void *arg)
+{
+	st->st_mtim = *(const struct timespec *)arg;
+	st->st_ctim = st->st_mtim;
+}
+
 static void note_failure(struct mbfs_wbq *q, size_t count, const char *path,
 			 const char *why)
 {
@@ -102,13 +113,19 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 {
 	size_t k = 0;
 	uint64_t bytes = 0, now = mb_now_ms();
+	bool skipped = false;
 	for (struct entry *e = q->head; e; e = e->next) {
 		if (e->inflight)
 			continue;
 		/* just closed: a rename or link of it (an editor's save, a
 		 * git object) usually follows at once and is cheaper here */
-		if (!e->urgent && !q->stop &&
-		    now < e->since_ms + MBFS_WBQ_MIN_AGE_MS)
+		if (e->n && !e->urgent && !q->stop &&
+		    now < e->since_ms + MBFS_WBQ_MIN_AGE_MS) {
+			skipped = true;
+			continue;
+		}
+		/* a directory time never overtakes a file queued before it */
+		if (!e->n && skipped)
 			continue;
 		if (k && (k >= MBFS_WBQ_BATCH_FILES ||
 			  bytes + e->bytes > MBFS_WBQ_BATCH_MAX))
@@ -122,19 +139,27 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 		return;
 	struct entry **ev = malloc(k * sizeof(*ev));
 	struct mbfs_wbfile *fv = calloc(k, sizeof(*fv));
+	struct mbfs_wbdir *dv = calloc(k, sizeof(*dv));
 	size_t *fe = malloc(k * sizeof(*fe));
-	if (!ev || !fv || !fe) {
+	if (!ev || !fv || !dv || !fe) {
 		for (struct entry *e = q->head; e; e = e->next)
 			e->inflight = false;
 		free(ev);
 		free(fv);
+		free(dv);
 		free(fe);
 		return;   /* the flusher tries again after its delay */
 	}
-	size_t i = 0;
-	for (struct entry *e = q->head; e && i < k; e = e->next)
-		if (e->inflight)
-			ev[i++] = e;
+	size_t i = 0, nd = 0;
+	for (struct entry *e = q->head; e && i < k; e = e->next) {
+		if (!e->inflight)
+			continue;
+		ev[i++] = e;
+		if (!e->n) {   /* the entry keeps the path while in flight */
+			dv[nd].path = e->dpath;
+			dv[nd++].mtime = e->dtime;
+		}
+	}
 	q->queued -= k;
 	q->queued_bytes -= bytes;
 	q->inflight += k;
@@ -146,6 +171,8 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 	size_t nf = 0, failed = 0, bfailed = 0;
 	char first_fail[MB_PATH_MAX] = "", first_why[200] = "";
 	for (i = 0; i < k; i++) {
+		if (!ev[i]->n)
+			continue;
 		int r = mbfs_node_wb_take(fs, ev[i]->n, &fv[nf]);
 		if (r > 0) {
 			fe[nf++] = i;
@@ -162,13 +189,13 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 	mb_err_clear(&err);
 	int rc = 0;
 	uint64_t sent = 0;
-	if (nf) {
+	if (nf || nd) {
 		/* times queued for these files or their directories land
 		 * first: the batch moves both mtimes */
 		for (i = 0; i < nf; i++)
 			mbfs_batch_flush(fs, fv[i].path,
 					 MBFS_BATCH_SELF | MBFS_BATCH_PARENT);
-		rc = mbfs_wbsend(fs, fv, nf, &err);
+		rc = mbfs_wbsend(fs, fv, nf, dv, nd, &err);
 	}
 	for (i = 0; i < nf; i++) {
 		struct mbfs_wbfile *f = &fv[i];
@@ -186,15 +213,21 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 		free(f->path);
 		free(f->data);
 	}
+	/* the files' renames moved these directories' mtimes, then the
+	 * batch set them: what the cache assumed after the files is wrong */
+	for (i = 0; i < nd && !rc; i++)
+		mbfs_cache_modify(fs->cache, dv[i].path, set_mtime,
+				  &dv[i].mtime);
 	free(fv);
+	free(dv);
 	free(fe);
 
 	struct mbfs_node **drop = malloc(k * sizeof(*drop));
-	size_t nd = 0;
+	size_t ndrop = 0;
 	pthread_mutex_lock(&q->lock);
 	q->inflight -= k;
 	q->inflight_bytes -= bytes;
-	if (nf)
+	if (nf || nd)
 		q->sent_batches++;
 	q->sent_files += nf - bfailed;
 	q->sent_bytes += sent;
@@ -209,7 +242,7 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 			pp = &e->next;
 			continue;
 		}
-		if (e->again || !drop) {
+		if (e->n && (e->again || !drop)) {
 			/* changed and closed again meanwhile: it goes in a
 			 * later batch, with the same reference */
 			e->inflight = e->again = false;
@@ -219,15 +252,17 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 			pp = &e->next;
 			continue;
 		}
-		drop[nd++] = e->n;
+		if (e->n)
+			drop[ndrop++] = e->n;
 		*pp = e->next;
+		free(e->dpath);
 		free(e);
 	}
 	free(ev);
 	pthread_cond_broadcast(&q->cond);
 	pthread_mutex_unlock(&q->lock);
 	/* the queue's references; the last one of a node lets it go */
-	for (i = 0; i < nd; i++)
+	for (i = 0; i < ndrop; i++)
 		mbfs_node_release(fs, drop[i]);
 	free(drop);
 	pthread_mutex_lock(&q->lock);
@@ -354,6 +389,88 @@ bool mbfs_wbq_add(struct mbfs *fs, struct mbfs_node *n, uint64_t bytes)
 	return queued;
 }
 
+bool mbfs_wbq_dir_time(struct mbfs *fs, const char *dir,
+		       const struct timespec *mtime)
+{
+	struct mbfs_wbq *q = fs->wbq;
+	if (!q || strchr(dir, '\n'))
+		return false;
+	bool pending = false;
+	struct entry *mine = NULL, **tail = &q->head;
+	pthread_mutex_lock(&fs->nodes_lock);
+	pthread_mutex_lock(&q->lock);
+	for (; *tail; tail = &(*tail)->next) {
+		struct entry *e = *tail;
+		if (e->n ? mbfs_batch_selects(e->n->path, dir,
+					      MBFS_BATCH_CHILDREN)
+			 : strcmp(e->dpath, dir) == 0) {
+			pending = true;
+			if (!e->n && !e->inflight)
+				mine = e;
+		}
+	}
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (q->stop || !q->running) {
+		pending = false;   /* the caller waits for what is left */
+	} else if (mine) {
+		mine->dtime = *mtime;
+	} else if (pending) {
+		/* behind what is queued or in flight: it lands after them */
+		struct entry *e = calloc(1, sizeof(*e));
+		if (e && (e->dpath = strdup(dir))) {
+			e->dtime = *mtime;
+			e->since_ms = mb_now_ms();
+			*tail = e;
+			q->queued++;
+			pthread_cond_broadcast(&q->cond);
+		} else {
+			free(e);
+			pending = false;
+		}
+	}
+	pthread_mutex_unlock(&q->lock);
+	return pending;
+}
+
+void mbfs_wbq_parent_changes(struct mbfs *fs, const char *path, bool local)
+{
+	struct mbfs_wbq *q = fs->wbq;
+	if (!q)
+		return;
+	struct entry *again = NULL, **pp = &q->head;
+	pthread_mutex_lock(&q->lock);
+	while (*pp) {
+		struct entry *e = *pp;
+		if (e->n || !mbfs_batch_selects(e->dpath, path,
+						MBFS_BATCH_PARENT)) {
+			pp = &e->next;
+			continue;
+		}
+		if (local && !again)
+			again = calloc(1, sizeof(*again));
+		if (again && !again->dpath)
+			again->dpath = strdup(e->dpath);
+		if (e->inflight) {
+			pp = &e->next;
+			continue;
+		}
+		*pp = e->next;
+		q->queued--;
+		free(e->dpath);
+		free(e);
+	}
+	if (again && again->dpath) {
+		clock_gettime(CLOCK_REALTIME, &again->dtime);
+		again->since_ms = mb_now_ms();
+		*pp = again;
+		q->queued++;
+	} else {
+		free(again);
+	}
+	pthread_cond_broadcast(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+}
+
 bool mbfs_wbq_busy(struct mbfs *fs, const struct mbfs_node *n)
 {
 	struct mbfs_wbq *q = fs->wbq;
@@ -419,7 +536,12 @@ int mbfs_wbq_flush(struct mbfs *fs, const char *path, unsigned which)
 		pthread_mutex_lock(&fs->nodes_lock);
 		pthread_mutex_lock(&q->lock);
 		for (struct entry *e = q->head; e; e = e->next) {
-			if (!path || mbfs_batch_selects(e->n->path, path, which)) {
+			/* a directory time goes first only before what is
+			 * below it is removed or moved (batch.c has it too
+			 * and follows renames; nothing else waits for it) */
+			const char *ep = e->n ? e->n->path : e->dpath;
+			if (!path || ((e->n || (which & MBFS_BATCH_BELOW)) &&
+				      mbfs_batch_selects(ep, path, which))) {
 				any = true;
 				if (!e->inflight)
 					e->urgent = true;
@@ -469,6 +591,11 @@ char *mbfs_wbq_json(struct mbfs *fs)
 	if (!q)
 		return NULL;
 	pthread_mutex_lock(&q->lock);
+	size_t dirs = 0, dirs_inflight = 0;   /* directory times: not files */
+	for (const struct entry *e = q->head; e; e = e->next) {
+		dirs += !e->n;
+		dirs_inflight += !e->n && e->inflight;
+	}
 	/* last_error: a path and a message; escape what JSON needs */
 	for (const char *p = q->last_error; *p && n + 8 < sizeof(esc); p++) {
 		unsigned char c = (unsigned char)*p;
@@ -486,8 +613,10 @@ char *mbfs_wbq_json(struct mbfs *fs)
 		     ",\"inFlightFiles\":%zu,\"sentFiles\":%" PRIu64 ",\"sentBatches\":%" PRIu64
 		     ",\"sentBytes\":%" PRIu64 ",\"failedFiles\":%" PRIu64
 		     ",\"lastError\":\"%s\"}",
-		     q->queued + q->inflight, q->queued_bytes + q->inflight_bytes,
-		     q->inflight, q->sent_files, q->sent_batches, q->sent_bytes,
+		     q->queued + q->inflight - dirs,
+		     q->queued_bytes + q->inflight_bytes,
+		     q->inflight - dirs_inflight,
+		     q->sent_files, q->sent_batches, q->sent_bytes,
 		     q->failed_files, esc) < 0)
 		s = NULL;
 	pthread_mutex_unlock(&q->lock);

@@ -35,6 +35,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 struct mbfs;
 struct mbfs_node;
@@ -60,6 +61,22 @@ void mbfs_wbq_stop(struct mbfs *fs);
  * when the queue refuses (stopped, no memory): upload it now. The
  * flusher starts with the first call. */
 bool mbfs_wbq_add(struct mbfs *fs, struct mbfs_node *n, uint64_t bytes);
+
+/* dir's mtime was set (utimens) while files in it are queued or in
+ * flight: queue the time behind them, so their renames on the guest do not
+ * move it after it was set. true when queued; false when nothing in dir is
+ * pending (or the queue refuses): then nothing here will move it. Called
+ * without node locks. */
+bool mbfs_wbq_dir_time(struct mbfs *fs, const char *dir,
+		       const struct timespec *mtime);
+
+/* An entry of path's directory is made, removed or renamed now, after a
+ * time was queued above for that directory: the directory's mtime is to
+ * be now. A change made on the guest moves it itself, so the time is
+ * dropped (batch.c sets it before the change); one made here alone (local,
+ * true: a queued file renamed or removed) may never reach the guest, so the
+ * time becomes now and is queued again behind everything. */
+void mbfs_wbq_parent_changes(struct mbfs *fs, const char *path, bool local);
 
 /* n is queued and its batch not formed yet (nodes_lock may be held). */
 bool mbfs_wbq_queued(struct mbfs *fs, const struct mbfs_node *n);

@@ -14,6 +14,7 @@
 #include "fuse/journal.h"
 #include "fuse/mbfs.h"
 #include "fuse/remote.h"
+#include "fuse/touch.h"
 #include "fuse/wbsend.h"
 #include "fuse/xfer.h"
 
@@ -106,9 +107,11 @@ static int by_dir(const void *a, const void *b)
 	return c;
 }
 
-/* The archive of v in order (list: groups of files), into b. */
+/* The archive of v in order (list: groups of files, then a group with a
+ * "t" line for each directory time of dv), into b. */
 static int build(struct mbfs *fs, struct mbfs_wbfile *v, const size_t *order,
-		 size_t n, struct mb_buf *b)
+		 size_t n, const struct mbfs_wbdir *dv, size_t nd,
+		 struct mb_buf *b)
 {
 	struct mb_buf list;
 	mb_buf_init(&list, MB_BUF_UNLIMITED);
@@ -130,6 +133,14 @@ static int build(struct mbfs *fs, struct mbfs_wbfile *v, const size_t *order,
 		}
 		if (!rc)
 			rc = mb_buf_appendf(&list, "f%s\n", f->path + dl + 1);
+	}
+	for (size_t k = 0; k < nd && !rc; k++) {
+		char t[32];
+		mbfs_touch_time(t, &dv[k].mtime);
+		rc = mbfs_remote_path(fs, dv[k].path, rdir);
+		if (!rc)
+			rc = mb_buf_appendf(&list, "d%s\nt%s\n",
+					    strcmp(rdir, "/") ? rdir : "", t);
 	}
 	if (!rc)
 		rc = tar_member(b, "", "list", list.data ? list.data : "",
@@ -286,7 +297,7 @@ static int apply(struct send *s, struct mbfs_wbfile *v, const size_t *order,
 }
 
 int mbfs_wbsend(struct mbfs *fs, struct mbfs_wbfile *v, size_t n,
-		struct mb_err *err)
+		const struct mbfs_wbdir *dv, size_t nd, struct mb_err *err)
 {
 	struct send s = { .fs = fs };
 	struct mb_buf arch;
@@ -316,7 +327,7 @@ int mbfs_wbsend(struct mbfs *fs, struct mbfs_wbfile *v, size_t n,
 		rc = mb_err_set(err, ENAMETOOLONG, "path too long");
 		goto out;
 	}
-	rc = build(fs, v, order, n, &arch);
+	rc = build(fs, v, order, n, dv, nd, &arch);
 	if (rc) {
 		mb_err_set(err, -rc, "cannot build the batch: %s", strerror(-rc));
 		goto out;
@@ -364,8 +375,9 @@ int mbfs_wbsend(struct mbfs *fs, struct mbfs_wbfile *v, size_t n,
 		mbfs_journal_unstage(fs->journal, note);
 	if (!rc)
 		mbfs_xfer_sweep(fs);   /* the service answers again */
-	mb_log(MB_LOG_DEBUG, "batch of %zu file%s, %zu byte%s in %zu part%s: %s",
-	       n, n == 1 ? "" : "s", arch.len, arch.len == 1 ? "" : "s", nparts,
+	mb_log(MB_LOG_DEBUG, "batch of %zu file%s (%zu directory time%s), "
+	       "%zu byte%s in %zu part%s: %s", n, n == 1 ? "" : "s", nd,
+	       nd == 1 ? "" : "s", arch.len, arch.len == 1 ? "" : "s", nparts,
 	       nparts == 1 ? "" : "s", rc ? err->msg : "done");
 out:
 	mb_buf_release(&arch);

@@ -39,16 +39,24 @@ struct mbfs_wbfile {
 	char why[160];       /* for a failure: what the guest said */
 };
 
+/* A directory's mtime set after files in it were queued: the batch sets
+ * it again once its files are in place (their renames moved it). */
+struct mbfs_wbdir {
+	char *path;          /* mount-relative, malloc'd by the caller */
+	struct timespec mtime;
+};
+
 /* Can path travel in a batch? (Its name fits a tar header and the list:
  * at most 99 bytes, no newline anywhere in the path.) */
 bool mbfs_wbsend_fits(const char *path);
 
-/* Send the n files of v (distinct paths) as one batch. 0 when the guest
- * ran it: v[i].rc tells each file's outcome; -errno when the batch as a
- * whole failed (no file is known to be in place; err says why, after
- * mbfs_fail). */
+/* Send the n files of v (distinct paths) as one batch, then the nd
+ * directory times of dv (best effort: `touch -c`, a failure is not
+ * reported). 0 when the guest ran it: v[i].rc tells each file's outcome;
+ * -errno when the batch as a whole failed (no file is known to be in
+ * place; err says why, after mbfs_fail). */
 int mbfs_wbsend(struct mbfs *fs, struct mbfs_wbfile *v, size_t n,
-		struct mb_err *err);
+		const struct mbfs_wbdir *dv, size_t nd, struct mb_err *err);
 
 /* At unmount, after the last batch: remove the report the last batch left
  * for a rerun (one request; best effort). */

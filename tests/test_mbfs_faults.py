@@ -8,7 +8,8 @@ import re
 import pytest
 
 import mbtest
-from test_mbfs_helpers import MiB, guest_sha, invalidate, read_file, sh, sha, sync, unique, write_file
+from test_mbfs_helpers import (MiB, close_fails_or_sync_does, finish, guest_sha, invalidate, read_file, sh,
+                               sha, sync, unique, write_file)
 
 GET = "GET /containers/files"
 PUT = "PUT /containers/files"
@@ -52,13 +53,7 @@ def test_failed_upload_fails_close_and_keeps_data(service, container, need_fuse,
         new = b"new data that must not be lost\n"
         f = open(m.path(name), "wb")
         f.write(new)
-        if writeback:
-            f.close()
-            with pytest.raises(OSError):
-                sync(m)
-        else:
-            with pytest.raises(OSError):
-                f.close()
+        close_fails_or_sync_does(m, f, writeback)
         # the sandbox still has the whole old file, never a mix
         assert sh(service, container, "cat /workspace/" + name) == "old\n"
         log = m.log()
@@ -67,10 +62,7 @@ def test_failed_upload_fails_close_and_keeps_data(service, container, need_fuse,
         kept = kept_files(lines[0])
         assert kept and read_file(kept[0]) == new
     finally:
-        rc = m.unmount()
-        log = m.log()
-        assert not mbtest.sanitizer_report(log), log
-        assert rc == 0, log[-3000:]
+        finish(m)
 
 
 def test_failed_large_upload_keeps_data(service, container, mount):
@@ -143,10 +135,7 @@ def test_ambiguous_put_is_reconciled(service, container, need_fuse, when, writeb
         # the bad answer went to mbfs: this PUT of the test's own gets a good one
         service.put_file(container, "/workspace/" + name + ".probe", b"probe\n")
     finally:
-        rc = m.unmount()
-        log = m.log()
-        assert not mbtest.sanitizer_report(log), log
-        assert rc == 0, log[-3000:]
+        finish(m)
 
 
 def test_expired_generation_fails_fast_once(service, need_fuse):

@@ -6,6 +6,8 @@ import subprocess
 import time
 import uuid
 
+import pytest
+
 import mbtest
 
 CONTROL = ".mainbrella"
@@ -43,6 +45,19 @@ def sync(mount):
     write returns; a failure to send raises OSError."""
     with open(mount.path(CONTROL), "w") as f:
         f.write("sync\n")
+
+
+def close_fails_or_sync_does(mount, f, writeback):
+    """Close f (written, its upload refused) and sync mount: with sync_close
+    close() reports the failure; with write-back close() queues the file
+    and the sync reports it."""
+    if writeback:
+        f.close()
+        with pytest.raises(OSError):
+            sync(mount)
+    else:
+        with pytest.raises(OSError):
+            f.close()
 
 
 def status_wait(mountpoint):

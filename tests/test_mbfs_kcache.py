@@ -96,6 +96,27 @@ def test_mbexec_changes_show_when_it_returns(service, container, mount):
     assert read_file(gone) == b"again"
 
 
+def test_mbexec_changing_a_type_shows_without_an_error(service, container, mount):
+    """The kernel holds an inode of the old type for each name; the first
+    stat after the change must not fail (EIO from a type mismatch)."""
+    d = mount.path(unique("retype"))
+    os.mkdir(d)
+    f2d, f2l, d2f = (os.path.join(d, n) for n in ("f2d", "f2l", "d2f"))
+    write_file(f2d, b"file\n")
+    write_file(f2l, b"file\n")
+    os.mkdir(d2f)
+    for _ in range(2):
+        for p in (f2d, f2l, d2f):
+            os.lstat(p)
+    p = mbtest.run_mbexec(service, ["sh", "-c", "rm f2d f2l && mkdir f2d && ln -s f2d f2l && "
+                                    "rmdir d2f && echo now-a-file > d2f"], cwd=d)
+    assert p.returncode == 0, p.stderr
+    assert os.path.isdir(f2d) and not os.path.islink(f2d)
+    assert os.path.islink(f2l) and os.readlink(f2l) == "f2d"
+    assert os.path.isfile(d2f) and read_file(d2f) == b"now-a-file\n"
+    assert sorted(os.listdir(d)) == ["d2f", "f2d", "f2l"]
+
+
 def test_renamed_paths_are_still_invalidated(service, container, mount):
     d = mount.path(unique("mv"))
     os.mkdir(d)

@@ -160,6 +160,7 @@ def test_inode_numbers_survive_renames(service, container, mount, d):
 def test_inode_numbers_stable_across_remounts(service, container, mount, d):
     f = os.path.join(d, "stay")
     write_file(f, b"s")
+    sync(mount)   # on the sandbox for the second mount to see
     before = {p: os.stat(p).st_ino for p in (d, f)}
     name = os.path.relpath(f, mount.mountpoint)
     m2 = mbtest.Mount(service, container)

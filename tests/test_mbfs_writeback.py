@@ -104,6 +104,33 @@ def test_many_small_files_go_in_few_requests(service, container, wb):
     assert ".mbfs-up" not in sh(service, container, "ls -A /workspace /workspace/" + rel)
 
 
+def test_directory_times_wait_for_nothing_and_hold_on_the_sandbox(service, container, wb):
+    """tar x sets a directory's time after writing its files: the time
+    travels behind them (their renames on the sandbox move it), and utime
+    returns without waiting for them."""
+    d = wb.path(unique("dtimes"))
+    os.mkdir(d)
+    sub = os.path.join(d, "sub")
+    os.mkdir(sub)
+    hold_writeback(service, wb, d)          # d/blocker in flight for 5 s
+    for i in range(5):
+        write_file(os.path.join(sub, "f%d" % i), b"%d\n" % i)
+    os.utime(sub, (1400000000, 1400000000))
+    os.utime(d, (1300000000, 1300000000))   # its own file is in flight
+    os.utime(sub, (1400000000, 1410000000))  # set again: the last one counts
+    # the files are still on their way: utime did not wait for them
+    assert control(wb)["writeback"]["pendingFiles"] >= 5
+    assert os.stat(sub).st_mtime == 1410000000
+    assert os.stat(d).st_mtime == 1300000000
+    r = status(wb, "--wait")
+    assert r.returncode == 0, r
+    rel = os.path.relpath(d, wb.mountpoint)
+    out = sh(service, container, "cd '/workspace/%s' && stat -c '%%n %%Y' . sub && ls sub" % rel)
+    assert out.split() == [".", "1300000000", "sub", "1410000000", "f0", "f1", "f2", "f3", "f4"]
+    assert os.stat(sub).st_mtime == 1410000000
+    assert os.stat(d).st_mtime == 1300000000
+
+
 def test_temp_file_renamed_in_queue_travels_once_under_its_name(service, container, wb):
     d = wb.path(unique("atomic"))
     os.mkdir(d)
@@ -199,6 +226,13 @@ def test_fsync_reports_a_failed_batch_and_keeps_the_data(service, container, wb)
     assert status(wb, "--wait").returncode == 0
     # never on the sandbox, never partial
     assert name not in sh(service, container, "ls -A /workspace").split()
+    # and gone from the mount, even for an open of the name the kernel may
+    # still hold from before the failure: no empty file appears
+    for flags in (os.O_RDONLY, os.O_RDWR, os.O_WRONLY | os.O_TRUNC):
+        with pytest.raises(FileNotFoundError):
+            os.close(os.open(wb.path(name), flags))
+    assert not os.path.exists(wb.path(name))
+    assert name not in os.listdir(wb.mountpoint)
 
 
 def test_transient_faults_are_retried(service, container, wb):

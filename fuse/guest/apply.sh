@@ -7,7 +7,10 @@
 # for each file a member "G/NAME" carrying its mode and mtime. list has a
 # line "dDIR" (an absolute guest directory; "d" alone is /) opening group
 # G (0, 1, ... in list order), followed by a line "fNAME" for each file of
-# the group, NAME a file name in DIR (never a '/' or a newline).
+# the group, NAME a file name in DIR (never a '/' or a newline), or by a
+# line "tTIME": give DIR the modification time TIME (a touch -d value),
+# after the files before it are in place (their renames moved it). A time
+# that cannot be set is left (touch -c: DIR may be gone).
 #
 # The archive is unpacked into STAGE, a hidden directory (.mbfs-up-HEX)
 # in the mounted directory, so on the files' filesystem; then each
@@ -62,6 +65,10 @@ while IFS= read -r l; do
 		set --
 		g=$((g + 1))
 		dir=${v:-/}
+	elif [ "$k" = t ]; then
+		[ $# -eq 0 ] || mv -f -- "$@" "$dir/" 2>/dev/null || :
+		set --
+		touch -c -m -d "$v" -- "$dir" 2>/dev/null || :
 	elif [ -d "$dir" ] && ! [ -L "$dir/$v" ] && ! [ -d "$dir/$v" ]; then
 		set -- "$@" "$sd/$g/$v"
 	fi
@@ -78,6 +85,7 @@ g=-1
 			dir=${v:-/}
 			continue
 		fi
+		[ "$k" = t ] && continue
 		i=$((i + 1))
 		s=$sd/$g/$v
 		[ -e "$s" ] || [ -L "$s" ] || continue
