@@ -56,10 +56,10 @@ struct mbfs_node {
 
 /* Files larger than this are fetched piece by piece as they are read. */
 #define LAZY_MIN (8u * MBFS_CHUNK)
-/* Pieces fetched beyond the one a read needs; SEQ_AHEAD when the read
- * goes on from the pieces before (with the one needed: four rounds of
- * MBFS_XFER_THREADS parallel GETs). */
-#define READ_AHEAD 4
+/* Pieces fetched beyond the one a read needs (with it: one round of
+ * MBFS_XFER_THREADS parallel GETs); SEQ_AHEAD when the read goes on from
+ * the pieces before (four rounds). */
+#define READ_AHEAD (MBFS_XFER_THREADS - 1)
 #define SEQ_AHEAD (4 * MBFS_XFER_THREADS - 1)
 
 /* node.c */

@@ -256,10 +256,10 @@ static int put_part(void *ud, size_t i)
 	if (rc)
 		mb_err_set(&err, -rc, "cannot read the local copy: %s",
 			   strerror(-rc));
+	if (!rc)
+		mb_sha256_hex(buf, n, u->psha[i]);   /* checked by join.sh */
 	/* a part lives in our private staging directory: repeating its PUT
 	 * after an unconfirmed one is harmless */
-	if (!rc)
-		mb_sha256_hex(buf, n, u->psha[i]);
 	for (unsigned tries = 0; !rc;) {
 		bound(u);
 		rc = mb_file_put(u->fs->client, &u->fs->ident, p, buf, n, &err);

@@ -125,6 +125,29 @@ def test_join_in_rounds_then_the_tail(run, tmp_path):
     assert t.read_bytes() == data and not d.exists() and not a.exists()
 
 
+def test_join_without_openssl_uses_sha256sum(tmp_path):
+    """A guest without openssl: the same checks through sha256sum."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for t in ("cat", "dd", "stat", "chmod", "mv", "rm", "cut", "sha256sum"):
+        os.symlink(shutil.which(t), tools / t)
+    data = os.urandom(2500)
+    d = staged(tmp_path, data)
+    t = tmp_path / "target"
+    h = sums(data)
+    env = dict(os.environ, LC_ALL="C", PATH=str(tools))
+
+    def go(*hashes):
+        return subprocess.run([DASH, os.path.join(GUEST, "join.sh"), str(d),
+                               str(tmp_path / ".mbfs-up-5"), "1000", "0", str(t),
+                               str(len(data))] + list(hashes),
+                              capture_output=True, text=True, timeout=60, env=env)
+    p = go(h[0], hashlib.sha256(b"other").hexdigest(), h[2])
+    assert p.returncode == 3 and "checksum mismatch" in p.stderr
+    p = go(*h)
+    assert (p.returncode, p.stderr) == (0, "") and t.read_bytes() == data
+
+
 def test_join_of_a_missing_target_makes_it_private(run, tmp_path):
     data = os.urandom(2000)
     d = staged(tmp_path, data)
