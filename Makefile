@@ -18,7 +18,7 @@ else
 OBJ     := $(O)/obj
 endif
 
-PKGS       := fuse3 libcurl libcjson
+PKGS       := fuse3 libcurl libcjson libcrypto
 PKG_CFLAGS  = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -78,11 +78,11 @@ $(MBFS): $(FUSE_OBJ) $(LIBCOMMON)
 
 $(MBEXEC): $(SHIM_OBJ) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $(SHIM_OBJ) $(LIBCOMMON) $(shell pkg-config --libs libcurl libcjson 2>/dev/null) -lutil
+	$(CC) $(ALL_LDFLAGS) -o $@ $(SHIM_OBJ) $(LIBCOMMON) $(shell pkg-config --libs libcurl libcjson libcrypto 2>/dev/null) -lutil
 
 $(O)/tests/%: $(OBJ)/tests/tools/%.o $(LIBCOMMON)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON) $(shell pkg-config --libs libcurl libcjson 2>/dev/null)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON) $(shell pkg-config --libs libcurl libcjson libcrypto 2>/dev/null)
 
 -include $(COMMON_OBJ:.o=.d) $(FUSE_OBJ:.o=.d) $(SHIM_OBJ:.o=.d) \
          $(TOOL_SRC:tests/tools/%.c=$(OBJ)/tests/tools/%.d)

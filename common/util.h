@@ -55,8 +55,8 @@ size_t mb_utf8_seq_len(const unsigned char *p, size_t n);
 /* SHA-256 of a buffer as 64 lowercase hex chars + NUL. */
 void mb_sha256_hex(const void *data, size_t len, char out[65]);
 
-/* Incremental SHA-256. */
-struct mb_sha256 { uint32_t h[8]; uint64_t nbytes; unsigned char blk[64]; size_t blen; };
+/* Incremental SHA-256 (libcrypto's state, opaque; nothing to release). */
+struct mb_sha256 { _Alignas(8) unsigned char ctx[128]; };
 void mb_sha256_init(struct mb_sha256 *s);
 void mb_sha256_update(struct mb_sha256 *s, const void *data, size_t len);
 void mb_sha256_final_hex(struct mb_sha256 *s, char out[65]);

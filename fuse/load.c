@@ -29,7 +29,8 @@ void mbfs_load_drop_pieces(struct mbfs *fs, struct mbfs_node *n)
 }
 
 /* Fetch the missing pieces overlapping [off, off + len) plus READ_AHEAD
- * more (len 0: all). n->lock held. */
+ * more, or SEQ_AHEAD more when the read goes on from where the last one
+ * ended (len 0: all). n->lock held. */
 int mbfs_load_range(struct mbfs *fs, struct mbfs_node *n, uint64_t off,
 		       uint64_t len)
 {
@@ -37,16 +38,32 @@ int mbfs_load_range(struct mbfs *fs, struct mbfs_node *n, uint64_t off,
 	if (!p->sizes)
 		return 0;
 	size_t first = len ? (size_t)(off / MBFS_CHUNK) : 0;
-	size_t last = len ? (size_t)((off + len - 1) / MBFS_CHUNK) + READ_AHEAD
+	if (first >= p->n)
+		return 0;
+	/* a sequential reader waits for each fetch as a whole: long ones
+	 * keep every thread busy (each fetch ends with threads idle while
+	 * the last GETs finish), where one piece ahead per read came one GET
+	 * at a time */
+	bool seq = first > 0 && n->have[first - 1];
+	size_t last = len ? (size_t)((off + len - 1) / MBFS_CHUNK) +
+			    (seq ? SEQ_AHEAD : READ_AHEAD)
 			  : p->n;
 	if (last >= p->n)
 		last = p->n ? p->n - 1 : 0;
 	size_t *idx = malloc((last - first + 1) * sizeof(*idx)), count = 0;
 	if (!idx)
 		return -ENOMEM;
+	size_t need = len ? (size_t)((off + len - 1) / MBFS_CHUNK) : last;
+	bool needed = false;
 	for (size_t i = first; i <= last && i < p->n; i++)
-		if (!n->have[i])
+		if (!n->have[i]) {
 			idx[count++] = i;
+			needed = needed || i <= need;
+		}
+	/* what the read needs is here: the pieces ahead come with the next
+	 * read that needs one, many at a time rather than one per read */
+	if (!needed)
+		count = 0;
 	int rc = 0;
 	if (count) {
 		struct mb_err err;

@@ -56,8 +56,11 @@ struct mbfs_node {
 
 /* Files larger than this are fetched piece by piece as they are read. */
 #define LAZY_MIN (8u * MBFS_CHUNK)
-/* Pieces fetched beyond the one a read needs. */
-#define READ_AHEAD 4
+/* Pieces fetched beyond the one a read needs (with it: one round of
+ * MBFS_XFER_THREADS parallel GETs); SEQ_AHEAD when the read goes on from
+ * the pieces before (four rounds). */
+#define READ_AHEAD (MBFS_XFER_THREADS - 1)
+#define SEQ_AHEAD (4 * MBFS_XFER_THREADS - 1)
 
 /* node.c */
 
@@ -100,8 +103,9 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n);
 struct mbfs_wbfile;
 /* Take n's copy for a batch into f (path, data, mode, mtime; tag: the
  * version). 1 when taken; 0 when nothing is to be sent (clean, unlinked,
- * already failed and kept); -1 when it cannot travel in a batch (upload
- * it with mbfs_node_wb_upload). */
+ * already failed and kept, or too large for a batch but still held by
+ * others, whose close or release uploads it); -1 when it cannot travel
+ * in a batch (upload it with mbfs_node_wb_upload). */
 int mbfs_node_wb_take(struct mbfs *fs, struct mbfs_node *n,
 		      struct mbfs_wbfile *f);
 /* Upload n now, as close did before write-back. 0 or -errno. */

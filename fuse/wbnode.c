@@ -55,10 +55,17 @@ int mbfs_node_wb_take(struct mbfs *fs, struct mbfs_node *n,
 	unsigned mode = n->mode;
 	uint64_t size = n->size, version = n->version;
 	time_t mtime = n->mtime.tv_sec;
+	bool held = n->refs > 1;   /* open, or in use, besides our queue */
 	snprintf(path, sizeof(path), "%s", n->path);
 	pthread_mutex_unlock(&fs->nodes_lock);
 	/* a failed and kept version waits for fsync or close to say so */
 	if (!dirty || kept || n->fd < 0)
+		goto out;
+	/* grown past a batch while still open (dd dup2()s its output and
+	 * closes the first descriptor, which queued the file empty): its
+	 * next close or last release uploads it; an upload now would stall
+	 * the writer and be repeated at that close */
+	if (size > MBFS_WBQ_FILE_MAX && held)
 		goto out;
 	rc = -1;
 	if (size > MBFS_WBQ_FILE_MAX || !mbfs_wbsend_fits(path) ||

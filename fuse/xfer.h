@@ -5,11 +5,13 @@
  * pieces are fetched with parallel GETs and the directory removed.
  * Uploads (xfer_up.c): up to 1 MiB with one PUT (atomic on the guest);
  * larger files are PUT as parts into a staging directory in the guest's
- * /tmp (/tmp/.mbfs-up/HEX, never in the user's tree), then one exec joins
- * them into a hidden file next to the target (.mbfs-up-HEX, for the one
- * command's time), checks the SHA-256 computed here, keeps the target's
- * mode and renames it over the target with `mv -fT`: no program on the
- * guest ever sees a half-written file. Every transient failure (a 5xx, a
+ * /tmp (/tmp/.mbfs-up/HEX, never in the user's tree); while later parts
+ * are PUT, rounds (one exec each) check the parts PUT so far against the
+ * SHA-256 of each computed here and write them into a hidden file next to
+ * the target (.mbfs-up-HEX, for the upload's time); the last exec does
+ * the same for the tail, checks the size, keeps the target's mode and
+ * renames it over the target with `mv -fT`: no program on the guest ever
+ * sees a half-written file. Every transient failure (a 5xx, a
  * reset, a timeout) is reconciled (the target read back or hashed, never
  * a blind repeat) and retried until the upload has made no progress for
  * op_timeout. The staging of an upload is noted in the journal before it

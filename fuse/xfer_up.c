@@ -1,6 +1,7 @@
 /* xfer_up.c: uploads of whole files (see xfer.h): one PUT, or parts staged
- * in the guest's /tmp and joined over the target; transient failures are
- * reconciled and retried while the upload makes progress. */
+ * in the guest's /tmp and joined over the target, in rounds while later
+ * parts are still being PUT; transient failures are reconciled and
+ * retried while the upload makes progress. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -23,6 +24,12 @@
 #define EXEC_TIMEOUT_MS 50000L
 #define STAGE_DIR "/tmp/" MBFS_STAGING_PREFIX
 #define CLEANUP_MS 10000u   /* removing staging after a failure, at most */
+/* A round (an exec placing PUT parts in the joined file) costs an exec and
+ * one of the four operations the PUTs share: only for this many parts
+ * ready, and at most ROUND_MAX at once (their checksums travel in the
+ * command). */
+#define ROUND_MIN 16u
+#define ROUND_MAX 64u
 
 /* One upload. Its deadline moves on with every step that succeeds: it
  * gives up once nothing has gone through for op_timeout, however large the
@@ -35,9 +42,17 @@ struct up {
 	_Atomic uint64_t deadline;
 	char dir[MB_PATH_MAX];     /* parts, in the guest's /tmp */
 	char tmp[MB_PATH_MAX];     /* the joined file, next to the target */
+	size_t nparts;
+	char (*psha)[65];          /* SHA-256 of each part PUT */
 	pthread_mutex_t lock;
-	struct mb_err err;         /* the first part failure; under lock */
+	/* protected by lock: */
+	struct mb_err err;         /* the first part failure */
 	bool err_set;
+	unsigned char *put;        /* parts PUT */
+	size_t ready;              /* parts below this are all PUT */
+	size_t placed;             /* parts below this are in tmp */
+	bool placing;              /* a round is running */
+	bool no_rounds;            /* a round failed: the last call places */
 };
 
 int mbfs_xfer_is_staging(const char *name)
@@ -122,7 +137,7 @@ static int put_small(struct up *u, char sha[65], struct mb_err *err)
 	return rc;
 }
 
-/* ---- larger: parts, then one join ---- */
+/* ---- larger: parts, joined in rounds, the last one over the target ---- */
 
 static void part_error(struct up *u, const struct mb_err *e)
 {
@@ -132,6 +147,99 @@ static void part_error(struct up *u, const struct mb_err *e)
 		u->err_set = true;
 	}
 	pthread_mutex_unlock(&u->lock);
+}
+
+/* The call of fuse/guest/join.sh placing parts [from, to) in u->tmp;
+ * last: then renaming it over the target. */
+static int join_script(struct mb_buf *b, const struct up *u, size_t from,
+		       size_t to, bool last)
+{
+	char part[24], first[24], size[24];
+	const char *argv[6 + ROUND_MAX];
+	snprintf(part, sizeof(part), "%u", MBFS_CHUNK);
+	snprintf(first, sizeof(first), "%zu", from);
+	snprintf(size, sizeof(size), "%" PRIu64, u->len);
+	argv[0] = u->dir;
+	argv[1] = u->tmp;
+	argv[2] = part;
+	argv[3] = first;
+	argv[4] = last ? u->rpath : "-";
+	argv[5] = last ? size : "-";
+	for (size_t i = from; i < to; i++)
+		argv[6 + i - from] = u->psha[i];
+	return mbfs_sh_cmd(b, mbfs_sh_join, argv, 6 + to - from);
+}
+
+/* Run the join of parts [from, to) once. Exit status 3: a part is
+ * missing or changed (-EIO). */
+static int join_once(struct up *u, size_t from, size_t to, bool last,
+		     struct mb_err *err)
+{
+	struct mb_buf b;
+	mb_buf_init(&b, MBFS_CMD_MAX);
+	int rc = join_script(&b, u, from, to, last);
+	if (rc) {
+		mb_buf_release(&b);
+		return mb_err_set(err, ENAMETOOLONG, "command too long");
+	}
+	struct mb_exec_result res;
+	bound(u);
+	rc = mbfs_exec(u->fs, b.data, EXEC_TIMEOUT_MS, &res, err);
+	mb_buf_release(&b);
+	if (rc)
+		return rc;
+	if (!mbfs_exec_ok(&res)) {
+		rc = res.has_exit_code && res.exit_code == 3 ? -EIO
+			: mbfs_stderr_errno(res.errout);
+		mb_err_set(err, -rc, "cannot assemble '%s' on the guest: %.200s",
+			   u->rpath, res.errout ? res.errout : "");
+	}
+	mb_exec_result_release(&res);
+	if (rc == 0)
+		progress(u);
+	return rc;
+}
+
+/* A round: when enough parts are PUT in a row, this thread places them
+ * while the others go on PUTting, so that the last join has only a short
+ * tail left. Never the tail itself, which the last join places anyway. A
+ * failed round is not repeated: the last join places what it left. */
+static void maybe_round(struct up *u)
+{
+	size_t from = 0, to = 0;
+	pthread_mutex_lock(&u->lock);
+	if (!u->placing && !u->no_rounds && u->ready < u->nparts &&
+	    u->ready - u->placed >= ROUND_MIN) {
+		from = u->placed;
+		to = u->ready - from > ROUND_MAX ? from + ROUND_MAX : u->ready;
+		u->placing = true;
+	}
+	pthread_mutex_unlock(&u->lock);
+	if (to == from)
+		return;
+	struct mb_err e;
+	mb_err_clear(&e);
+	int rc = join_once(u, from, to, false, &e);
+	if (rc)
+		mb_log(MB_LOG_DEBUG, "upload of '%s': a round failed (%s); the "
+		       "last step places its parts", u->rpath, e.msg);
+	pthread_mutex_lock(&u->lock);
+	u->placing = false;
+	if (rc)
+		u->no_rounds = true;
+	else
+		u->placed = to;
+	pthread_mutex_unlock(&u->lock);
+}
+
+static void part_done(struct up *u, size_t i)
+{
+	pthread_mutex_lock(&u->lock);
+	u->put[i] = 1;
+	while (u->ready < u->nparts && u->put[u->ready])
+		u->ready++;
+	pthread_mutex_unlock(&u->lock);
+	maybe_round(u);
 }
 
 static int put_part(void *ud, size_t i)
@@ -148,6 +256,8 @@ static int put_part(void *ud, size_t i)
 	if (rc)
 		mb_err_set(&err, -rc, "cannot read the local copy: %s",
 			   strerror(-rc));
+	if (!rc)
+		mb_sha256_hex(buf, n, u->psha[i]);   /* checked by join.sh */
 	/* a part lives in our private staging directory: repeating its PUT
 	 * after an unconfirmed one is harmless */
 	for (unsigned tries = 0; !rc;) {
@@ -165,6 +275,8 @@ static int put_part(void *ud, size_t i)
 	free(buf);
 	if (rc)
 		part_error(u, &err);
+	else
+		part_done(u, i);
 	return rc;
 }
 
@@ -189,57 +301,59 @@ static int hash_fd(int fd, uint64_t len, char hex[65])
 	return rc;
 }
 
-/* The join (fuse/guest/join.sh): assemble next to the target, check,
- * rename over the target; repeatable while the parts directory exists,
- * which it removes last. Exit status 3: the checksum differs. */
-static int join_script(struct mb_buf *b, const struct up *u, const char *hex)
+struct hasher {
+	int fd;
+	uint64_t len;
+	char hex[65];
+	int rc;
+};
+
+static void *hash_main(void *arg)
 {
-	const char *argv[] = { u->dir, u->rpath, u->tmp, hex };
-	return mbfs_sh_cmd(b, mbfs_sh_join, argv, 4);
+	struct hasher *h = arg;
+	h->rc = hash_fd(h->fd, h->len, h->hex);
+	return NULL;
 }
 
-static int join_parts(struct up *u, const char *hex, struct mb_err *err)
+/* Place what the rounds left, ROUND_MAX parts a call, the last call with
+ * the rename. Placing is idempotent, so a transient failure is simply
+ * repeated; the last call is not (it renames and removes the parts):
+ * after an unconfirmed one, the target is hashed first. */
+static int join_rest(struct up *u, const char *hex, struct mb_err *err)
 {
-	struct mbfs *fs = u->fs;
-	struct mb_buf b;
-	mb_buf_init(&b, MBFS_CMD_MAX);
-	int rc = join_script(&b, u, hex);
-	if (rc) {
-		mb_buf_release(&b);
-		return mb_err_set(err, ENAMETOOLONG, "command too long");
-	}
-	struct mb_exec_result res;
-	for (unsigned tries = 0;;) {
-		bound(u);
-		rc = mbfs_exec(fs, b.data, EXEC_TIMEOUT_MS, &res, err);
-		if (rc == 0)
-			break;
-		/* not idempotent in general: look before repeating */
-		char got[65];
-		if (err->ambiguous && !mb_err_is_stopped(err) &&
-		    mbfs_remote_sha256(fs, u->rpath, got) == 0 &&
-		    strcmp(got, hex) == 0) {
-			if (mbfs_xfer_remove_dir(fs, u->dir) == 0)
-				rc = 0;   /* the rename happened */
-			else
-				rc = mb_err_set(err, EIO, "cannot remove the "
-						"staging of '%s'", u->rpath);
-			goto out;
+	bool unsure = false;
+	unsigned tries = 0;
+	for (;;) {
+		size_t from = u->placed, to = u->nparts;
+		bool last = to - from <= ROUND_MAX;
+		if (!last)
+			to = from + ROUND_MAX;
+		int rc = join_once(u, from, to, last, err);
+		if (rc == 0 && !last) {
+			u->placed = to;
+			tries = 0;
+			continue;
 		}
+		if (rc == 0)
+			return 0;
+		/* after an unconfirmed last call: did the rename happen? (a
+		 * repeat of one that did finds the parts gone) */
+		char got[65];
+		if (last && (err->ambiguous || unsure) &&
+		    !mb_err_is_stopped(err) &&
+		    mbfs_remote_sha256(u->fs, u->rpath, got) == 0 &&
+		    strcmp(got, hex) == 0) {
+			if (mbfs_xfer_remove_dir(u->fs, u->dir) == 0)
+				return 0;
+			return mb_err_set(err, EIO, "cannot remove the staging "
+					  "of '%s'", u->rpath);
+		}
+		if (last && err->ambiguous)
+			unsure = true;
 		if (!again(u, err, &tries))
-			goto out;
+			return rc;
 		mb_err_clear(err);
 	}
-	if (!mbfs_exec_ok(&res)) {
-		rc = res.has_exit_code && res.exit_code == 3 ? -EIO
-			: mbfs_stderr_errno(res.errout);
-		mb_err_set(err, -rc, "cannot assemble '%s' on the guest: %.200s",
-			   u->rpath, res.errout ? res.errout : "");
-	}
-	mb_exec_result_release(&res);
-out:
-	mb_buf_release(&b);
-	return rc;
 }
 
 /* After a failure: remove the staging, briefly (the service may be down:
@@ -258,6 +372,22 @@ static void cleanup(struct up *u, unsigned note)
 		mbfs_journal_leftover(u->fs->journal, note);
 }
 
+/* PUT every part, in parallel, with rounds of joining among them. */
+static int put_parts(struct up *u, struct mb_err *err)
+{
+	u->nparts = (size_t)((u->len + MBFS_CHUNK - 1) / MBFS_CHUNK);
+	u->psha = calloc(u->nparts, sizeof(*u->psha));
+	u->put = calloc(u->nparts, 1);
+	if (!u->psha || !u->put)
+		return mb_err_set(err, ENOMEM, "out of memory");
+	pthread_mutex_init(&u->lock, NULL);
+	int rc = mbfs_xfer_parallel(u->nparts, put_part, u);
+	if (rc && u->err_set)
+		*err = u->err;
+	pthread_mutex_destroy(&u->lock);
+	return rc;
+}
+
 static int put_large(struct up *u, char sha[65], struct mb_err *err)
 {
 	char hex[17];
@@ -270,17 +400,24 @@ static int put_large(struct up *u, char sha[65], struct mb_err *err)
 	if (snprintf(u->tmp, sizeof(u->tmp), "%.*s/" MBFS_STAGING_PREFIX "-%s",
 		     dl, u->rpath, hex) >= (int)sizeof(u->tmp))
 		return mb_err_set(err, ENAMETOOLONG, "path too long");
-	int rc = hash_fd(u->fd, u->len, sha);
-	if (rc)
-		return mb_err_set(err, -rc, "cannot read the local copy");
+	/* the whole file's hash (what the caller records, and what an
+	 * unconfirmed last join is checked against) while the parts go */
+	struct hasher h = { .fd = u->fd, .len = u->len };
+	pthread_t ht;
+	bool threaded = pthread_create(&ht, NULL, hash_main, &h) == 0;
+	if (!threaded)
+		hash_main(&h);
 	/* noted before it exists: a crash from here on leaves a note that
 	 * the next mount acts on */
 	const char *staged[] = { u->dir, u->tmp };
 	unsigned note;
-	rc = mbfs_journal_stage(fs->journal, staged, 2, &note);
-	if (rc)
+	int rc = mbfs_journal_stage(fs->journal, staged, 2, &note);
+	if (rc) {
+		if (threaded)
+			pthread_join(ht, NULL);
 		return mb_err_set(err, -rc, "cannot write the journal: %s",
 				  strerror(-rc));
+	}
 	for (unsigned tries = 0;;) {
 		bound(u);
 		/* recursive: repeating it is harmless, and /tmp/.mbfs-up
@@ -292,15 +429,19 @@ static int put_large(struct up *u, char sha[65], struct mb_err *err)
 	}
 	if (rc == 0) {
 		progress(u);
-		pthread_mutex_init(&u->lock, NULL);
-		size_t n = (size_t)((u->len + MBFS_CHUNK - 1) / MBFS_CHUNK);
-		rc = mbfs_xfer_parallel(n, put_part, u);
-		if (rc && u->err_set)
-			*err = u->err;
-		pthread_mutex_destroy(&u->lock);
+		rc = put_parts(u, err);
 	}
-	if (rc == 0)
-		rc = join_parts(u, sha, err);
+	if (threaded)
+		pthread_join(ht, NULL);
+	if (rc == 0 && h.rc)
+		rc = mb_err_set(err, -h.rc, "cannot read the local copy: %s",
+				strerror(-h.rc));
+	if (rc == 0) {
+		memcpy(sha, h.hex, sizeof(h.hex));
+		rc = join_rest(u, sha, err);
+	}
+	free(u->psha);
+	free(u->put);
 	if (rc == 0)
 		mbfs_journal_unstage(fs->journal, note);
 	else if (!mb_err_is_stopped(err))

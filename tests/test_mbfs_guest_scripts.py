@@ -81,6 +81,17 @@ def staged(tmp_path, data, size=1000):
     return d
 
 
+def sums(data, size=1000):
+    return [hashlib.sha256(data[i:i + size]).hexdigest() for i in range(0, len(data), size)]
+
+
+def join(run, d, a, first, target, data, hashes, size=1000):
+    """join.sh as xfer_up.c calls it: target None for a round."""
+    return run("join", str(d), str(a), str(size), str(first),
+               "-" if target is None else str(target),
+               "-" if target is None else str(len(data)), *hashes)
+
+
 def test_join_replaces_the_target_keeping_its_mode(run, tmp_path):
     data = os.urandom(12345)
     d = staged(tmp_path, data)
@@ -88,18 +99,60 @@ def test_join_replaces_the_target_keeping_its_mode(run, tmp_path):
     t.write_bytes(b"old")
     os.chmod(t, 0o640)
     a = tmp_path / ".mbfs-up-0123"
-    p = run("join", str(d), str(t), str(a), hashlib.sha256(data).hexdigest())
+    p = join(run, d, a, 0, t, data, sums(data))
     assert (p.returncode, p.stdout, p.stderr) == (0, "", "")
     assert t.read_bytes() == data and os.stat(t).st_mode & 0o777 == 0o640
     assert not d.exists() and not a.exists()
+
+
+def test_join_in_rounds_then_the_tail(run, tmp_path):
+    data = os.urandom(12345)
+    d = staged(tmp_path, data)
+    t = tmp_path / "target"
+    t.write_bytes(b"old")
+    a = tmp_path / ".mbfs-up-4"
+    h = sums(data)
+    # rounds place parts and leave the target alone; a repeated round
+    # writes the same bytes again
+    for first, last in ((0, 4), (4, 9), (4, 9)):
+        p = join(run, d, a, first, None, data, h[first:last])
+        assert (p.returncode, p.stdout, p.stderr) == (0, "", "")
+        assert t.read_bytes() == b"old" and d.exists()
+        assert a.read_bytes() == data[:last * 1000]
+        assert os.stat(a).st_mode & 0o777 == 0o600
+    p = join(run, d, a, 9, t, data, h[9:])
+    assert (p.returncode, p.stdout, p.stderr) == (0, "", "")
+    assert t.read_bytes() == data and not d.exists() and not a.exists()
+
+
+def test_join_without_openssl_uses_sha256sum(tmp_path):
+    """A guest without openssl: the same checks through sha256sum."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for t in ("cat", "dd", "stat", "chmod", "mv", "rm", "cut", "sha256sum"):
+        os.symlink(shutil.which(t), tools / t)
+    data = os.urandom(2500)
+    d = staged(tmp_path, data)
+    t = tmp_path / "target"
+    h = sums(data)
+    env = dict(os.environ, LC_ALL="C", PATH=str(tools))
+
+    def go(*hashes):
+        return subprocess.run([DASH, os.path.join(GUEST, "join.sh"), str(d),
+                               str(tmp_path / ".mbfs-up-5"), "1000", "0", str(t),
+                               str(len(data))] + list(hashes),
+                              capture_output=True, text=True, timeout=60, env=env)
+    p = go(h[0], hashlib.sha256(b"other").hexdigest(), h[2])
+    assert p.returncode == 3 and "checksum mismatch" in p.stderr
+    p = go(*h)
+    assert (p.returncode, p.stderr) == (0, "") and t.read_bytes() == data
 
 
 def test_join_of_a_missing_target_makes_it_private(run, tmp_path):
     data = os.urandom(2000)
     d = staged(tmp_path, data)
     t = tmp_path / "new"
-    p = run("join", str(d), str(t), str(tmp_path / ".mbfs-up-1"),
-            hashlib.sha256(data).hexdigest())
+    p = join(run, d, tmp_path / ".mbfs-up-1", 0, t, data, sums(data))
     assert p.returncode == 0, p.stderr
     assert t.read_bytes() == data and os.stat(t).st_mode & 0o777 == 0o600
 
@@ -110,12 +163,35 @@ def test_join_checksum_mismatch_is_3_and_repeatable(run, tmp_path):
     t = tmp_path / "target"
     t.write_bytes(b"old")
     a = tmp_path / ".mbfs-up-2"
-    p = run("join", str(d), str(t), str(a), hashlib.sha256(b"other").hexdigest())
+    h = sums(data)
+    p = join(run, d, a, 0, t, data, h[:1] + [hashlib.sha256(b"other").hexdigest()] + h[2:])
     assert p.returncode == 3 and "checksum mismatch" in p.stderr
-    assert t.read_bytes() == b"old" and not a.exists() and d.exists()
-    assert run("join", str(d), str(t), str(a), "").returncode == 3
-    p = run("join", str(d), str(t), str(a), hashlib.sha256(data).hexdigest())
+    assert t.read_bytes() == b"old" and d.exists()
+    p = join(run, d, a, 0, t, data, h)
     assert p.returncode == 0 and t.read_bytes() == data
+
+
+def test_join_missing_part_or_short_file_is_3(run, tmp_path):
+    data = os.urandom(3000)
+    d = staged(tmp_path, data)
+    t = tmp_path / "target"
+    t.write_bytes(b"old")
+    a = tmp_path / ".mbfs-up-3"
+    h = sums(data)
+    # the last call, but the parts before it were never placed (or the
+    # joined file went meanwhile)
+    p = join(run, d, a, 2, t, data, h[2:])
+    assert p.returncode == 3 and "missing" in p.stderr and t.read_bytes() == b"old"
+    p = join(run, d, a, 0, None, data, h[:1])
+    assert p.returncode == 0
+    p = join(run, d, a, 2, t, data, h[2:])
+    assert p.returncode == 3 and "fewer than" in p.stderr and t.read_bytes() == b"old"
+    # the whole file, but short of its size
+    p = join(run, d, a, 0, t, data + b"x", h)
+    assert p.returncode == 3 and "not 3001" in p.stderr and t.read_bytes() == b"old"
+    os.unlink(d / "p.00001")
+    p = join(run, d, a, 0, t, data, h)
+    assert p.returncode == 3 and "missing" in p.stderr and t.read_bytes() == b"old"
 
 
 def times(path):

@@ -1,43 +1,81 @@
 #!/bin/sh
-# join.sh: assemble the parts of a large upload over its target (the last step of one).
+# join.sh: place parts of a large upload in the file that replaces its target; the last call renames it over the target.
 #
-# Usage: join.sh DIR TARGET TMP SHA256
-# Concatenates DIR/p.* (mbfs PUT them as DIR/p.00000, p.00001, ...) into
-# TMP, checks that the result's SHA-256 is SHA256 (hex), gives it TARGET's
-# mode, renames it over TARGET, then removes DIR. Prints nothing. Exits 0
-# when done; 3 when the checksum differs (a part went missing or changed:
-# mbfs reports EIO); 1 on any other failure, with coreutils' message on
-# stderr. TMP is removed on every failure; DIR only on success.
+# Usage: join.sh DIR TMP PART FIRST TARGET SIZE SHA256...
+# Checks DIR/p.FIRST, the next part and so on (mbfs PUT them as
+# DIR/p.00000, p.00001, ..., PART bytes each but the last) against the
+# SHA256s (hex, one per part, in order; none: no part), then writes them
+# into TMP from byte FIRST * PART on (TMP holds the parts before already). With TARGET "-" that is all: a round,
+# run while later parts are still being PUT. Otherwise it then checks that
+# TMP holds SIZE bytes, gives it TARGET's mode, renames it over TARGET and
+# removes DIR. Prints nothing. Exits 0 when done; 3 when a part is missing
+# or its checksum differs, or TMP's size is wrong (mbfs reports EIO); 1 on
+# any other failure, with coreutils' message on stderr. TMP and DIR stay
+# on failure: mbfs removes them.
 #
 # TMP is next to TARGET (mbfs names it .mbfs-up-RANDOM in TARGET's
 # directory): a rename within one directory is atomic, so readers see the
 # old content or the new, never a part; DIR is in /tmp, which may be
 # another filesystem. Repeatable as long as DIR exists, which is why DIR
-# goes last: mbfs repeats a join whose answer was lost only after finding
-# TARGET without SHA256's content.
+# goes last: a part is written at its own offset, so placing it again
+# writes the same bytes, and mbfs repeats the last call whose answer was
+# lost only after finding TARGET without the new content.
 #
-# LC_ALL=C: p.* lists the parts in byte order, which is their numeric
-# order, and the messages stay the English ones mbfs maps to errno.
+# LC_ALL=C: the messages stay the English ones mbfs maps to errno.
 export LC_ALL=C
-d=$1 t=$2 a=$3 h=$4
+umask 077
+d=$1 a=$2 part=$3 first=$4 t=$5 size=$6
+shift 6
 cd "$d" || exit 1
-fail() {
-	rm -f "$a"
-	exit "$1"
+bad() {
+	echo "$1" >&2
+	exit 3
 }
-cat p.* >"$a" || fail 1
-s=$(sha256sum <"$a") || fail 1
-# sha256sum prints "HEX  -": compare the first field
-if [ "${s%% *}" != "$h" ]; then
-	echo 'checksum mismatch after joining the parts' >&2
-	fail 3
+# each turn takes one checksum from the front and appends the part's
+# name: at the end only the names are left
+i=$first want=
+for h; do
+	shift
+	# five digits with leading zeros, as mbfs names them
+	k=$((100000 + i))
+	[ -f "p.${k#1}" ] || bad "part ${k#1} is missing"
+	set -- "$@" "p.${k#1}"
+	want="${want:+$want
+}$h"
+	i=$((i + 1))
+done
+# the parts before FIRST were placed by earlier calls: a joined file that
+# lacks them (removed or cut meanwhile) must not pass the size check with a
+# hole that dd's seek left
+if [ "$first" -gt 0 ]; then
+	s=$(stat -c %s -- "$a") || bad 'the joined file is missing'
+	[ "$s" -ge $((first * part)) ] ||
+		bad "the joined file has $s bytes, fewer than its first $first parts"
 fi
+if [ $# -gt 0 ]; then
+	# openssl uses the CPU's SHA extensions: several times faster than
+	# sha256sum where it is installed
+	if command -v openssl >/dev/null 2>&1; then
+		sums=$(openssl dgst -sha256 -r "$@") || exit 1
+	else
+		sums=$(sha256sum -- "$@") || exit 1
+	fi
+	# both print "HEX NAME" lines (one or two spaces, maybe a *)
+	got=$(printf '%s\n' "$sums" | cut -d' ' -f1) || exit 1
+	[ "$got" = "$want" ] || bad 'checksum mismatch in the parts'
+	# fullblock: dd reads the pipe until each block of PART bytes is whole
+	cat -- "$@" | dd of="$a" bs="$part" seek="$first" conv=notrunc \
+		iflag=fullblock status=none || exit 1
+fi
+[ "$t" = - ] && exit 0
+s=$(stat -c %s -- "$a") || exit 1
+[ "$s" = "$size" ] || bad "the joined parts are $s bytes, not $size"
 # keep the mode of the file we replace; a target removed meanwhile comes
 # back private (600) rather than with whatever the guest's umask gives
 if [ -e "$t" ]; then
 	chmod --reference="$t" "$a"
 else
 	chmod 600 "$a"
-fi || fail 1
-mv -fT "$a" "$t" || fail 1
+fi || exit 1
+mv -fT "$a" "$t" || exit 1
 cd / && rm -rf "$d"

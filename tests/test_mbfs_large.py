@@ -1,0 +1,126 @@
+"""Large files at the API's pace: an upload PUTs its parts while rounds of
+joining place the ones already PUT, the last exec only the tail; a
+sequential read fetches whole rounds of pieces in parallel. Right bytes and
+bounded requests, also when a part PUT, a round's exec or a piece GET fails
+once."""
+import os
+
+import pytest
+
+import mbtest
+from test_mbfs_helpers import CONTROL, MiB, guest_sha, read_file, sh, sha, unique
+
+PUT = "PUT /containers/files"
+GET = "GET /containers/files"
+EXEC = "POST /containers/exec"
+MKDIR = "POST /containers/files/mkdir"
+SIZE = 40 * MiB + 5          # 41 parts: rounds (of 16 or more) and a tail
+PARTS = 41
+
+
+@pytest.fixture(autouse=True)
+def no_faults_left(service):
+    yield
+    service.clear_faults()
+
+
+def requests(service, route):
+    return mbtest.requests_for(service.stats(), route)
+
+
+def no_staging(service, container):
+    assert ".mbfs-up-" not in sh(service, container, "ls -A /workspace")
+    left = sh(service, container, "ls -A /tmp/.mbfs-up 2>/dev/null || true").split()
+    assert not [n for n in left if not n.startswith("wb-")], left
+
+
+def write_like_dd(path, data):
+    """As dd of=PATH does: the output is dup2()ed and the first descriptor
+    closed before the first write (a flush of the file, still empty)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    out = os.dup(fd)
+    os.close(fd)
+    try:
+        # the flusher of write-back meets the file it was given, now
+        # large and still open ('sync' makes it run at once)
+        os.write(out, data[:2 * MiB])
+        with open(os.path.join(os.path.dirname(path), CONTROL), "w") as c:
+            c.write("sync\n")
+        for off in range(2 * MiB, len(data), MiB):
+            os.write(out, data[off:off + MiB])
+    finally:
+        os.close(out)
+
+
+def test_large_write_is_one_upload_in_rounds(service, container, mount):
+    name = unique("big")
+    data = os.urandom(SIZE)
+    service.reset_stats()
+    write_like_dd(mount.path(name), data)
+    assert guest_sha(service, container, "/workspace/" + name) == sha(data)
+    # each part PUT once (the file is uploaded once, at its close), one
+    # staging directory, and a few execs: the rounds and the last one
+    assert requests(service, PUT) == PARTS
+    assert requests(service, MKDIR) == 1
+    assert 1 <= requests(service, EXEC) <= 1 + PARTS // 16
+    no_staging(service, container)
+    assert read_file(mount.path(name)) == data
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_large_write_with_a_part_put_failing_once(service, container, mount, when):
+    name = unique("bigput")
+    data = os.urandom(SIZE)
+    service.reset_stats()
+    service.fault(route=PUT, count=1, match="mbfs-up", status=503, error="files_unavailable",
+                  when=when)
+    with open(mount.path(name), "wb") as f:
+        f.write(data)
+    assert guest_sha(service, container, "/workspace/" + name) == sha(data)
+    assert requests(service, PUT) == PARTS + 1
+    no_staging(service, container)
+
+
+@pytest.mark.parametrize("nth", [1, 2])
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_large_write_with_an_exec_failing_once(service, container, mount, when, nth):
+    """The first exec is a round (or, if the PUTs outran it, the last
+    join); the second, a later round or the last join. A failed round is
+    left to the last join; an unconfirmed last join is checked (hash)
+    before it is repeated; the result is the same file either way."""
+    name = unique("bigexec")
+    data = os.urandom(SIZE)
+    with open(mount.path(name), "wb") as f:
+        f.write(data[:MiB])
+    service.reset_stats()
+    if nth == 2:
+        # rules are taken in order: a delay of 0 lets the first exec pass
+        service.fault(route=EXEC, count=1, delayMs=0)
+    service.fault(route=EXEC, count=1, status=503, error="execution_unavailable", when=when)
+    with open(mount.path(name), "wb") as f:
+        f.write(data)
+    assert guest_sha(service, container, "/workspace/" + name) == sha(data)
+    assert requests(service, PUT) == PARTS
+    # the rounds, the last join, its repeat, a hash of the target
+    assert requests(service, EXEC) <= 4 + PARTS // 16
+    no_staging(service, container)
+
+
+def test_large_read_fetches_rounds_and_survives_a_failed_get(service, container, mount):
+    name = unique("bigread")
+    sh(service, container, "head -c %d /dev/urandom > /workspace/%s" % (SIZE, name))
+    want = guest_sha(service, container, "/workspace/" + name)
+    service.reset_stats()
+    service.fault(route=GET, count=1, match="mbfs-dl", status=503, error="files_unavailable")
+    with open(mount.path(name), "rb") as f:
+        data = b""
+        while True:
+            b = f.read(MiB)
+            if not b:
+                break
+            data += b
+    assert sha(data) == want
+    # one split, each piece once (plus the failed one), no piece twice
+    assert requests(service, EXEC) == 1
+    assert requests(service, GET) == PARTS + 1
+    assert sh(service, container, "ls -A /tmp | grep -c mbfs-dl || true").strip() == "0"
