@@ -1,0 +1,220 @@
+"""mbfs bulk reads: when a program reads many files of a directory, their
+small files come in one archive built on the sandbox (an exec and a few
+1 MiB GETs) instead of a GET each; one file read still costs one GET. Each
+test checks the bytes read as well as what they cost."""
+import io
+import os
+import subprocess
+import tarfile
+
+import pytest
+
+import mbtest
+from test_mbfs_helpers import finish, hold_writeback, read_file, sh, sync, unique, write_file
+
+GET = "GET /containers/files"
+EXEC = "POST /containers/exec"
+REMOVE = "DELETE /containers/files/remove"
+# files older than the archive's walk: those changed in its second are
+# left out of it (they may change again within that second)
+OLD = 1600000000
+
+
+@pytest.fixture(autouse=True)
+def no_faults_left(service):
+    yield
+    service.clear_faults()
+
+
+def seed(service, container, files, mtime=OLD):
+    """Put files ({path under /workspace: bytes}) on the sandbox with one
+    archive (not through the mount), all with the given mtime."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as t:
+        for name, data in sorted(files.items()):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mtime = mtime
+            info.mode = 0o644
+            t.addfile(info, io.BytesIO(data))
+    tmp = "/tmp/%s.tar" % unique("seed")
+    service.put_file(container, tmp, buf.getvalue())
+    sh(service, container, "tar -xf %s -C /workspace && rm -f %s" % (tmp, tmp))
+
+
+def content(name, n):
+    line = ("%s says hello\n" % name).encode()
+    return (line * (n // len(line) + 1))[:n]
+
+
+def small_dir(n=50, size=lambda i: 100 + 37 * i):
+    d = unique("bulk")
+    return d, {"%s/f%02d.txt" % (d, i): content("%s/f%02d" % (d, i), size(i)) for i in range(n)}
+
+
+def leftovers(service, container):
+    return sh(service, container, "ls -d /tmp/.mbfs-dl-* 2>/dev/null | wc -l").strip()
+
+
+def counts(service):
+    stats = service.stats()
+    return {k: mbtest.requests_for(stats, k) for k in (GET, EXEC, REMOVE)}
+
+
+def test_one_file_of_a_large_directory_costs_one_get(service, container, mount):
+    d, files = small_dir()
+    seed(service, container, files)
+    service.reset_stats()
+    name = "%s/f07.txt" % d
+    assert read_file(mount.path(name)) == files[name]
+    c = counts(service)
+    assert c == {GET: 1, EXEC: 0, REMOVE: 0}, c
+
+
+def test_all_files_of_a_directory_come_in_one_archive(service, container, mount):
+    d, files = small_dir()
+    seed(service, container, files)
+    service.reset_stats()
+    for name in sorted(files):
+        assert read_file(mount.path(name)) == files[name], name
+    c = counts(service)
+    # the first file alone, then one archive: an exec, its one piece and
+    # the removal of the piece's directory
+    assert c[EXEC] == 1, c
+    assert c[GET] <= 2, c
+    assert sum(c.values()) <= 5, c
+    assert leftovers(service, container) == "0"
+    # read again: from the local copies
+    service.reset_stats()
+    for name in sorted(files):
+        assert read_file(mount.path(name)) == files[name], name
+    assert counts(service)[GET] == 0
+
+
+def test_grep_r_of_a_tree_costs_a_few_archives(service, container, mount):
+    top = unique("tree")
+    files = {}
+    for i in range(10):
+        for k in range(20):
+            name = "%s/d%02d/s%d/f%03d.c" % (top, i, k % 2, k)
+            body = content(name, 200 + 97 * k)
+            if k % 5 == 0:
+                body += b"needle\n"
+            files[name] = body
+    seed(service, container, files)
+    service.reset_stats()
+    r = subprocess.run(["grep", "-r", "-c", "needle", mount.path(top)],
+                       capture_output=True, timeout=300)
+    assert r.returncode == 0, r
+    got = {}
+    for line in r.stdout.decode().splitlines():
+        path, n = line.rsplit(":", 1)
+        got[os.path.relpath(path, mount.mountpoint)] = int(n)
+    assert got == {name: body.count(b"needle") for name, body in files.items()}
+    c = counts(service)
+    # 200 files: a GET, the first directory's archive, then its parent's
+    # and their parent's (a tree walk escalates), each an exec, a piece and
+    # a removal
+    assert c[EXEC] <= 4, c
+    assert sum(c.values()) <= 14, c
+    for name, body in files.items():
+        assert read_file(mount.path(name)) == body, name
+    assert leftovers(service, container) == "0"
+
+
+def test_a_file_changed_on_the_sandbox_after_the_archive_is_read_fresh(service, container, need_fuse):
+    # attributes not cached: each open sees the sandbox's size and mtime now
+    m = mbtest.Mount(service, container, options=["attr_timeout=0", "dir_timeout=0",
+                                                  "negative_timeout=0"])
+    try:
+        d, files = small_dir(20)
+        seed(service, container, files)
+        names = sorted(files)
+        for name in names[:3]:
+            assert read_file(m.path(name)) == files[name]
+        assert counts(service)[EXEC] >= 1   # the archive came
+        same, other = names[10], names[11]
+        new_same = content("changed", len(files[same]))
+        new_other = b"a different size\n"
+        sh(service, container, "printf '%%s' '%s' > /workspace/%s && printf '%%s' '%s' > /workspace/%s"
+           % (new_same.decode(), same, new_other.decode(), other))
+        files[same], files[other] = new_same, new_other
+        for name in names:
+            assert read_file(m.path(name)) == files[name], name
+    finally:
+        finish(m)
+
+
+def test_a_file_queued_in_write_back_is_read_as_written(service, container, need_fuse):
+    m = mbtest.Mount(service, container, writeback=True)
+    try:
+        d, files = small_dir(20)
+        seed(service, container, files)
+        held = m.path(unique("held"))
+        os.mkdir(held)
+        hold_writeback(service, m, held)
+        mine = sorted(files)[5]
+        write_file(m.path(mine), b"written here\n")   # queued behind the held batch
+        service.reset_stats()
+        for name in sorted(files):
+            want = b"written here\n" if name == mine else files[name]
+            assert read_file(m.path(name)) == want, name
+        assert counts(service)[EXEC] >= 1   # the archive came, with the old file
+        sync(m)
+        assert read_file(m.path(mine)) == b"written here\n"
+        assert service.get_file(container, "/workspace/" + mine) == (200, b"written here\n")
+    finally:
+        finish(m)
+
+
+def test_hostile_names_and_files_left_out(service, container, mount):
+    d = unique("names")
+    files = {"%s/f%02d" % (d, i): content("plain %d" % i, 300 + i) for i in range(10)}
+    for name in ["with space", "new\nline", "-dash", "--", "L" * 150, "x" * 99 + "/" + "y" * 120,
+                 "quote'and\"dq", "star*[a]?", "\u00e9t\u00e9", "odd\x01byte"]:
+        files["%s/%s" % (d, name)] = content(name, 500)
+    big = "%s/big.bin" % d
+    files[big] = os.urandom(300 * 1024)   # past the archive's file size
+    seed(service, container, files)
+    sh(service, container, "cd /workspace/%s && ln -s f01 link && mkdir .mbfs-up-fake && "
+       "echo staged > .mbfs-up-fake/f && echo staged > .mbfs-up-x" % d)
+    service.reset_stats()
+    for name in sorted(files):
+        assert read_file(mount.path(name)) == files[name], repr(name)
+    assert read_file(mount.path(d, "link")) == files["%s/f01" % d]
+    assert ".mbfs-up-x" not in os.listdir(mount.path(d))
+    c = counts(service)
+    assert c[EXEC] == 1, c
+    # the first file, one piece, the big one and the one the archive skips
+    # (a byte 001 in its name) each alone
+    assert c[GET] <= 4, c
+    assert leftovers(service, container) == "0"
+
+
+@pytest.mark.parametrize("fault", [
+    dict(route=EXEC, count=1, status=500, error="internal_error", when="after"),
+    dict(route=GET, count=20, status=500, error="internal_error", match=".mbfs-dl-"),
+])
+def test_a_failed_archive_falls_back_to_one_get_a_file(service, container, mount, fault):
+    d, files = small_dir(20)
+    seed(service, container, files)
+    service.fault(**fault)
+    for name in sorted(files):
+        assert read_file(mount.path(name)) == files[name], name
+    service.clear_faults()
+    assert leftovers(service, container) == "0"
+    assert "bulk read of" in mount.log()
+
+
+def test_bulk_read_0_reads_each_file_alone(service, container, need_fuse):
+    m = mbtest.Mount(service, container, options=["bulk_read=0"])
+    try:
+        d, files = small_dir(20)
+        seed(service, container, files)
+        service.reset_stats()
+        for name in sorted(files):
+            assert read_file(m.path(name)) == files[name], name
+        c = counts(service)
+        assert c == {GET: 20, EXEC: 0, REMOVE: 0}, c
+    finally:
+        finish(m)
