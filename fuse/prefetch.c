@@ -54,6 +54,10 @@ struct mbfs_prefetch {
 	struct rec recs[MAX_RECS];      /* protected by lock */
 	struct cold cold[MAX_COLD];     /* protected by lock */
 	uint64_t next_id;               /* protected by lock */
+	char *leftover;                 /* protected by lock: the pieces'
+	                                   directory of an archive done, removed
+	                                   by the next pack.sh (one request
+	                                   less) or at unmount */
 };
 
 struct mbfs_prefetch *mbfs_prefetch_new(void)
@@ -74,6 +78,7 @@ void mbfs_prefetch_free(struct mbfs_prefetch *p)
 		free(p->recs[i].dir);
 	for (size_t i = 0; i < MAX_COLD; i++)
 		free(p->cold[i].dir);
+	free(p->leftover);
 	pthread_cond_destroy(&p->done);
 	pthread_mutex_destroy(&p->lock);
 	free(p);
@@ -215,6 +220,7 @@ static struct rec *new_rec(struct mbfs_prefetch *p)
 
 struct job {
 	struct mbfs *fs;
+	struct mbfs_prefetch *p;
 	const char *base;           /* mount-relative directory archived */
 	char *first;                /* the triggering directory, relative
 	                               to base ("." for base) */
@@ -336,6 +342,23 @@ static int parse_report(struct job *j, const char *out)
 	return 0;
 }
 
+/* Hand the pieces' directory dir (taken) to the next pack.sh, or remove
+ * it now when one is waiting already. */
+static void leave(struct mbfs_prefetch *p, struct mbfs *fs, char *dir)
+{
+	if (!dir)
+		return;
+	pthread_mutex_lock(&p->lock);
+	if (!p->leftover) {
+		p->leftover = dir;
+		dir = NULL;
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (dir && !atomic_load(&fs->stopped))
+		mbfs_xfer_remove_dir(fs, dir);
+	free(dir);
+}
+
 /* Run pack.sh for j (one exec); fills j->pieces. */
 static int pack(struct job *j, struct mb_err *err)
 {
@@ -349,11 +372,16 @@ static int pack(struct job *j, struct mb_err *err)
 	snprintf(chunk, sizeof(chunk), "%u", MBFS_CHUNK);
 	snprintf(cap, sizeof(cap), "%u", MBFS_PREFETCH_BYTES);
 	snprintf(files, sizeof(files), "%u", MBFS_PREFETCH_FILES);
+	pthread_mutex_lock(&j->p->lock);
+	char *prev = j->p->leftover;
+	j->p->leftover = NULL;
+	pthread_mutex_unlock(&j->p->lock);
 	struct mb_buf b;
 	mb_buf_init(&b, MBFS_CMD_MAX);
 	int rc = mb_buf_append(&b, MBFS_SH_ARGS, strlen(MBFS_SH_ARGS));
-	const char *args[] = { rpath, j->first, j->pieces.dir, chunk, cap, files };
-	for (size_t i = 0; !rc && i < 6; i++)
+	const char *args[] = { rpath, j->first, j->pieces.dir, chunk, cap, files,
+			       prev ? prev : "-" };
+	for (size_t i = 0; !rc && i < 7; i++)
 		rc = mbfs_sh_arg(&b, args[i]);
 	/* past the budget an excluded subtree is fetched again: a cost,
 	 * not an error */
@@ -363,18 +391,20 @@ static int pack(struct job *j, struct mb_err *err)
 			rc = mbfs_sh_arg(&b, j->excl[i]);
 	if (!rc)
 		rc = mbfs_sh_body(&b, mbfs_sh_pack);
-	if (rc) {
-		mb_buf_release(&b);
-		return mb_err_set(err, -rc, "command too long");
-	}
 	struct mb_exec_result res;
-	rc = mbfs_exec(fs, b.data, EXEC_TIMEOUT_MS, &res, err);
+	if (rc)
+		mb_err_set(err, -rc, "command too long");
+	else
+		rc = mbfs_exec(fs, b.data, EXEC_TIMEOUT_MS, &res, err);
 	mb_buf_release(&b);
 	if (rc) {
+		/* prev is still there, or may be */
+		leave(j->p, fs, prev);
 		if (err->ambiguous && !mb_err_is_stopped(err))
 			mbfs_xfer_remove_dir(fs, j->pieces.dir);
 		return mbfs_fail(fs, rc, err);
 	}
+	free(prev);     /* pack.sh removes it first thing */
 	if (!mbfs_exec_ok(&res)) {
 		rc = mb_err_set(err, EIO, "pack.sh failed: %.200s",
 				res.errout ? res.errout : "");
@@ -460,6 +490,20 @@ static void exclusions(struct mbfs_prefetch *p, struct job *j)
 	}
 }
 
+void mbfs_prefetch_stop(struct mbfs *fs)
+{
+	struct mbfs_prefetch *p = fs->prefetch;
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	char *dir = p->leftover;
+	p->leftover = NULL;
+	pthread_mutex_unlock(&p->lock);
+	if (dir && !atomic_load(&fs->stopped))
+		mbfs_xfer_remove_dir(fs, dir);
+	free(dir);
+}
+
 int mbfs_prefetch_miss(struct mbfs *fs, const char *path, uint64_t size)
 {
 	struct mbfs_prefetch *p = fs->prefetch;
@@ -489,7 +533,7 @@ int mbfs_prefetch_miss(struct mbfs *fs, const char *path, uint64_t size)
 		}
 	}
 	struct rec *r = NULL;
-	struct job j = { .fs = fs, .base = base, .fd = -1 };
+	struct job j = { .fs = fs, .p = p, .base = base, .fd = -1 };
 	if (choose(p, dir, now, base) && (r = new_rec(p)) &&
 	    (r->dir = strdup(base)) && (j.first = relative(base, dir))) {
 		r->id = ++p->next_id;
@@ -516,9 +560,9 @@ int mbfs_prefetch_miss(struct mbfs *fs, const char *path, uint64_t size)
 	}
 	pthread_cond_broadcast(&p->done);
 	pthread_mutex_unlock(&p->lock);
-	/* after the waiters are on their way: the removal is one request */
 	if (j.pieces.sizes)
-		mbfs_xfer_pieces_release(fs, &j.pieces);
+		leave(p, fs, strdup(j.pieces.dir));
+	free(j.pieces.sizes);
 	for (size_t i = 0; i < j.nexcl; i++)
 		free(j.excl[i]);
 	free(j.excl);

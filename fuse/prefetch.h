@@ -4,7 +4,8 @@
  * (grep -r, git add, cp -r, an editor's project scan), the directory's
  * small files (at most MBFS_PREFETCH_FILE_MAX) come in one archive built
  * on the guest (fuse/guest/pack.sh: one exec, then its 1 MiB pieces with
- * parallel GETs, then the removal of the pieces) instead of one GET each.
+ * parallel GETs; the next exec, or unmount, removes them) instead of one
+ * GET each.
  * Each member becomes a clean copy in the data cache (data.h), keyed by
  * the (size, mtime) in its header: a later open takes it only while the
  * guest still reports that size and mtime, so a file changed since is
@@ -42,6 +43,9 @@ struct mbfs_prefetch;
 struct mbfs_prefetch *mbfs_prefetch_new(void);
 /* When no read waits any more (unmount). NULL is fine. */
 void mbfs_prefetch_free(struct mbfs_prefetch *p);
+/* At unmount, while the service answers: remove the last archive's
+ * pieces from the guest's /tmp (the next archive would have). */
+void mbfs_prefetch_stop(struct mbfs *fs);
 
 /* A read of the small file path (size bytes; mount-relative) found no
  * clean copy. Notes it; when that makes a bulk read worth it, archives

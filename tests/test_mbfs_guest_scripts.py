@@ -203,7 +203,7 @@ def pack_tree(tmp_path):
 def test_pack_archives_the_small_files_of_a_tree(run, tmp_path):
     root = pack_tree(tmp_path)
     d = tmp_path / "d"
-    p = run("pack", str(root), "a", str(d), "1000", "8388608", "4000", "c", "gone")
+    p = run("pack", str(root), "a", str(d), "1000", "8388608", "4000", "-", "c", "gone")
     assert p.returncode == 0, p.stderr
     lines = p.stdout.split("\n")
     now, files, cut = lines[0].split()
@@ -228,14 +228,14 @@ def test_pack_archives_the_small_files_of_a_tree(run, tmp_path):
 def test_pack_stops_at_the_caps_with_first_files_first(run, tmp_path):
     root = pack_tree(tmp_path)
     d = tmp_path / "d"
-    p = run("pack", str(root), "b", str(d), "1048576", "8388608", "2")
+    p = run("pack", str(root), "b", str(d), "1048576", "8388608", "2", "-")
     assert p.returncode == 0, p.stderr
     assert p.stdout.split("\n")[0].split()[1:] == ["2", "1"]
     names = [n for n, _ in unpack_pieces(d)]
     assert names[0] == "./b/h" and len(names) == 2
     shutil.rmtree(str(d))
     # the byte cap: a header and a block per file
-    p = run("pack", str(root), ".", str(d), "1048576", "3072", "100")
+    p = run("pack", str(root), ".", str(d), "1048576", "3072", "100", "-")
     assert p.returncode == 0, p.stderr
     assert p.stdout.split("\n")[0].split()[1:] == ["3", "1"]
 
@@ -243,14 +243,31 @@ def test_pack_stops_at_the_caps_with_first_files_first(run, tmp_path):
 def test_pack_of_nothing_leaves_no_directory(run, tmp_path):
     (tmp_path / "empty").mkdir()
     d = tmp_path / "d"
-    p = run("pack", str(tmp_path / "empty"), ".", str(d), "1000", "8388608", "4000")
+    p = run("pack", str(tmp_path / "empty"), ".", str(d), "1000", "8388608", "4000", "-")
     assert p.returncode == 0, p.stderr
     assert p.stdout.split()[1:] == ["0", "0"]
     assert not d.exists()
-    p = run("pack", str(tmp_path / "missing"), ".", str(d), "1000", "8388608", "4000")
+    p = run("pack", str(tmp_path / "missing"), ".", str(d), "1000", "8388608", "4000", "-")
     assert p.returncode == 1 and not d.exists()
     # an existing directory is not ours: left alone
     d.mkdir()
     (tmp_path / "empty" / "f").write_bytes(b"f")
-    p = run("pack", str(tmp_path / "empty"), ".", str(d), "1000", "8388608", "4000")
+    p = run("pack", str(tmp_path / "empty"), ".", str(d), "1000", "8388608", "4000", "-")
     assert p.returncode == 1 and os.listdir(str(d)) == []
+
+
+def test_pack_removes_the_previous_pieces_first(run, tmp_path):
+    prev = "/tmp/.mbfs-dl-test%d" % os.getpid()
+    os.makedirs(prev + "/x", exist_ok=True)
+    other = tmp_path / "other"
+    other.mkdir()
+    try:
+        # even when it fails itself; and never a name that is not its own
+        p = run("pack", str(tmp_path / "missing"), ".", str(tmp_path / "d"), "1000", "8388608",
+                "4000", prev)
+        assert p.returncode == 1 and not os.path.exists(prev)
+        p = run("pack", str(tmp_path / "missing"), ".", str(tmp_path / "d"), "1000", "8388608",
+                "4000", str(other))
+        assert p.returncode == 1 and other.is_dir()
+    finally:
+        shutil.rmtree(prev, ignore_errors=True)

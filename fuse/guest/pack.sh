@@ -1,7 +1,9 @@
 #!/bin/sh
 # pack.sh: one tar of the small files under a guest directory, in pieces that mbfs fetches with parallel GETs (bulk reads).
 #
-# Usage: pack.sh ROOT FIRST DIR SIZE CAPBYTES MAXFILES [EXCLUDED...]
+# Usage: pack.sh ROOT FIRST DIR SIZE CAPBYTES MAXFILES PREV [EXCLUDED...]
+# PREV ("-" for none) is the DIR of an earlier run, no longer needed:
+# removed first, whatever happens next (only a /tmp/.mbfs-dl-* name).
 # Lists the regular files of at most 262144 bytes under ROOT (symlinks
 # are not followed): first those directly in ROOT/FIRST (FIRST is "." or
 # a path relative to ROOT), then the rest of the tree. Skips upload
@@ -21,8 +23,12 @@
 #
 # LC_ALL=C: byte semantics for awk's length and the glob of the pieces.
 export LC_ALL=C
-root=$1 first=$2 d=$3 size=$4 cap=$5 max=$6
-shift 6
+root=$1 first=$2 d=$3 size=$4 cap=$5 max=$6 prev=$7
+shift 7
+case $prev in
+*/..*) ;;
+/tmp/.mbfs-dl-*) rm -rf -- "$prev" ;;
+esac
 fail() {
 	rm -rf "$d"
 	exit 1
