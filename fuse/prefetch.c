@@ -14,11 +14,13 @@
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "fuse/batch.h"
 #include "fuse/cache.h"
 #include "fuse/data.h"
 #include "fuse/guest_sh.h"
 #include "fuse/mbfs.h"
 #include "fuse/node.h"
+#include "fuse/pack.h"
 #include "fuse/prefetch.h"
 #include "fuse/remote.h"
 #include "fuse/tarread.h"
@@ -228,40 +230,13 @@ struct job {
 	size_t nexcl;
 	struct mbfs_pieces pieces;  /* on the guest until released */
 	time_t now;                 /* the guest's clock before the walk */
+	uint64_t ls;                /* bytes of listings ending the pieces */
+	uint64_t ctr;               /* the cache's write counter before */
 	bool cut;
 	size_t files, put;
 	int fd;                     /* the archive, local */
 	char *buf;
 };
-
-/* base + "/" + the member's name into out, or false when the name is not
- * a plain relative path below base (never trust the archive). */
-static bool member_path(const char *base, const char *name, char *out)
-{
-	while (name[0] == '.' && name[1] == '/')
-		name += 2;
-	if (!name[0] || name[0] == '/')
-		return false;
-	for (const char *c = name; *c;) {
-		size_t n = strcspn(c, "/");
-		if (n == 0 || (n == 1 && c[0] == '.') ||
-		    (n == 2 && c[0] == '.' && c[1] == '.'))
-			return false;
-		char comp[256];
-		if (n >= sizeof(comp))
-			return false;
-		memcpy(comp, c, n);
-		comp[n] = '\0';
-		if (mbfs_xfer_is_staging(comp))
-			return false;
-		c += n;
-		if (*c == '/' && !*++c)
-			return false;
-	}
-	int w = snprintf(out, MB_PATH_MAX, "%s/%s",
-			 strcmp(base, "/") == 0 ? "" : base, name);
-	return w > 0 && w < MB_PATH_MAX;
-}
 
 static int unpack_one(void *ud, const struct mbfs_tar_member *m)
 {
@@ -270,7 +245,7 @@ static int unpack_one(void *ud, const struct mbfs_tar_member *m)
 	if (m->type != '0' && m->type != '\0')
 		return 0;
 	if (m->size > MBFS_PREFETCH_FILE_MAX ||
-	    !member_path(j->base, m->name, path)) {
+	    !mbfs_pack_path(j->base, m->name, path)) {
 		mb_log(MB_LOG_DEBUG, "bulk read: member '%.200s' left out",
 		       m->name);
 		return 0;
@@ -297,17 +272,20 @@ static int unpack_one(void *ud, const struct mbfs_tar_member *m)
 	return 0;
 }
 
-/* "NOW FILES CUT" then the piece sizes, one a line. */
+/* "NOW FILES CUT LISTBYTES" then the piece sizes, one a line. */
 static int parse_report(struct job *j, const char *out)
 {
 	long long now;
 	unsigned long files;
+	unsigned long long ls;
 	int cut, used;
-	if (!out || sscanf(out, "%lld %lu %d%n", &now, &files, &cut, &used) != 3)
+	if (!out || sscanf(out, "%lld %lu %d %llu%n", &now, &files, &cut, &ls,
+			   &used) != 4)
 		return -EIO;
 	j->now = (time_t)now;
 	j->files = files;
 	j->cut = cut != 0;
+	j->ls = ls;
 	size_t n = 0, cap = 8;
 	uint64_t *v = malloc(cap * sizeof(*v));
 	for (const char *s = out + used; v && *s;) {
@@ -337,7 +315,8 @@ static int parse_report(struct job *j, const char *out)
 	}
 	j->pieces.sizes = v;
 	j->pieces.n = n;
-	if (!n || j->pieces.total > 2 * MBFS_PREFETCH_BYTES)
+	if (!n || j->pieces.total > 2 * MBFS_PREFETCH_BYTES + MBFS_PREFETCH_LS_MAX ||
+	    j->ls > j->pieces.total)
 		return -EIO;
 	return 0;
 }
@@ -391,6 +370,11 @@ static int pack(struct job *j, struct mb_err *err)
 			rc = mbfs_sh_arg(&b, j->excl[i]);
 	if (!rc)
 		rc = mbfs_sh_body(&b, mbfs_sh_pack);
+	/* the listings carry their entries' times: queued ones land first,
+	 * as before a list request; a change of ours from now on keeps the
+	 * listings out of the cache */
+	mbfs_batch_flush(fs, j->base, MBFS_BATCH_SELF | MBFS_BATCH_BELOW);
+	j->ctr = mbfs_cache_counter(fs->cache);
 	struct mb_exec_result res;
 	if (rc)
 		mb_err_set(err, -rc, "command too long");
@@ -432,11 +416,17 @@ static int unpack(struct job *j, struct mb_err *err)
 	if (!rc && !(j->buf = malloc(MBFS_PREFETCH_FILE_MAX)))
 		rc = mb_err_set(err, ENOMEM, "out of memory");
 	if (!rc) {
-		rc = mbfs_tar_walk(j->fd, j->pieces.total, unpack_one, j);
+		rc = mbfs_tar_walk(j->fd, j->pieces.total - j->ls, unpack_one, j);
 		if (rc)
 			mb_err_set(err, -rc, "cannot unpack the archive: %s",
 				   strerror(-rc));
 	}
+	char *text = !rc && j->ls ? malloc(j->ls) : NULL;
+	if (text && !mbfs_pread_all(j->fd, text, j->ls, j->pieces.total - j->ls) &&
+	    mbfs_pack_listings(fs, j->base, text, j->ls, j->ctr))
+		mb_log(MB_LOG_WARN, "bulk read of '%s': its listings are "
+		       "damaged, not kept", j->base);
+	free(text);
 	free(j->buf);
 	close(j->fd);
 	mbfs_data_discard(scratch);

@@ -14,6 +14,11 @@
  * archive's copy; nor is one whose mtime is not older than the walk (it
  * may change again within the same second).
  *
+ * An archive that holds every small file of its subtree also brings the
+ * listings of the subtree's directories, stored in the attribute cache as
+ * list requests' would be (pack.h), so the walk that follows asks for
+ * none.
+ *
  * Only where it pays: the first cold read in a directory costs its one
  * GET; a second within MBFS_PREFETCH_WINDOW_MS archives the directory's
  * subtree. A tree walk escalates: when the directory's sibling (or its
@@ -39,6 +44,7 @@ struct mbfs_prefetch;
 #define MBFS_PREFETCH_BYTES (8u * 1024u * 1024u)
 #define MBFS_PREFETCH_FILES 4000u
 #define MBFS_PREFETCH_WINDOW_MS 5000u
+#define MBFS_PREFETCH_LS_MAX (4u * 1024u * 1024u)  /* pack.sh's cap */
 
 struct mbfs_prefetch *mbfs_prefetch_new(void);
 /* When no read waits any more (unmount). NULL is fine. */

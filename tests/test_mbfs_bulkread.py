@@ -13,6 +13,7 @@ import mbtest
 from test_mbfs_helpers import finish, hold_writeback, read_file, sh, sync, unique, write_file
 
 GET = "GET /containers/files"
+LIST = "GET /containers/files/list"
 EXEC = "POST /containers/exec"
 REMOVE = "DELETE /containers/files/remove"
 # files older than the archive's walk: those changed in its second are
@@ -126,6 +127,10 @@ def test_grep_r_of_a_tree_costs_a_few_archives(service, container, bmount):
     assert c[EXEC] <= 4, c
     assert c[REMOVE] == 0, c
     assert sum(c.values()) <= 12, c
+    # the whole tree's archive brings its directories' listings: 31
+    # directories, listed only before it came
+    lists = mbtest.requests_for(service.stats(), LIST)
+    assert lists <= 8, lists
     for name, body in files.items():
         assert read_file(bmount.path(name)) == body, name
     assert int(leftovers(service, container)) <= 1
@@ -228,3 +233,60 @@ def test_bulk_read_0_reads_each_file_alone(service, container, need_fuse):
     finally:
         finish(m)
     assert leftovers(service, container) == "0"
+
+
+def guest_entries(service, container, top):
+    """{relative path: (type, mode, size, mtime, link target)} of the
+    sandbox's tree, for what a walk through the mount must show."""
+    out = sh(service, container, "cd /workspace/%s && find . -mindepth 1 -printf "
+             "'%%P\\t%%y\\t%%m\\t%%s\\t%%T@\\t%%l\\n'" % top)
+    got = {}
+    for line in out.splitlines():
+        rel, y, mode, size, mtime, link = line.split("\t")
+        got[rel] = (y, int(mode, 8), int(size) if y != "d" else None,
+                    int(float(mtime)), link or None)
+    return got
+
+
+def mount_entries(root):
+    import stat as st
+    got = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = os.path.join(dirpath, name)
+            s = os.lstat(p)
+            y = "l" if st.S_ISLNK(s.st_mode) else "d" if st.S_ISDIR(s.st_mode) else \
+                "p" if st.S_ISFIFO(s.st_mode) else "f"
+            got[os.path.relpath(p, root)] = (y, st.S_IMODE(s.st_mode), s.st_size if y != "d" else None,
+                                             int(s.st_mtime), os.readlink(p) if y == "l" else None)
+    return got
+
+
+def test_the_listings_an_archive_brings_are_the_sandboxs(service, container, bmount):
+    top = unique("ls")
+    files = {}
+    for i in range(4):
+        for k in range(10):
+            files["%s/d%d/f%02d" % (top, i, k)] = content("%d %d" % (i, k), 100 + k)
+    files["%s/d1/sub/deep" % top] = b"deep\n"
+    files["%s/d2/big" % top] = os.urandom(300 * 1024)
+    seed(service, container, files)
+    sh(service, container, "cd /workspace/%s && mkdir d3/empty && ln -s ../d0/f01 d3/link && "
+       "ln -s nowhere d3/dangling && mkfifo d3/fifo && chmod 4755 d0/f03 && chmod 0600 d1/f04 && "
+       "chmod 0700 d1/sub && mkdir d2/.mbfs-up-x && echo staged > d2/.mbfs-up-x/f && "
+       "touch -h -d @1500000000 d3/link && touch -d @1400000000 d3/empty" % top)
+    want = guest_entries(service, container, top)
+    want = {k: v for k, v in want.items() if ".mbfs-up" not in k}
+    # reading two files in each of two directories: the second archive is
+    # the whole tree's, with the listings of the directories not seen yet
+    service.reset_stats()
+    for name in ("d0/f00", "d0/f01", "d1/f00", "d1/f01"):
+        assert read_file(bmount.path(top, name)) == files["%s/%s" % (top, name)]
+    assert counts(service)[EXEC] == 2
+    lists = mbtest.requests_for(service.stats(), LIST)
+    # (readlink asks the sandbox each time, listings or not)
+    got = mount_entries(bmount.path(top))
+    assert mbtest.requests_for(service.stats(), LIST) == lists
+    assert got == want
+    for name, body in files.items():
+        assert read_file(bmount.path(name)) == body, name

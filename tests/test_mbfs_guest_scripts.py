@@ -206,10 +206,23 @@ def test_pack_archives_the_small_files_of_a_tree(run, tmp_path):
     p = run("pack", str(root), "a", str(d), "1000", "8388608", "4000", "-", "c", "gone")
     assert p.returncode == 0, p.stderr
     lines = p.stdout.split("\n")
-    now, files, cut = lines[0].split()
+    now, files, cut, ls = lines[0].split()
     assert abs(int(now) - int(__import__("time").time())) < 60
     sizes = [int(x) for x in lines[1:] if x]
     assert (int(files), cut) == (9, "0")
+    # the listings end the pieces: 9 NUL-ended fields an entry, every entry
+    # of the tree but upload staging
+    data = b"".join((d / n).read_bytes() for n in sorted(os.listdir(d)))
+    fields = data[len(data) - int(ls):].split(b"\0")
+    assert fields[-1] == b"" and (len(fields) - 1) % 9 == 0
+    recs = [fields[i:i + 9] for i in range(0, len(fields) - 1, 9)]
+    entries = {(r[6].decode(), r[7].decode()): r for r in recs}
+    assert ("./a", "link") in entries and entries[("./a", "link")][8] == b"f1"
+    assert entries[("./a", "link")][0] == b"l"
+    assert entries[("./a", "big")][4] == str(256 * 1024 + 1).encode()
+    assert entries[(".", "c")][0] == b"d" and (".", "c") in entries
+    assert ("./a", "odd\x01byte") in entries and ("./a", "new\nline") in entries
+    assert not any(n.startswith(".mbfs-up") or "mbfs-up" in dn for dn, n in entries)
     assert sizes[:-1] == [1000] * (len(sizes) - 1) and 0 < sizes[-1] <= 1000
     assert sorted(os.listdir(d)) == ["p.%05d" % i for i in range(len(sizes))]
     assert os.stat(d).st_mode & 0o777 == 0o700
@@ -230,14 +243,14 @@ def test_pack_stops_at_the_caps_with_first_files_first(run, tmp_path):
     d = tmp_path / "d"
     p = run("pack", str(root), "b", str(d), "1048576", "8388608", "2", "-")
     assert p.returncode == 0, p.stderr
-    assert p.stdout.split("\n")[0].split()[1:] == ["2", "1"]
+    assert p.stdout.split("\n")[0].split()[1:] == ["2", "1", "0"]
     names = [n for n, _ in unpack_pieces(d)]
     assert names[0] == "./b/h" and len(names) == 2
     shutil.rmtree(str(d))
     # the byte cap: a header and a block per file
     p = run("pack", str(root), ".", str(d), "1048576", "3072", "100", "-")
     assert p.returncode == 0, p.stderr
-    assert p.stdout.split("\n")[0].split()[1:] == ["3", "1"]
+    assert p.stdout.split("\n")[0].split()[1:] == ["3", "1", "0"]
 
 
 def test_pack_of_nothing_leaves_no_directory(run, tmp_path):
@@ -245,7 +258,7 @@ def test_pack_of_nothing_leaves_no_directory(run, tmp_path):
     d = tmp_path / "d"
     p = run("pack", str(tmp_path / "empty"), ".", str(d), "1000", "8388608", "4000", "-")
     assert p.returncode == 0, p.stderr
-    assert p.stdout.split()[1:] == ["0", "0"]
+    assert p.stdout.split()[1:] == ["0", "0", "0"]
     assert not d.exists()
     p = run("pack", str(tmp_path / "missing"), ".", str(d), "1000", "8388608", "4000", "-")
     assert p.returncode == 1 and not d.exists()

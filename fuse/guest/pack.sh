@@ -14,10 +14,18 @@
 # relative to ROOT) cut into DIR/p.00000, DIR/p.00001, ... of SIZE bytes
 # each (the last one shorter); DIR (mode 700) must not exist yet.
 #
-# Prints "NOW FILES CUT": the guest's clock (Unix seconds) before the
-# walk, the files archived, 1 when the caps left some out (else 0); then
-# the size of every piece, in order, one decimal number a line. With no
-# file, no DIR is left and no piece printed. Exits 1 (message on stderr,
+# When the caps left nothing out, the listings of ROOT and of every
+# directory below it (except upload staging) follow the archive in the
+# pieces: a record of 9 fields per entry, each ended by a NUL: type
+# (find's %y), mode bits in octal, uid, gid, size, mtime (seconds, maybe
+# with a fraction), the directory (".", "./a", ...), the name, and the
+# link's target (empty unless a symlink).
+#
+# Prints "NOW FILES CUT LISTBYTES": the guest's clock (Unix seconds)
+# before the walk, the files archived, 1 when the caps left some out
+# (else 0), the bytes of listings at the end of the pieces (0: none);
+# then the size of every piece, in order, one decimal number a line.
+# With no file, no DIR is left and no piece printed. Exits 1 (message on stderr,
 # no DIR left) when it cannot. mbfs (fuse/prefetch.c) GETs the pieces,
 # checks each against its size here, and removes DIR.
 #
@@ -86,17 +94,28 @@ END { printf "%d %d\n", k, cut }') || fail
 k=${r% *} cut=${r#* }
 if [ "$k" -eq 0 ]; then
 	rm -rf "$d"
-	echo "$now 0 $cut"
+	echo "$now 0 $cut 0"
 	exit 0
+fi
+# find writes the listings itself: NUL-ended fields take any name; an
+# unreadable directory (find fails) or a huge tree gives none
+ls=0
+if [ "$cut" = 0 ] && find . -mindepth 1 \( -name '.mbfs-up*' -prune \) -o \
+	-printf '%y\0%m\0%U\0%G\0%s\0%T@\0%h\0%f\0%l\0' >"$d/ls" 2>/dev/null; then
+	ls=$(wc -c <"$d/ls")
+	[ "$ls" -le 4194304 ] || ls=0
 fi
 # -b 1: no padding to tar's usual 10 KiB records. A file removed or
 # unreadable by now is left out (--ignore-failed-read); one changed while
 # read keeps its old mtime in the header, which mbfs then never matches.
-tr '\n\001' '\000\n' <"$d/list" |
-	tar -c -b 1 --format=gnu --no-recursion --ignore-failed-read --null \
-		-T - -f - 2>/dev/null | split -b "$size" -a 5 -d - "$d/p." || fail
-rm -f "$d/list"
+{
+	tr '\n\001' '\000\n' <"$d/list" |
+		tar -c -b 1 --format=gnu --no-recursion --ignore-failed-read \
+			--null -T - -f - 2>/dev/null
+	[ "$ls" = 0 ] || cat "$d/ls"
+} | split -b "$size" -a 5 -d - "$d/p." || fail
+rm -f "$d/list" "$d/ls"
 cd "$d" || fail
 [ -e p.00000 ] || fail
-echo "$now $k $cut"
+echo "$now $k $cut $ls"
 printf '%s\n' p.* | xargs stat -c %s -- || fail
