@@ -43,6 +43,11 @@ fail() {
 }
 now=$(date +%s)
 cd -- "$root" || exit 1
+# a mount of the guest's / walks no kernel file system (reading
+# /proc/kmsg would block)
+if [ "$root" = / ]; then
+	set -- "$@" proc sys dev
+fi
 # the remaining arguments become find's: "-samefile E -prune -o" for each
 # excluded subtree still there (an inode test: no pattern to escape)
 n=$#
