@@ -6,6 +6,8 @@ import io
 import os
 import subprocess
 import tarfile
+import threading
+import time
 
 import pytest
 
@@ -98,6 +100,35 @@ def test_all_files_of_a_directory_come_in_one_archive(service, container, bmount
     for name in sorted(files):
         assert read_file(bmount.path(name)) == files[name], name
     assert counts(service)[GET] == 0
+
+
+def test_reads_during_an_archive_wait_for_it(service, container, bmount):
+    d, files = small_dir(30)
+    seed(service, container, files)
+    names = sorted(files)
+    service.reset_stats()
+    assert read_file(bmount.path(names[0])) == files[names[0]]
+    # the archive's command answers late: reads arriving meanwhile wait for
+    # it (and those arriving after it take its copies), none GETs alone
+    service.fault(route=EXEC, count=1, delayMs=1500)
+    got = {}
+
+    def rd(name):
+        got[name] = read_file(bmount.path(name))
+    first = threading.Thread(target=rd, args=(names[1],))
+    first.start()
+    deadline = time.monotonic() + 60
+    while counts(service)[EXEC] == 0:
+        assert time.monotonic() < deadline, "the archive never started"
+        time.sleep(0.01)
+    others = [threading.Thread(target=rd, args=(n,)) for n in names[2:]]
+    for t in others:
+        t.start()
+    for t in others + [first]:
+        t.join(120)
+    assert got == {n: files[n] for n in names[1:]}
+    c = counts(service)
+    assert c == {GET: 2, EXEC: 1, REMOVE: 0}, c
 
 
 def test_grep_r_of_a_tree_costs_a_few_archives(service, container, bmount):
