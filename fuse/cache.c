@@ -285,6 +285,31 @@ static int fetch_listing(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
 	return 0;
 }
 
+uint64_t mbfs_cache_counter(struct mbfs_cache *c)
+{
+	pthread_mutex_lock(&c->lock);
+	uint64_t v = c->counter;
+	pthread_mutex_unlock(&c->lock);
+	return v;
+}
+
+void mbfs_cache_put_listing(struct mbfs *fs, const char *path,
+			    struct mb_entry_list *list, uint64_t ctr)
+{
+	struct mbfs_cache *c = fs->cache;
+	struct child *kids;
+	size_t n;
+	if (take_kids(fs, list, &kids, &n))
+		return;
+	pthread_mutex_lock(&c->lock);
+	if (c->counter == ctr) {
+		put_listing_locked(c, path, kids, n);
+		kids = NULL;
+	}
+	pthread_mutex_unlock(&c->lock);
+	free_kids(kids, n);
+}
+
 int mbfs_cache_readdir(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
 		       void *ud)
 {

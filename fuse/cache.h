@@ -18,6 +18,8 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "common/api.h"
+
 struct mbfs;
 struct mbfs_cache;
 struct mbfs_kcache;
@@ -53,6 +55,14 @@ typedef int (*mbfs_dir_fn)(void *ud, const char *name, const struct stat *st);
  * (which also fills the attributes of each child). 0 or -errno. */
 int mbfs_cache_readdir(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
 		       void *ud);
+
+/* The write counter (for mbfs_cache_put_listing). */
+uint64_t mbfs_cache_counter(struct mbfs_cache *c);
+/* A listing of path the guest gave otherwise (a bulk read's, pack.h),
+ * taken (released here): stored as a list request's would be, unless the
+ * write counter moved from ctr, read before the guest was asked. */
+void mbfs_cache_put_listing(struct mbfs *fs, const char *path,
+			    struct mb_entry_list *list, uint64_t ctr);
 
 /* Our own changes, applied in place (no request; each bumps the write
  * counter). Listings keep their expiry: what we did ourselves does not make

@@ -14,6 +14,7 @@
 #include "fuse/cache.h"
 #include "fuse/data.h"
 #include "fuse/node_int.h"
+#include "fuse/prefetch.h"
 
 /* Forget the guest's pieces of a partial node. n->lock held. */
 void mbfs_load_drop_pieces(struct mbfs *fs, struct mbfs_node *n)
@@ -171,8 +172,12 @@ int mbfs_load(struct mbfs *fs, struct mbfs_node *n, bool whole)
 	if (!S_ISREG(st.st_mode))
 		return -EINVAL;
 	uint64_t got = 0;
+	/* no clean copy: perhaps one comes with its directory's (prefetch.h) */
 	if (mbfs_data_take(fs->data, path, (uint64_t)st.st_size,
-			   st.st_mtim.tv_sec, &n->local)) {
+			   st.st_mtim.tv_sec, &n->local) ||
+	    (mbfs_prefetch_miss(fs, path, (uint64_t)st.st_size) &&
+	     mbfs_data_take(fs->data, path, (uint64_t)st.st_size,
+			    st.st_mtim.tv_sec, &n->local))) {
 		n->fd = open(n->local, O_RDWR | O_CLOEXEC);
 		got = (uint64_t)st.st_size;
 		if (n->fd < 0) {

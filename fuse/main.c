@@ -42,6 +42,7 @@
 #include "fuse/journal.h"
 #include "fuse/lease.h"
 #include "fuse/node.h"
+#include "fuse/prefetch.h"
 #include "fuse/ops.h"
 #include "fuse/recover.h"
 #include "fuse/watch.h"
@@ -68,6 +69,7 @@ static const struct fuse_opt mbfs_opt_spec[] = {
 	OPT("api_url=%s", api_url, 0),
 	OPT("uid=%s", uid, 0),
 	OPT("sync_close", sync_close, 1),
+	OPT("bulk_read=%s", bulk_read, 0),
 	OPT("gid=%s", gid, 0),
 	OPT("--create", create, 1),
 	OPT("--catalog=%s", catalog, 0),
@@ -170,6 +172,9 @@ static void usage(FILE *f)
 "    -o sync_close          close() uploads and reports the upload's error\n"
 "                           (default: small files are queued and sent in\n"
 "                           batches; fsync and 'sync' wait for them)\n"
+"    -o bulk_read=0         read every file with requests of its own (default 1:\n"
+"                           when a program reads many files of a directory,\n"
+"                           their small files come in one archive)\n"
 "    --create               start a new container and mount it\n"
 "    --catalog ID           image for --create (node, python, rust, go, devops)\n"
 "    --size SIZE            size for --create (lite, small, medium, large, xl)\n"
@@ -361,6 +366,9 @@ static int validate(struct mbfs *fs, struct mbfs_opts *o, struct parse_state *ps
 	fs->gid = gid;
 	fs->ro = o->ro;
 	fs->sync_close = o->sync_close != 0;
+	if (o->bulk_read && strcmp(o->bulk_read, "0") &&
+	    strcmp(o->bulk_read, "1"))
+		return fail("bulk_read must be 0 or 1");
 	char real[PATH_MAX];
 	struct stat st;
 	if (!realpath(o->mountpoint, real) || stat(real, &st))
@@ -448,7 +456,10 @@ static int open_state(struct mbfs *fs, struct mbfs_opts *o,
 	fs->wbq = mbfs_wbq_new();
 	fs->inos = mbfs_inos_new();
 	fs->hidden = mbfs_hidden_new();
-	if (!fs->cache || !fs->batch || !fs->wbq || !fs->inos || !fs->hidden)
+	if (!o->bulk_read || strcmp(o->bulk_read, "0"))
+		fs->prefetch = mbfs_prefetch_new();
+	if (!fs->cache || !fs->batch || !fs->wbq || !fs->inos || !fs->hidden ||
+	    (!fs->prefetch && (!o->bulk_read || strcmp(o->bulk_read, "0"))))
 		return fail("out of memory");
 	fs->kcache = mbfs_kcache_new();
 	if (!fs->kcache)
@@ -546,6 +557,7 @@ static void fs_free(struct mbfs *fs)
 	mbfs_kcache_free(fs->kcache);
 	mbfs_inos_free(fs->inos);
 	mbfs_hidden_free(fs->hidden);
+	mbfs_prefetch_free(fs->prefetch);
 	mbfs_data_free(fs->data);
 	mbfs_journal_close(fs->journal);
 	if (fs->client)
@@ -618,7 +630,7 @@ out:
 			  &o->attr_timeout, &o->dir_timeout, &o->op_timeout,
 			  &o->keepalive,
 			  &o->negative_timeout, &o->uid, &o->gid, &o->catalog,
-			  &o->size };
+			  &o->size, &o->bulk_read };
 	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
 		free(*strs[i]);
 	for (int i = 0; i < ps.nnonopt; i++)

@@ -29,6 +29,8 @@
  *   journal.c  durable local state: records of dirty copies, staging
  *              notes, kept/ (the cache directory's layout)
  *   recover.c  at mount: what ended mounts left in their journals
+ *   prefetch.c bulk reads: a directory's small files in one archive
+ *              built on the guest (tarread.c reads it) into data.c
  *   data.c     local copies: clean ones (evicted as the disk fills) and
  *              working ones, in the mount's run directory
  *   xfer.c     chunked transfer: split downloads (xfer_up.c: staged atomic
@@ -52,7 +54,7 @@
  *   node->lock  ->  fs->nodes_lock  ->  cache->lock
  *   hidden->lock  ->  fs->nodes_lock
  *   fs->nodes_lock  ->  wbq->lock
- *   data->lock, batch->lock, wbq->lock, lease->lock, statfs_lock,
+ *   data->lock, prefetch->lock, batch->lock, wbq->lock, lease->lock, statfs_lock,
  *   watch_lock, kcache->lock and the journal's lock are leaves.
  * node->lock may be held across network calls (and across waiting for a
  * batch send); no other lock ever is.
@@ -88,6 +90,7 @@ struct mbfs_inos;
 struct mbfs_kcache;
 struct mbfs_lease;
 struct mbfs_node;
+struct mbfs_prefetch;
 
 /* The remote directory mounted when none is given, and the one directory
  * mbfs creates when it is missing (the default node image has none). */
@@ -107,6 +110,7 @@ struct mbfs_opts {
 	int create;
 	int ro;
 	int sync_close;         /* -o sync_close */
+	char *bulk_read;        /* -o bulk_read=0|1 */
 	int show_help, show_version;
 	int foreground, debug, singlethread;
 };
@@ -141,6 +145,8 @@ struct mbfs {
 	struct mbfs_batch *batch;
 	struct mbfs_wbq *wbq;           /* write-back of small files (wbq.h) */
 	bool sync_close;                /* close() uploads and waits */
+	struct mbfs_prefetch *prefetch; /* bulk reads (prefetch.h); NULL:
+	                                   off */
 	struct mbfs_lease *lease;       /* NULL until mbfs_lease_start */
 	struct mbfs_kcache *kcache;     /* the kernel's caches (kcache.h) */
 	struct mbfs_inos *inos;         /* numbers kept across renames

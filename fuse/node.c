@@ -327,6 +327,19 @@ int mbfs_node_getattr(struct mbfs *fs, const char *path, struct stat *st)
 	return hit;
 }
 
+bool mbfs_node_busy(struct mbfs *fs, const char *path)
+{
+	bool busy = false;
+	pthread_mutex_lock(&fs->nodes_lock);
+	/* a node still loading (the reader that asked for an archive, say)
+	 * takes the guest's content anyway */
+	for (struct mbfs_node *n = fs->nodes; n && !busy; n = n->next)
+		busy = (n->loaded || n->dirty || n->fresh) &&
+		       strcmp(n->path, path) == 0;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	return busy;
+}
+
 void mbfs_node_fgetattr(struct mbfs *fs, struct mbfs_node *n, struct stat *st)
 {
 	pthread_mutex_lock(&fs->nodes_lock);

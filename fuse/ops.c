@@ -34,6 +34,7 @@
 #include "fuse/node.h"
 #include "fuse/ns.h"
 #include "fuse/ops.h"
+#include "fuse/prefetch.h"
 #include "fuse/remote.h"
 #include "fuse/wbq.h"
 
@@ -117,6 +118,7 @@ static void mbfs_destroy(void *data)
 	mbfs_lease_stop(FS);
 	mbfs_hidden_stop(FS);
 	mbfs_wbq_stop(FS);   /* queued files go first; later closes upload */
+	mbfs_prefetch_stop(FS);
 	mbfs_node_flush_all(FS);
 	mbfs_batch_stop(FS);
 }

@@ -2,8 +2,8 @@
 with the arguments the C side passes, both as files (how a reader runs them
 by hand) and as mbfs sends them: `set -- 'ARG'...`, a newline, then the text
 embedded by common/embed.sh (comments, blank lines and indentation gone).
-The reports checked are the ones fuse/xfer.c, xfer_up.c, touch.c and
-remote.c parse."""
+The reports checked are the ones fuse/xfer.c, xfer_up.c, touch.c,
+prefetch.c and remote.c parse."""
 import hashlib
 import os
 import shutil
@@ -249,3 +249,114 @@ def test_statfs_prints_blocks_then_inodes(run, tmp_path):
     assert lines[0].startswith("Filesystem") and "1024-blocks" in lines[0]
     p = run("statfs", str(tmp_path / "gone"))
     assert p.returncode == 1 and "No such file" in p.stderr
+
+
+def unpack_pieces(d):
+    import io
+    import tarfile
+    data = b"".join((d / n).read_bytes() for n in sorted(os.listdir(d)))
+    with tarfile.open(fileobj=io.BytesIO(data)) as t:
+        return [(m.name, t.extractfile(m).read()) for m in t.getmembers()]
+
+
+def pack_tree(tmp_path):
+    root = tmp_path / "root"
+    for rel, data in [("a/f1", b"one"), ("a/f2", b"two"), ("a/sub/g", b"gee"),
+                      ("b/h", b"aitch"), ("top", b"top"),
+                      ("a/with space", b"s"), ("a/new\nline", b"n"), ("a/-dash", b"d"),
+                      ("a/" + "L" * 150, b"long"), ("a/odd\x01byte", b"odd"),
+                      ("a/.mbfs-up-x", b"staging"), ("a/.mbfs-up-d/inside", b"staging"),
+                      ("c/x", b"excluded")]:
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+    (root / "a" / "big").write_bytes(b"x" * (256 * 1024 + 1))
+    os.symlink("f1", str(root / "a" / "link"))
+    os.symlink(str(root / "b"), str(root / "a" / "dirlink"))
+    return root
+
+
+def test_pack_archives_the_small_files_of_a_tree(run, tmp_path):
+    root = pack_tree(tmp_path)
+    d = tmp_path / "d"
+    p = run("pack", str(root), "a", str(d), "1000", "8388608", "4000", "-", "c", "gone")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.split("\n")
+    now, files, cut, ls = lines[0].split()
+    assert abs(int(now) - int(__import__("time").time())) < 60
+    sizes = [int(x) for x in lines[1:] if x]
+    assert (int(files), cut) == (9, "0")
+    # the listings end the pieces: 9 NUL-ended fields an entry, every entry
+    # of the tree but upload staging
+    data = b"".join((d / n).read_bytes() for n in sorted(os.listdir(d)))
+    fields = data[len(data) - int(ls):].split(b"\0")
+    assert fields[-1] == b"" and (len(fields) - 1) % 9 == 0
+    recs = [fields[i:i + 9] for i in range(0, len(fields) - 1, 9)]
+    entries = {(r[6].decode(), r[7].decode()): r for r in recs}
+    assert ("./a", "link") in entries and entries[("./a", "link")][8] == b"f1"
+    assert entries[("./a", "link")][0] == b"l"
+    assert entries[("./a", "big")][4] == str(256 * 1024 + 1).encode()
+    assert entries[(".", "c")][0] == b"d" and (".", "c") in entries
+    assert ("./a", "odd\x01byte") in entries and ("./a", "new\nline") in entries
+    assert not any(n.startswith(".mbfs-up") or "mbfs-up" in dn for dn, n in entries)
+    assert sizes[:-1] == [1000] * (len(sizes) - 1) and 0 < sizes[-1] <= 1000
+    assert sorted(os.listdir(d)) == ["p.%05d" % i for i in range(len(sizes))]
+    assert os.stat(d).st_mode & 0o777 == 0o700
+    members = unpack_pieces(d)
+    names = [n for n, _ in members]
+    # FIRST's own files first, each once; no staging, link, big file, byte 001
+    # or excluded subtree
+    first = {"./a/f1", "./a/f2", "./a/with space", "./a/new\nline", "./a/-dash",
+             "./a/" + "L" * 150}
+    assert set(names[:len(first)]) == first
+    assert sorted(names) == sorted(first | {"./a/sub/g", "./b/h", "./top"})
+    assert dict(members)["./a/" + "L" * 150] == b"long"
+    assert dict(members)["./a/new\nline"] == b"n"
+
+
+def test_pack_stops_at_the_caps_with_first_files_first(run, tmp_path):
+    root = pack_tree(tmp_path)
+    d = tmp_path / "d"
+    p = run("pack", str(root), "b", str(d), "1048576", "8388608", "2", "-")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split("\n")[0].split()[1:] == ["2", "1", "0"]
+    names = [n for n, _ in unpack_pieces(d)]
+    assert names[0] == "./b/h" and len(names) == 2
+    shutil.rmtree(str(d))
+    # the byte cap: a header and a block per file
+    p = run("pack", str(root), ".", str(d), "1048576", "3072", "100", "-")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split("\n")[0].split()[1:] == ["3", "1", "0"]
+
+
+def test_pack_of_nothing_leaves_no_directory(run, tmp_path):
+    (tmp_path / "empty").mkdir()
+    d = tmp_path / "d"
+    p = run("pack", str(tmp_path / "empty"), ".", str(d), "1000", "8388608", "4000", "-")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split()[1:] == ["0", "0", "0"]
+    assert not d.exists()
+    p = run("pack", str(tmp_path / "missing"), ".", str(d), "1000", "8388608", "4000", "-")
+    assert p.returncode == 1 and not d.exists()
+    # an existing directory is not ours: left alone
+    d.mkdir()
+    (tmp_path / "empty" / "f").write_bytes(b"f")
+    p = run("pack", str(tmp_path / "empty"), ".", str(d), "1000", "8388608", "4000", "-")
+    assert p.returncode == 1 and os.listdir(str(d)) == []
+
+
+def test_pack_removes_the_previous_pieces_first(run, tmp_path):
+    prev = "/tmp/.mbfs-dl-test%d" % os.getpid()
+    os.makedirs(prev + "/x", exist_ok=True)
+    other = tmp_path / "other"
+    other.mkdir()
+    try:
+        # even when it fails itself; and never a name that is not its own
+        p = run("pack", str(tmp_path / "missing"), ".", str(tmp_path / "d"), "1000", "8388608",
+                "4000", prev)
+        assert p.returncode == 1 and not os.path.exists(prev)
+        p = run("pack", str(tmp_path / "missing"), ".", str(tmp_path / "d"), "1000", "8388608",
+                "4000", str(other))
+        assert p.returncode == 1 and other.is_dir()
+    finally:
+        shutil.rmtree(prev, ignore_errors=True)
