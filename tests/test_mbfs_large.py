@@ -57,12 +57,15 @@ def test_large_write_is_one_upload_in_rounds(service, container, mount):
     data = os.urandom(SIZE)
     service.reset_stats()
     write_like_dd(mount.path(name), data)
-    assert guest_sha(service, container, "/workspace/" + name) == sha(data)
     # each part PUT once (the file is uploaded once, at its close), one
     # staging directory, and a few execs: the rounds and the last one
-    assert requests(service, PUT) == PARTS
+    # (counted before the test's own exec below). One write-back batch of
+    # the still empty file (a PUT and an exec) may leave first if this
+    # process is held up for the queue's delay between close and write.
+    assert PARTS <= requests(service, PUT) <= PARTS + 1
     assert requests(service, MKDIR) == 1
-    assert 1 <= requests(service, EXEC) <= 1 + PARTS // 16
+    assert 1 <= requests(service, EXEC) <= 2 + PARTS // 16
+    assert guest_sha(service, container, "/workspace/" + name) == sha(data)
     no_staging(service, container)
     assert read_file(mount.path(name)) == data
 
