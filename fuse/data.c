@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "fuse/data.h"
+#include "fuse/mbfs.h"
 
 struct dentry {
 	struct dentry *next;
@@ -23,6 +24,10 @@ struct dentry {
 	char *local;
 };
 
+/* Slots of the record of local changes (mbfs_data_put_fetched): a slot
+ * shared by two paths only makes a fetched copy be dropped needlessly. */
+#define CHANGE_SLOTS 16384u
+
 struct mbfs_data {
 	pthread_mutex_t lock;
 	char *datadir;
@@ -30,7 +35,15 @@ struct mbfs_data {
 	uint64_t total;             /* bytes indexed; protected by lock */
 	uint64_t cap;
 	unsigned long seq;          /* protected by lock */
+	/* local changes, by lock: a stamp per slot of a path's hash, and one
+	 * for the drops of a whole tree */
+	uint64_t stamp, tree_stamp, changed[CHANGE_SLOTS];
 };
+
+static uint64_t *slot_locked(struct mbfs_data *d, const char *path)
+{
+	return &d->changed[mbfs_fnv1a(MBFS_FNV_OFFSET, path) % CHANGE_SLOTS];
+}
 
 int mbfs_data_new(const char *dir, uint64_t cap, struct mbfs_data **out,
 		  struct mb_err *err)
@@ -201,11 +214,40 @@ void mbfs_data_put(struct mbfs_data *d, const char *path, uint64_t size,
 	free_list(evict);
 }
 
+uint64_t mbfs_data_stamp(struct mbfs_data *d)
+{
+	pthread_mutex_lock(&d->lock);
+	uint64_t s = d->stamp;
+	pthread_mutex_unlock(&d->lock);
+	return s;
+}
+
+void mbfs_data_put_fetched(struct mbfs_data *d, const char *path,
+			   uint64_t size, time_t mtime, char *local,
+			   uint64_t since)
+{
+	pthread_mutex_lock(&d->lock);
+	bool stale = d->tree_stamp > since || *slot_locked(d, path) > since;
+	for (struct dentry *e = d->head; e && !stale; e = e->next)
+		stale = strcmp(e->path, path) == 0;
+	pthread_mutex_unlock(&d->lock);
+	/* a copy of our own, or a change made here since the fetch began,
+	 * is newer than what the fetch found: keep it */
+	if (stale)
+		mbfs_data_discard(local);
+	else
+		mbfs_data_put(d, path, size, mtime, local);
+}
+
 static void drop_matching(struct mbfs_data *d, const char *path, bool tree)
 {
 	size_t n = strlen(path);
 	struct dentry *gone = NULL;
 	pthread_mutex_lock(&d->lock);
+	if (tree)
+		d->tree_stamp = ++d->stamp;
+	else
+		*slot_locked(d, path) = ++d->stamp;
 	struct dentry **pp = &d->head;
 	while (*pp) {
 		const char *p = (*pp)->path;

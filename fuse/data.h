@@ -39,6 +39,17 @@ int mbfs_data_take(struct mbfs_data *d, const char *path, uint64_t size,
 void mbfs_data_put(struct mbfs_data *d, const char *path, uint64_t size,
 		   time_t mtime, char *local);
 
+/* A stamp for mbfs_data_put_fetched, taken before a fetch begins. */
+uint64_t mbfs_data_stamp(struct mbfs_data *d);
+/* Like mbfs_data_put for a copy fetched from the guest (a bulk read)
+ * since stamp `since`, unless the mount changed path since (dropped it, or
+ * a tree above it) or holds a copy of it: then local is discarded, as
+ * what the fetch found may be older than what the mount sent meanwhile
+ * with the same size and whole-second mtime. */
+void mbfs_data_put_fetched(struct mbfs_data *d, const char *path,
+			   uint64_t size, time_t mtime, char *local,
+			   uint64_t since);
+
 /* Delete the clean copy of path / of path and all below / of everything. */
 void mbfs_data_drop(struct mbfs_data *d, const char *path);
 void mbfs_data_drop_tree(struct mbfs_data *d, const char *path);

@@ -232,6 +232,7 @@ struct job {
 	time_t now;                 /* the guest's clock before the walk */
 	uint64_t ls;                /* bytes of listings ending the pieces */
 	uint64_t ctr;               /* the cache's write counter before */
+	uint64_t stamp;             /* the data cache's (mbfs_data_stamp) */
 	bool cut;
 	size_t files, put;
 	int fd;                     /* the archive, local */
@@ -267,7 +268,11 @@ static int unpack_one(void *ud, const struct mbfs_tar_member *m)
 		mbfs_data_discard(local);
 		return rc;
 	}
-	mbfs_data_put(j->fs->data, path, m->size, m->mtime, local);
+	/* not over what the mount wrote or sent since the walk began: the
+	 * walk may have seen the version before, with the same size and
+	 * whole-second mtime */
+	mbfs_data_put_fetched(j->fs->data, path, m->size, m->mtime, local,
+			      j->stamp);
 	j->put++;
 	return 0;
 }
@@ -375,6 +380,7 @@ static int pack(struct job *j, struct mb_err *err)
 	 * listings out of the cache */
 	mbfs_batch_flush(fs, j->base, MBFS_BATCH_SELF | MBFS_BATCH_BELOW);
 	j->ctr = mbfs_cache_counter(fs->cache);
+	j->stamp = mbfs_data_stamp(fs->data);
 	struct mb_exec_result res;
 	if (rc)
 		mb_err_set(err, -rc, "command too long");

@@ -321,3 +321,34 @@ def test_the_listings_an_archive_brings_are_the_sandboxs(service, container, bmo
     assert got == want
     for name, body in files.items():
         assert read_file(bmount.path(name)) == body, name
+
+
+def test_an_archive_never_replaces_what_the_mount_sent_meanwhile(service, container, bmount):
+    """The walk sees a file's old version; the mount's own new version (same
+    size, same second) lands before the archive comes back. The archive's
+    copy must not become the file's content, nor travel back on the next
+    write."""
+    d, files = small_dir(10)
+    seed(service, container, files)
+    os.listdir(bmount.path(d))
+    target = bmount.path(d, "target")
+    v1, v2 = b"A" * 64, b"B" * 64
+    write_file(target, v1)
+    os.utime(target, (OLD, OLD))
+    sync(bmount)
+    # v2's batch is slow; the archive's answer slower still
+    service.fault(route="PUT /containers/files", count=1, match="wb-", delayMs=3000)
+    write_file(target, v2)
+    os.utime(target, (OLD, OLD))
+    service.fault(route=EXEC, count=1, delayMs=6000)
+    for name in sorted(files)[:3]:      # a bulk read: the walk sees v1
+        assert read_file(bmount.path(name)) == files[name]
+    r = subprocess.run([mbtest.MBFS, "--status", "--wait", bmount.mountpoint],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r
+    assert sh(service, container, "cat /workspace/%s/target" % d) == v2.decode()
+    assert read_file(target) == v2
+    with open(target, "ab") as f:
+        f.write(b"C")
+    sync(bmount)
+    assert sh(service, container, "cat /workspace/%s/target" % d) == (v2 + b"C").decode()
