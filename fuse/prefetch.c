@@ -60,6 +60,7 @@ struct mbfs_prefetch {
 	                                   directory of an archive done, removed
 	                                   by the next pack.sh (one request
 	                                   less) or at unmount */
+	unsigned leftover_note;         /* its journal note (xfer_int.h) */
 };
 
 struct mbfs_prefetch *mbfs_prefetch_new(void)
@@ -326,20 +327,22 @@ static int parse_report(struct job *j, const char *out)
 	return 0;
 }
 
-/* Hand the pieces' directory dir (taken) to the next pack.sh, or remove
- * it now when one is waiting already. */
-static void leave(struct mbfs_prefetch *p, struct mbfs *fs, char *dir)
+/* Hand the pieces' directory dir (taken) and its journal note to the
+ * next pack.sh, or remove it now when one is waiting already. */
+static void leave(struct mbfs_prefetch *p, struct mbfs *fs, char *dir,
+		  unsigned note)
 {
 	if (!dir)
 		return;
 	pthread_mutex_lock(&p->lock);
 	if (!p->leftover) {
 		p->leftover = dir;
+		p->leftover_note = note;
 		dir = NULL;
 	}
 	pthread_mutex_unlock(&p->lock);
-	if (dir && !atomic_load(&fs->stopped))
-		mbfs_xfer_remove_dir(fs, dir);
+	if (dir)
+		mbfs_xfer_remove_noted(fs, dir, note);
 	free(dir);
 }
 
@@ -358,6 +361,7 @@ static int pack(struct job *j, struct mb_err *err)
 	snprintf(files, sizeof(files), "%u", MBFS_PREFETCH_FILES);
 	pthread_mutex_lock(&j->p->lock);
 	char *prev = j->p->leftover;
+	unsigned prev_note = j->p->leftover_note;
 	j->p->leftover = NULL;
 	pthread_mutex_unlock(&j->p->lock);
 	struct mb_buf b;
@@ -382,19 +386,25 @@ static int pack(struct job *j, struct mb_err *err)
 	j->ctr = mbfs_cache_counter(fs->cache);
 	j->stamp = mbfs_data_stamp(fs->data);
 	struct mb_exec_result res;
-	if (rc)
+	if (rc) {
 		mb_err_set(err, -rc, "command too long");
-	else
+	} else {
+		j->pieces.note = mbfs_xfer_note_dir(fs, j->pieces.dir);
 		rc = mbfs_exec(fs, b.data, EXEC_TIMEOUT_MS, &res, err);
+	}
 	mb_buf_release(&b);
 	if (rc) {
 		/* prev is still there, or may be */
-		leave(j->p, fs, prev);
+		leave(j->p, fs, prev, prev_note);
 		if (err->ambiguous && !mb_err_is_stopped(err))
-			mbfs_xfer_remove_dir(fs, j->pieces.dir);
+			mbfs_xfer_remove_noted(fs, j->pieces.dir, j->pieces.note);
+		else
+			mbfs_xfer_dir_gone(fs, j->pieces.note);
+		j->pieces.note = 0;
 		return mbfs_fail(fs, rc, err);
 	}
 	free(prev);     /* pack.sh removes it first thing */
+	mbfs_xfer_dir_gone(fs, prev_note);
 	if (!mbfs_exec_ok(&res)) {
 		rc = mb_err_set(err, EIO, "pack.sh failed: %.200s",
 				res.errout ? res.errout : "");
@@ -493,10 +503,11 @@ void mbfs_prefetch_stop(struct mbfs *fs)
 		return;
 	pthread_mutex_lock(&p->lock);
 	char *dir = p->leftover;
+	unsigned note = p->leftover_note;
 	p->leftover = NULL;
 	pthread_mutex_unlock(&p->lock);
-	if (dir && !atomic_load(&fs->stopped))
-		mbfs_xfer_remove_dir(fs, dir);
+	if (dir)
+		mbfs_xfer_remove_noted(fs, dir, note);
 	free(dir);
 }
 
@@ -557,7 +568,9 @@ int mbfs_prefetch_miss(struct mbfs *fs, const char *path, uint64_t size)
 	pthread_cond_broadcast(&p->done);
 	pthread_mutex_unlock(&p->lock);
 	if (j.pieces.sizes)
-		leave(p, fs, strdup(j.pieces.dir));
+		leave(p, fs, strdup(j.pieces.dir), j.pieces.note);
+	else
+		mbfs_xfer_dir_gone(fs, j.pieces.note);   /* pack.sh made none */
 	free(j.pieces.sizes);
 	for (size_t i = 0; i < j.nexcl; i++)
 		free(j.excl[i]);

@@ -184,14 +184,15 @@ static enum mbfs_jact on_dirty(void *ud, const char *local,
 	return MBFS_J_DONE;
 }
 
-/* Only ever remove what our uploads stage (a damaged note must not name
- * anything else). */
+/* Only ever remove what our uploads stage and our downloads' pieces (a
+ * damaged note must not name anything else). */
 static int is_ours(const char *p)
 {
 	const char *base = strrchr(p, '/');
 	return p[0] == '/' && !strstr(p, "/../") && base &&
 	       (strncmp(p, "/tmp/" MBFS_STAGING_PREFIX "/",
 			sizeof("/tmp/" MBFS_STAGING_PREFIX "/") - 1) == 0 ||
+		(strncmp(p, "/tmp/.mbfs-dl-", 14) == 0 && !strchr(p + 14, '/')) ||
 		mbfs_xfer_is_staging(base + 1));
 }
 

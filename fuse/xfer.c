@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "fuse/guest_sh.h"
+#include "fuse/journal.h"
 #include "fuse/mbfs.h"
 #include "fuse/remote.h"
 #include "fuse/xfer.h"
@@ -130,6 +132,34 @@ int mbfs_xfer_remove_dir(struct mbfs *fs, const char *rdir)
 	return rc;
 }
 
+unsigned mbfs_xfer_note_dir(struct mbfs *fs, const char *rdir)
+{
+	unsigned id = 0;
+	const char *paths[] = { rdir };
+	if (!fs->journal || mbfs_journal_stage(fs->journal, paths, 1, &id))
+		return 0;
+	return id;
+}
+
+void mbfs_xfer_dir_gone(struct mbfs *fs, unsigned note)
+{
+	if (note && fs->journal)
+		mbfs_journal_unstage(fs->journal, note);
+}
+
+void mbfs_xfer_remove_noted(struct mbfs *fs, const char *rdir, unsigned note)
+{
+	/* a sandbox that is gone (stopped) takes its /tmp along */
+	bool gone = atomic_load(&fs->stopped) ||
+		    mbfs_xfer_remove_dir(fs, rdir) == 0;
+	if (!note || !fs->journal)
+		return;
+	if (gone)
+		mbfs_journal_unstage(fs->journal, note);
+	else
+		mbfs_journal_leftover(fs->journal, note);
+}
+
 /* ---- downloads ---- */
 
 static int get_small(struct mbfs *fs, const char *rpath, int fd,
@@ -241,13 +271,18 @@ int mbfs_xfer_split(struct mbfs *fs, const char *path, struct mbfs_pieces *p,
 	if (mb_random_hex(hex, 8))
 		return mb_err_set(err, EIO, "no random bytes");
 	snprintf(j.dir, sizeof(j.dir), "/tmp/.mbfs-dl-%s", hex);
+	unsigned note = mbfs_xfer_note_dir(fs, j.dir);
 	size_t n = 0;
 	int rc = split_remote(&j, rpath, &n, err);
 	if (rc) {
+		/* split.sh leaves no directory when it fails */
 		if (err->ambiguous && !mb_err_is_stopped(err))
-			mbfs_xfer_remove_dir(fs, j.dir);
+			mbfs_xfer_remove_noted(fs, j.dir, note);
+		else
+			mbfs_xfer_dir_gone(fs, note);
 		return mbfs_fail(fs, rc, err);
 	}
+	p->note = note;
 	snprintf(p->dir, sizeof(p->dir), "%s", j.dir);
 	p->sizes = j.sizes;
 	p->n = n;
@@ -272,8 +307,8 @@ int mbfs_xfer_fetch(struct mbfs *fs, const struct mbfs_pieces *p,
 
 void mbfs_xfer_pieces_release(struct mbfs *fs, struct mbfs_pieces *p)
 {
-	if (p->sizes && !atomic_load(&fs->stopped))
-		mbfs_xfer_remove_dir(fs, p->dir);
+	if (p->sizes)
+		mbfs_xfer_remove_noted(fs, p->dir, p->note);
 	free(p->sizes);
 	memset(p, 0, sizeof(*p));
 }

@@ -14,9 +14,10 @@
  * sees a half-written file. Every transient failure (a 5xx, a
  * reset, a timeout) is reconciled (the target read back or hashed, never
  * a blind repeat) and retried until the upload has made no progress for
- * op_timeout. The staging of an upload is noted in the journal before it
- * exists and removed after; what a failure could not remove is removed
- * when the service answers again (mbfs_xfer_sweep) or at the next mount.
+ * op_timeout. The staging of an upload, and a download's pieces, are
+ * noted in the journal before they exist and removed after; what a
+ * failure or a crash left is removed when the service answers again
+ * (mbfs_xfer_sweep) or at the next mount.
  * Paths are mount-relative unless named rpath. Thread-safe; the client's
  * limiter bounds the requests in flight.
  */
@@ -46,6 +47,7 @@ struct mbfs_pieces {
 	uint64_t *sizes;
 	size_t n;
 	uint64_t total;
+	unsigned note;    /* the journal's note of dir (0: none) */
 };
 
 /* Split path (one exec). 0 with *p (release it), or -errno. */

@@ -22,4 +22,15 @@ int mbfs_pwrite_all(int fd, const void *p, size_t n, uint64_t off);
  * gone (or was never there), else -errno. */
 int mbfs_xfer_remove_dir(struct mbfs *fs, const char *rdir);
 
+/* A download's guest directory (pieces) in the journal before it exists,
+ * so that one a crash leaves is removed by the next mount: the note's id,
+ * 0 when it could not be noted (the download goes on without). */
+unsigned mbfs_xfer_note_dir(struct mbfs *fs, const char *rdir);
+/* The noted rdir is gone (gone: never made, or removed by a guest
+ * script): the note goes. */
+void mbfs_xfer_dir_gone(struct mbfs *fs, unsigned note);
+/* Remove the noted rdir now (mbfs_xfer_remove_dir); a removal that fails
+ * leaves the note for the next sweep (mbfs_xfer_sweep) or mount. */
+void mbfs_xfer_remove_noted(struct mbfs *fs, const char *rdir, unsigned note);
+
 #endif

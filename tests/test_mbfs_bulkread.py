@@ -4,6 +4,7 @@ small files come in one archive built on the sandbox (an exec and a few
 test checks the bytes read as well as what they cost."""
 import io
 import os
+import signal
 import subprocess
 import tarfile
 import threading
@@ -352,3 +353,42 @@ def test_an_archive_never_replaces_what_the_mount_sent_meanwhile(service, contai
         f.write(b"C")
     sync(bmount)
     assert sh(service, container, "cat /workspace/%s/target" % d) == (v2 + b"C").decode()
+
+
+def test_pieces_a_killed_mount_left_go_at_the_next_mount(service, container, need_fuse, tmp_path):
+    """kill -9 while an archive's pieces are on the sandbox: the journal
+    noted their directory first, so the next mount of the same cache
+    removes it."""
+    cache = str(tmp_path / "cache")
+    d, files = small_dir(40, size=lambda i: 20000 + i)
+    seed(service, container, files)
+    m = mbtest.Mount(service, container, options=["cache_dir=" + cache])
+    try:
+        service.fault(route=GET, count=5, delayMs=5000, match=".mbfs-dl-")
+        def read_some():
+            try:
+                for name in sorted(files)[:3]:
+                    read_file(m.path(name))
+            except OSError:
+                pass        # the mount is killed under it
+        reader = threading.Thread(target=read_some, daemon=True)
+        reader.start()
+        deadline = time.monotonic() + 60
+        while leftovers(service, container) == "0":     # the archive is made
+            assert time.monotonic() < deadline, "no archive was made"
+            time.sleep(0.05)
+    finally:
+        m.proc.send_signal(signal.SIGKILL)
+        m.proc.wait(30)
+        subprocess.run(["fusermount3", "-uz", m.mountpoint], capture_output=True)
+        m.unmount()
+    service.clear_faults()
+    assert leftovers(service, container) == "1"
+    m2 = mbtest.Mount(service, container, options=["cache_dir=" + cache])
+    try:
+        assert leftovers(service, container) == "0"
+        for name in sorted(files)[:5]:
+            assert read_file(m2.path(name)) == files[name]
+    finally:
+        finish(m2)
+    assert leftovers(service, container) == "0"
