@@ -44,6 +44,7 @@ struct mbfs_wbq {
 	uint64_t queued_bytes;
 	size_t inflight;
 	uint64_t inflight_bytes;
+	size_t dirs;             /* directory time entries, queued or not */
 	bool running, stop;
 	pthread_t thread;
 	/* totals since mount */
@@ -254,6 +255,8 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 		}
 		if (e->n)
 			drop[ndrop++] = e->n;
+		else
+			q->dirs--;
 		*pp = e->next;
 		free(e->dpath);
 		free(e);
@@ -422,6 +425,7 @@ bool mbfs_wbq_dir_time(struct mbfs *fs, const char *dir,
 			e->since_ms = mb_now_ms();
 			*tail = e;
 			q->queued++;
+			q->dirs++;
 			pthread_cond_broadcast(&q->cond);
 		} else {
 			free(e);
@@ -437,8 +441,10 @@ void mbfs_wbq_parent_changes(struct mbfs *fs, const char *path, bool local)
 	struct mbfs_wbq *q = fs->wbq;
 	if (!q)
 		return;
-	struct entry *again = NULL, **pp = &q->head;
+	char *dir = NULL;
+	bool again = false;
 	pthread_mutex_lock(&q->lock);
+	struct entry **pp = &q->head;
 	while (*pp) {
 		struct entry *e = *pp;
 		if (e->n || !mbfs_batch_selects(e->dpath, path,
@@ -446,28 +452,51 @@ void mbfs_wbq_parent_changes(struct mbfs *fs, const char *path, bool local)
 			pp = &e->next;
 			continue;
 		}
-		if (local && !again)
-			again = calloc(1, sizeof(*again));
-		if (again && !again->dpath)
-			again->dpath = strdup(e->dpath);
+		if (!dir)
+			dir = strdup(e->dpath);
+		/* one on its way lands after the change: the newer time
+		 * (now) goes behind it */
 		if (e->inflight) {
+			again = true;
 			pp = &e->next;
 			continue;
 		}
+		again = again || local;
 		*pp = e->next;
 		q->queued--;
+		q->dirs--;
 		free(e->dpath);
 		free(e);
 	}
-	if (again && again->dpath) {
-		clock_gettime(CLOCK_REALTIME, &again->dtime);
-		again->since_ms = mb_now_ms();
-		*pp = again;
+	struct entry *e = again && dir ? calloc(1, sizeof(*e)) : NULL;
+	if (e) {
+		e->dpath = dir;
+		dir = NULL;
+		clock_gettime(CLOCK_REALTIME, &e->dtime);
+		e->since_ms = mb_now_ms();
+		*pp = e;
 		q->queued++;
-	} else {
-		free(again);
+		q->dirs++;
 	}
 	pthread_cond_broadcast(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+	free(dir);
+}
+
+void mbfs_wbq_apply_dir_time(struct mbfs *fs, const char *path,
+			     struct stat *st)
+{
+	struct mbfs_wbq *q = fs->wbq;
+	if (!q)
+		return;
+	pthread_mutex_lock(&q->lock);
+	/* in queue order: the last one is the newest */
+	for (const struct entry *e = q->head; e && q->dirs; e = e->next) {
+		if (!e->n && strcmp(e->dpath, path) == 0) {
+			st->st_mtim = e->dtime;
+			st->st_ctim = e->dtime;
+		}
+	}
 	pthread_mutex_unlock(&q->lock);
 }
 

@@ -35,6 +35,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <time.h>
 
 struct mbfs;
@@ -70,12 +71,20 @@ bool mbfs_wbq_add(struct mbfs *fs, struct mbfs_node *n, uint64_t bytes);
 bool mbfs_wbq_dir_time(struct mbfs *fs, const char *dir,
 		       const struct timespec *mtime);
 
+/* The newest time queued above for the directory path, if any, into st:
+ * until it lands, the batches before it (their renames) would show moving
+ * the directory's mtime. For getattr; no lock held. */
+void mbfs_wbq_apply_dir_time(struct mbfs *fs, const char *path,
+			     struct stat *st);
+
 /* An entry of path's directory is made, removed or renamed now, after a
  * time was queued above for that directory: the directory's mtime is to
- * be now. A change made on the guest moves it itself, so the time is
- * dropped (batch.c sets it before the change); one made here alone (local,
- * true: a queued file renamed or removed) may never reach the guest, so the
- * time becomes now and is queued again behind everything. */
+ * be now. A change made on the guest moves it itself, so a queued time is
+ * dropped (batch.c sets it before the change); after one made here alone
+ * (local, true: a queued file renamed or removed), which may never reach
+ * the guest, or while a batch carrying the old time is on its way (it
+ * lands after the change), the time becomes now, queued behind
+ * everything. Never waits. */
 void mbfs_wbq_parent_changes(struct mbfs *fs, const char *path, bool local);
 
 /* n is queued and its batch not formed yet (nodes_lock may be held). */
