@@ -246,6 +246,20 @@ static void free_kids(struct child *kids, size_t n)
 
 /* List path on the guest (every page), give each entry to fn (may be
  * NULL) and store the listing unless something changed meanwhile. */
+/* Store kids (taken) as path's listing unless the write counter moved
+ * from ctr: an answer that raced with our own change is not kept. */
+static void store_listing(struct mbfs_cache *c, const char *path,
+			  struct child *kids, size_t n, uint64_t ctr)
+{
+	pthread_mutex_lock(&c->lock);
+	if (c->counter == ctr) {
+		put_listing_locked(c, path, kids, n);
+		kids = NULL;
+	}
+	pthread_mutex_unlock(&c->lock);
+	free_kids(kids, n);
+}
+
 static int fetch_listing(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
 			 void *ud)
 {
@@ -274,14 +288,7 @@ static int fetch_listing(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
 	for (size_t i = 0; fn && i < n; i++)
 		if (fn(ud, kids[i].name, &kids[i].st))
 			break;
-
-	pthread_mutex_lock(&c->lock);
-	if (c->counter == ctr) {
-		put_listing_locked(c, path, kids, n);
-		kids = NULL;
-	}
-	pthread_mutex_unlock(&c->lock);
-	free_kids(kids, n);
+	store_listing(c, path, kids, n, ctr);
 	return 0;
 }
 
@@ -301,13 +308,7 @@ void mbfs_cache_put_listing(struct mbfs *fs, const char *path,
 	size_t n;
 	if (take_kids(fs, list, &kids, &n))
 		return;
-	pthread_mutex_lock(&c->lock);
-	if (c->counter == ctr) {
-		put_listing_locked(c, path, kids, n);
-		kids = NULL;
-	}
-	pthread_mutex_unlock(&c->lock);
-	free_kids(kids, n);
+	store_listing(c, path, kids, n, ctr);
 }
 
 int mbfs_cache_readdir(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
