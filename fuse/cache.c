@@ -27,6 +27,7 @@
 #include "fuse/cache_int.h"
 #include "fuse/kcache.h"
 #include "fuse/mbfs.h"
+#include "fuse/newdir.h"
 #include "fuse/xfer.h"
 
 void mbfs_parent_path(const char *path, char *out)
@@ -315,10 +316,14 @@ int mbfs_cache_readdir(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
 		       void *ud)
 {
 	struct mbfs_cache *c = fs->cache;
+	struct stat st;
+	int rc = mbfs_newdir_stat(fs->newdirs, path, &st);
+	if (rc)   /* not on the guest yet: what is in it is listed here */
+		return rc > 0 ? 0 : rc;
 	pthread_mutex_lock(&c->lock);
 	struct centry *e = mbfs_cache_find(c, path);
 	if (e && e->dir_until > mb_now_ms()) {
-		int rc = emit(e, fn, ud);
+		rc = emit(e, fn, ud);
 		pthread_mutex_unlock(&c->lock);
 		return rc;
 	}
@@ -449,9 +454,12 @@ int mbfs_cache_getattr(struct mbfs *fs, const char *path, struct stat *st)
 	const char *base = strrchr(path, '/');
 	if (base && mbfs_xfer_is_staging(base + 1))
 		return -ENOENT;   /* upload staging never shows (xfer.h) */
+	int hit = mbfs_newdir_stat(fs->newdirs, path, st);
+	if (hit)
+		return hit > 0 ? 0 : hit;   /* not on the guest yet */
 	struct dirload load = { NULL, parent };
 	pthread_mutex_lock(&c->lock);
-	int hit = lookup_locked(c, path, st);
+	hit = lookup_locked(c, path, st);
 	enum miss how = hit ? MISS_STAT : on_miss_locked(c, path, parent);
 	if (how == MISS_WAIT) {
 		/* the page being fetched most likely answers; when it does
@@ -477,6 +485,9 @@ int mbfs_cache_getattr(struct mbfs *fs, const char *path, struct stat *st)
 
 int mbfs_cache_refresh(struct mbfs *fs, const char *path, struct stat *st)
 {
+	int rc = mbfs_newdir_stat(fs->newdirs, path, st);
+	if (rc)
+		return rc > 0 ? 0 : rc;
 	return fetch_attr(fs, path, st);
 }
 

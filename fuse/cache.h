@@ -34,7 +34,9 @@ void mbfs_cache_free(struct mbfs_cache *c);
  * mount is used. */
 void mbfs_cache_set_kcache(struct mbfs_cache *c, struct mbfs_kcache *kc);
 
-/* Attributes of path: from memory, from a fresh parent listing, or one
+/* Attributes of path: a directory whose mkdir is still queued, and what
+ * is below one, are answered by newdir.h (never the guest); otherwise
+ * from memory, from a fresh parent listing, or one
  * request: the first page of the parent's listing when it has none
  * (stored: it answers the lookups of the names that follow, and when
  * complete, of names that are not there), or a stat when the parent has
@@ -45,14 +47,17 @@ void mbfs_cache_set_kcache(struct mbfs_cache *c, struct mbfs_kcache *kc);
  * directory on the guest), or another -errno. */
 int mbfs_cache_getattr(struct mbfs *fs, const char *path, struct stat *st);
 
-/* Like getattr but always asks the API (and refreshes the cache). */
+/* Like getattr but always asks the API (and refreshes the cache), except
+ * about queued directories (newdir.h). */
 int mbfs_cache_refresh(struct mbfs *fs, const char *path, struct stat *st);
 
 /* Called once per entry of a listing (name, attributes); non-zero stops. */
 typedef int (*mbfs_dir_fn)(void *ud, const char *name, const struct stat *st);
 
 /* List path: from a fresh cached listing, or every page of the list route
- * (which also fills the attributes of each child). 0 or -errno. */
+ * (which also fills the attributes of each child); nothing for a directory
+ * whose mkdir is still queued (what is in it was made here: node.h lists
+ * it). 0 or -errno. */
 int mbfs_cache_readdir(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
 		       void *ud);
 

@@ -23,6 +23,7 @@
 #include "fuse/mbfs.h"
 #include "fuse/node.h"
 #include "fuse/node_int.h"
+#include "fuse/newdir.h"
 #include "fuse/wbq.h"
 #include "fuse/xfer_int.h"
 
@@ -353,11 +354,33 @@ int mbfs_node_link_new(struct mbfs *fs, const char *from, const char *to,
 	return small;
 }
 
+struct dirents {
+	struct mbfs_dirent *v;
+	size_t n, cap;
+};
+
+static int add_dirent(void *ud, const char *name, const struct stat *st)
+{
+	struct dirents *d = ud;
+	if (d->n == d->cap) {
+		size_t cap = d->cap ? 2 * d->cap : 4;
+		struct mbfs_dirent *nv = realloc(d->v, cap * sizeof(*nv));
+		if (!nv)
+			return -ENOMEM;
+		d->v = nv;
+		d->cap = cap;
+	}
+	if (!(d->v[d->n].name = strdup(name)))
+		return -ENOMEM;
+	d->v[d->n].st = *st;
+	d->n++;
+	return 0;
+}
+
 int mbfs_node_list_new(struct mbfs *fs, const char *dir,
 		       struct mbfs_dirent **out, size_t *count)
 {
-	struct mbfs_dirent *v = NULL;
-	size_t n = 0, cap = 0;
+	struct dirents d = { NULL, 0, 0 };
 	int rc = 0;
 	pthread_mutex_lock(&fs->nodes_lock);
 	for (struct mbfs_node *x = fs->nodes; x && !rc; x = x->next) {
@@ -367,29 +390,19 @@ int mbfs_node_list_new(struct mbfs *fs, const char *dir,
 		    !(dl == 0 ? strcmp(dir, "/") == 0
 			      : strncmp(x->path, dir, dl) == 0 && dir[dl] == '\0'))
 			continue;
-		if (n == cap) {
-			cap = cap ? 2 * cap : 4;
-			struct mbfs_dirent *nv = realloc(v, cap * sizeof(*v));
-			if (!nv) {
-				rc = -ENOMEM;
-				break;
-			}
-			v = nv;
-		}
-		if (!(v[n].name = strdup(slash + 1))) {
-			rc = -ENOMEM;
-			break;
-		}
-		fresh_stat(fs, x, &v[n].st);
-		n++;
+		struct stat st;
+		fresh_stat(fs, x, &st);
+		rc = add_dirent(&d, slash + 1, &st);
 	}
 	pthread_mutex_unlock(&fs->nodes_lock);
+	if (!rc)
+		rc = mbfs_newdir_each(fs->newdirs, dir, add_dirent, &d);
 	if (rc) {
-		mbfs_dirents_free(v, n);
+		mbfs_dirents_free(d.v, d.n);
 		return rc;
 	}
-	*out = v;
-	*count = n;
+	*out = d.v;
+	*count = d.n;
 	return 0;
 }
 

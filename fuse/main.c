@@ -32,6 +32,7 @@
 #include "fuse/attach.h"
 #include "fuse/batch.h"
 #include "fuse/status.h"
+#include "fuse/newdir.h"
 #include "fuse/wbq.h"
 #include "fuse/cache.h"
 #include "fuse/create.h"
@@ -454,11 +455,13 @@ static int open_state(struct mbfs *fs, struct mbfs_opts *o,
 	fs->cache = mbfs_cache_new(fs->attr_ms, fs->dir_ms, fs->neg_ms);
 	fs->batch = mbfs_batch_new();
 	fs->wbq = mbfs_wbq_new();
+	fs->newdirs = mbfs_newdirs_new();
 	fs->inos = mbfs_inos_new();
 	fs->hidden = mbfs_hidden_new();
 	if (!o->bulk_read || strcmp(o->bulk_read, "0"))
 		fs->prefetch = mbfs_prefetch_new();
-	if (!fs->cache || !fs->batch || !fs->wbq || !fs->inos || !fs->hidden ||
+	if (!fs->cache || !fs->batch || !fs->wbq || !fs->newdirs || !fs->inos ||
+	    !fs->hidden ||
 	    (!fs->prefetch && (!o->bulk_read || strcmp(o->bulk_read, "0"))))
 		return fail("out of memory");
 	fs->kcache = mbfs_kcache_new();
@@ -551,6 +554,7 @@ out:
 static void fs_free(struct mbfs *fs)
 {
 	mbfs_wbq_free(fs->wbq);
+	mbfs_newdirs_free(fs->newdirs);
 	mbfs_node_free_all(fs);
 	mbfs_batch_free(fs->batch);
 	mbfs_cache_free(fs->cache);

@@ -22,7 +22,8 @@
  *   wbq.c      write-back: small files closed dirty, queued and sent in
  *              batches by a flusher thread (wbnode.c: what it does to a
  *              node; wbsend.c: the archive, its PUTs and apply.sh);
- *              status.c prints the queue (`mbfs --status`)
+ *              status.c prints the queue (`mbfs --status`); newdir.c:
+ *              directories whose mkdir is queued, as the mount shows them
  *   load.c     filling a node's copy: data cache, whole file, or piece by
  *              piece as reads need it (node_int.h is the node's inside)
  *   dirty.c    a node's changes in the journal; keeping failed uploads
@@ -54,6 +55,7 @@
  *   node->lock  ->  fs->nodes_lock  ->  cache->lock
  *   hidden->lock  ->  fs->nodes_lock
  *   fs->nodes_lock  ->  wbq->lock
+ *   wbq->lock  ->  newdirs->lock
  *   data->lock, prefetch->lock, batch->lock, wbq->lock, lease->lock, statfs_lock,
  *   watch_lock, kcache->lock and the journal's lock are leaves.
  * node->lock may be held across network calls (and across waiting for a
@@ -82,6 +84,7 @@
 
 struct mbfs_batch;
 struct mbfs_wbq;
+struct mbfs_newdirs;
 struct mbfs_cache;
 struct mbfs_data;
 struct mbfs_journal;
@@ -144,6 +147,7 @@ struct mbfs {
 	                                   state (journal.h) */
 	struct mbfs_batch *batch;
 	struct mbfs_wbq *wbq;           /* write-back of small files (wbq.h) */
+	struct mbfs_newdirs *newdirs;   /* mkdirs queued there (newdir.h) */
 	bool sync_close;                /* close() uploads and waits */
 	struct mbfs_prefetch *prefetch; /* bulk reads (prefetch.h); NULL:
 	                                   off */

@@ -161,6 +161,20 @@ int mbfs_node_open(struct mbfs *fs, const char *path, int flags,
 	return 0;
 }
 
+/* A dirty n is about to be uploaded: the mkdirs queued above it go
+ * first, before n->lock is taken (the flusher takes node locks). Once
+ * made, no directory above an existing file can be queued again. */
+static void need_dirs(struct mbfs *fs, struct mbfs_node *n)
+{
+	char path[MB_PATH_MAX];
+	pthread_mutex_lock(&fs->nodes_lock);
+	bool dirty = n->dirty && !n->unlinked;
+	snprintf(path, sizeof(path), "%s", n->path);
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (dirty)
+		mbfs_wbq_need_dir(fs, path);
+}
+
 void mbfs_node_release(struct mbfs *fs, struct mbfs_node *n)
 {
 	pthread_mutex_lock(&fs->nodes_lock);
@@ -171,6 +185,7 @@ void mbfs_node_release(struct mbfs *fs, struct mbfs_node *n)
 	if (!last)
 		return;
 
+	need_dirs(fs, n);
 	pthread_mutex_lock(&n->lock);
 	mbfs_node_upload(fs, n);   /* errors are logged and the data kept */
 	pthread_mutex_lock(&fs->nodes_lock);
@@ -299,6 +314,7 @@ int mbfs_node_flush(struct mbfs *fs, struct mbfs_node *n)
 	/* queued: it goes now, in a batch; failed, it is kept and the
 	 * upload below says EIO */
 	mbfs_wbq_flush_node(fs, n);
+	need_dirs(fs, n);
 	pthread_mutex_lock(&n->lock);
 	int rc = mbfs_node_upload(fs, n);
 	pthread_mutex_unlock(&n->lock);

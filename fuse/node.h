@@ -94,8 +94,9 @@ int mbfs_node_rename_new(struct mbfs *fs, const char *from, const char *to,
  * or 0 when from is not such a node. */
 int mbfs_node_link_new(struct mbfs *fs, const char *from, const char *to,
 		       int *rc);
-/* The fresh nodes directly in dir: *out (free with mbfs_dirents_free) and
- * *count. 0 or -ENOMEM. */
+/* What was made directly in dir and is not on the guest yet: the fresh
+ * nodes, then the directories whose mkdir is queued (newdir.h). *out (free
+ * with mbfs_dirents_free) and *count. 0 or -ENOMEM. */
 int mbfs_node_list_new(struct mbfs *fs, const char *dir,
 		       struct mbfs_dirent **out, size_t *count);
 void mbfs_dirents_free(struct mbfs_dirent *v, size_t n);

@@ -44,12 +44,55 @@ static int exists(struct mbfs *fs, const char *rpath, struct mb_entry *out)
 	return 1;
 }
 
+/* The attributes of a directory we have just made, as the guest will
+ * show them near enough. */
+static void new_dir_stat(struct mbfs *fs, mode_t mode, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_mode = S_IFDIR | (mode & 07777);
+	st->st_nlink = 1;
+	st->st_uid = fs->uid;
+	st->st_gid = fs->gid;
+	st->st_size = 4096;
+	st->st_blksize = 65536;
+	st->st_blocks = 8;
+	clock_gettime(CLOCK_REALTIME, &st->st_mtim);
+	st->st_atim = st->st_ctim = st->st_mtim;
+}
+
+/* mkdir(2) through the write-back queue: the parent must be a directory
+ * the mount knows and path a name it knows is free (the kernel has just
+ * looked it up), so the guest's mkdir can only fail by a race with
+ * another client. true when queued. */
+static bool queue_mkdir(struct mbfs *fs, const char *path, mode_t mode)
+{
+	char parent[MB_PATH_MAX];
+	struct stat st;
+	if (fs->sync_close)
+		return false;
+	mbfs_parent_path(path, parent);
+	if (mbfs_cache_getattr(fs, parent, &st) || !S_ISDIR(st.st_mode) ||
+	    mbfs_cache_getattr(fs, path, &st) != -ENOENT)
+		return false;
+	new_dir_stat(fs, mode, &st);
+	/* the parent's queued times land before the mkdir moves its mtime */
+	mbfs_batch_flush(fs, path, MBFS_BATCH_PARENT);
+	if (!mbfs_wbq_mkdir(fs, path, &st))
+		return false;
+	mbfs_wbq_parent_changes(fs, path, true);
+	mbfs_cache_dir_changed(fs->cache, path);
+	return true;
+}
+
 int mbfs_ns_mkdir(struct mbfs *fs, const char *path, mode_t mode)
 {
 	char rpath[MB_PATH_MAX];
 	int rc = mbfs_remote_path(fs, path, rpath);
 	if (rc)
 		return rc;
+	if (queue_mkdir(fs, path, mode))
+		return 0;
+	mbfs_wbq_need_dir(fs, path);
 	mbfs_batch_flush(fs, path, MBFS_BATCH_PARENT);
 	mbfs_wbq_parent_changes(fs, path, false);
 	struct mb_err err;
@@ -75,16 +118,8 @@ int mbfs_ns_mkdir(struct mbfs *fs, const char *path, mode_t mode)
 	}
 	/* ours and new: empty, so its names need no lookup on the guest */
 	struct stat st;
-	memset(&st, 0, sizeof(st));
-	st.st_mode = S_IFDIR | (mode & 07777);
-	st.st_nlink = 1;
-	st.st_uid = fs->uid;
-	st.st_gid = fs->gid;
-	st.st_size = 4096;
-	st.st_blksize = 65536;
-	st.st_blocks = 8;
-	st.st_mtim.tv_sec = time(NULL);
-	st.st_atim = st.st_ctim = st.st_mtim;
+	new_dir_stat(fs, mode, &st);
+	st.st_mtim.tv_nsec = st.st_atim.tv_nsec = st.st_ctim.tv_nsec = 0;
 	mbfs_cache_put_dir(fs->cache, path, &st);
 	return 0;
 }
@@ -100,6 +135,7 @@ static int remove_path(struct mbfs *fs, const char *path, bool dir)
 		mbfs_cache_removed(fs->cache, path, false);
 		return 0;
 	}
+	mbfs_wbq_need_dir(fs, path);
 	if (dir) {
 		/* files created here but not uploaded yet are in it too */
 		struct mbfs_dirent *v;
@@ -188,6 +224,8 @@ int mbfs_ns_rename(struct mbfs *fs, const char *from, const char *to,
 	/* created here and still queued: renamed here, sent once */
 	if (mbfs_node_rename_new(fs, from, to, flags, &rc))
 		return rc;
+	mbfs_wbq_need_dir(fs, from);
+	mbfs_wbq_need_dir(fs, to);
 	rc = mbfs_node_sync_path(fs, from);
 	if (rc)
 		return rc;
@@ -232,6 +270,14 @@ int mbfs_ns_chmod(struct mbfs *fs, const char *path, mode_t mode)
 	unsigned perm = mode & 07777;
 	if (mbfs_node_chmod_new(fs, path, perm))
 		return 0;   /* applied after the file's first upload */
+	struct stat st;
+	if (!fs->sync_close && mbfs_cache_getattr(fs, path, &st) == 0 &&
+	    S_ISDIR(st.st_mode) && mbfs_wbq_dir_mode(fs, path, perm)) {
+		/* a directory's mode travels in the next batch */
+		mbfs_cache_modify(fs->cache, path, set_perm, &perm);
+		return 0;
+	}
+	mbfs_wbq_need_dir(fs, path);
 	/* a queued copy carries the mode it had when queued */
 	mbfs_wbq_flush(fs, path, MBFS_BATCH_SELF);
 	int rc = mbfs_remote_chmod(fs, path, perm);
@@ -247,6 +293,7 @@ int mbfs_ns_truncate(struct mbfs *fs, const char *path, off_t size)
 	int rc;
 	if (mbfs_node_truncate_path(fs, path, size, &rc))
 		return rc;
+	mbfs_wbq_need_dir(fs, path);
 	mbfs_batch_flush(fs, path, MBFS_BATCH_SELF);
 	char rpath[MB_PATH_MAX];
 	rc = mbfs_remote_path(fs, path, rpath);

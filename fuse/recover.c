@@ -113,6 +113,27 @@ static bool landed(struct mbfs *fs, const char *local, const struct mbfs_jrec *r
 	return mbfs_remote_sha256(fs, r->rpath, got) == 0 && strcmp(want, got) == 0;
 }
 
+/* A new file's directories may have been queued behind it (wbq.h: a
+ * mkdir waits for the next batch, as files do) when mbfs stopped: make
+ * them, with the mode a mkdir under umask 022 gives, rather than keep the
+ * file away from where it was written. 0 or -errno. */
+static int make_parents(struct mbfs *fs, const char *rpath)
+{
+	char dir[MB_PATH_MAX];
+	const char *slash = strrchr(rpath, '/');
+	if (!slash || slash == rpath ||
+	    (size_t)(slash - rpath) >= sizeof(dir))
+		return -ENOENT;
+	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - rpath), rpath);
+	struct mb_err err;
+	mb_err_clear(&err);
+	int rc = mb_fs_mkdir(fs->client, &fs->ident, dir, true, 0755, &err);
+	if (rc == 0)
+		mb_log(MB_LOG_INFO, "'%s' was made before mbfs stopped and not "
+		       "yet on the sandbox: made now (mode 0755)", dir);
+	return rc;
+}
+
 /* Upload local as r says; 0 or -errno with err. */
 static int upload(struct mbfs *fs, const char *local,
 		  const struct mbfs_jrec *r, struct mb_err *err)
@@ -127,6 +148,11 @@ static int upload(struct mbfs *fs, const char *local,
 				  strerror(e));
 	}
 	int rc = mbfs_xfer_put(fs, r->rpath, fd, (uint64_t)st.st_size, NULL, err);
+	if (rc == -ENOENT && r->fresh && make_parents(fs, r->rpath) == 0) {
+		mb_err_clear(err);
+		rc = mbfs_xfer_put(fs, r->rpath, fd, (uint64_t)st.st_size, NULL,
+				   err);
+	}
 	close(fd);
 	if (rc == 0 && r->fresh && (r->mode & 0777) != 0600) {
 		/* a new file is 0600 on the guest: give it the asked mode */

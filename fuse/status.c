@@ -87,10 +87,15 @@ static void print_status(const cJSON *doc)
 	       str(doc, "createdAt"), str(doc, "root"), str(doc, "mountpoint"),
 	       num(doc, "pid"));
 	if (cJSON_IsObject(wb)) {
-		double pf = num(wb, "pendingFiles");
+		double pf = num(wb, "pendingFiles"), pd = num(wb, "pendingDirs");
 		human(num(wb, "pendingBytes"), b, sizeof(b));
-		printf("pending: %.0f file%s, %s not on the sandbox yet\n", pf,
-		       pf == 1 ? "" : "s", b);
+		if (pd > 0)
+			printf("pending: %.0f file%s and %.0f new director%s, "
+			       "%s not on the sandbox yet\n", pf,
+			       pf == 1 ? "" : "s", pd, pd == 1 ? "y" : "ies", b);
+		else
+			printf("pending: %.0f file%s, %s not on the sandbox "
+			       "yet\n", pf, pf == 1 ? "" : "s", b);
 		human(num(wb, "sentBytes"), b, sizeof(b));
 		printf("sent:    %.0f file%s in %.0f batch%s (%s)\n",
 		       num(wb, "sentFiles"), num(wb, "sentFiles") == 1 ? "" : "s",

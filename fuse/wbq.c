@@ -19,16 +19,21 @@
 #include "fuse/batch.h"
 #include "fuse/cache.h"
 #include "fuse/mbfs.h"
+#include "fuse/newdir.h"
 #include "fuse/node.h"
 #include "fuse/node_int.h"
 #include "fuse/wbq.h"
 #include "fuse/wbsend.h"
 
+/* An entry is a file (n) or a change of a directory (dpath): its mkdir,
+ * its mtime, its mode. */
 struct entry {
 	struct entry *next;
-	struct mbfs_node *n;     /* the queue's reference; NULL: a dir time */
-	char *dpath;             /* a directory time's directory, and */
-	struct timespec dtime;   /* its mtime (mbfs_wbq_dir_time) */
+	struct mbfs_node *n;     /* the queue's reference; NULL: a directory */
+	enum mbfs_wbdir_kind kind;   /* a directory's change */
+	char *dpath;             /* the directory */
+	struct timespec dtime;   /* TIME: its mtime (mbfs_wbq_dir_time) */
+	unsigned dmode;          /* MAKE, MODE: its permission bits */
 	uint64_t bytes;          /* size when last queued */
 	uint64_t since_ms;       /* queued at */
 	bool inflight;           /* in the batch being sent */
@@ -44,7 +49,7 @@ struct mbfs_wbq {
 	uint64_t queued_bytes;
 	size_t inflight;
 	uint64_t inflight_bytes;
-	size_t dirs;             /* directory time entries, queued or not */
+	size_t dirs;             /* TIME and MODE entries, queued or not */
 	bool running, stop;
 	pthread_t thread;
 	/* totals since mount */
@@ -100,6 +105,28 @@ static void set_mtime(struct stat *st, const void *arg)
 	st->st_ctim = st->st_mtim;
 }
 
+static void set_perm(struct stat *st, const void *arg)
+{
+	st->st_mode = (st->st_mode & S_IFMT) | (*(const unsigned *)arg & 07777);
+}
+
+/* A queued mkdir ran (rc 0) or failed: the cache learns the directory
+ * (empty: the files of the batch follow) or forgets what it was told, and
+ * the guest answers for it from now on (newdir.h). */
+static void made(struct mbfs *fs, const char *path, int rc, const char *why)
+{
+	struct stat st;
+	if (!rc && mbfs_newdir_stat(fs->newdirs, path, &st) == 1)
+		mbfs_cache_put_dir(fs->cache, path, &st);
+	else if (rc)
+		mb_log(MB_LOG_WARN, "cannot make the directory '%s' on the "
+		       "sandbox: %s; the files written in it are kept", path,
+		       why);
+	mbfs_newdir_remove(fs->newdirs, path);
+	if (rc)
+		mbfs_cache_invalidate_tree(fs->cache, path);
+}
+
 static void note_failure(struct mbfs_wbq *q, size_t count, const char *path,
 			 const char *why)
 {
@@ -125,8 +152,9 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 			skipped = true;
 			continue;
 		}
-		/* a directory time never overtakes a file queued before it */
-		if (!e->n && skipped)
+		/* a directory's time or mode never overtakes a file queued
+		 * before it; a mkdir may (nothing queued before it is in it) */
+		if (!e->n && e->kind != MBFS_WBDIR_MAKE && skipped)
 			continue;
 		if (k && (k >= MBFS_WBQ_BATCH_FILES ||
 			  bytes + e->bytes > MBFS_WBQ_BATCH_MAX))
@@ -141,14 +169,15 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 	struct entry **ev = malloc(k * sizeof(*ev));
 	struct mbfs_wbfile *fv = calloc(k, sizeof(*fv));
 	struct mbfs_wbdir *dv = calloc(k, sizeof(*dv));
-	size_t *fe = malloc(k * sizeof(*fe));
-	if (!ev || !fv || !dv || !fe) {
+	size_t *fe = malloc(k * sizeof(*fe)), *up = malloc(k * sizeof(*up));
+	if (!ev || !fv || !dv || !fe || !up) {
 		for (struct entry *e = q->head; e; e = e->next)
 			e->inflight = false;
 		free(ev);
 		free(fv);
 		free(dv);
 		free(fe);
+		free(up);
 		return;   /* the flusher tries again after its delay */
 	}
 	size_t i = 0, nd = 0;
@@ -158,6 +187,8 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 		ev[i++] = e;
 		if (!e->n) {   /* the entry keeps the path while in flight */
 			dv[nd].path = e->dpath;
+			dv[nd].kind = e->kind;
+			dv[nd].mode = e->dmode;
 			dv[nd++].mtime = e->dtime;
 		}
 	}
@@ -168,23 +199,18 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 	pthread_mutex_unlock(&q->lock);
 
 	/* take each node's data now; one that cannot travel in a batch
-	 * (grown too large, a name tar cannot hold) is uploaded at once */
-	size_t nf = 0, failed = 0, bfailed = 0;
+	 * (grown too large, a name tar cannot hold) is uploaded after it,
+	 * once the directories it makes are there */
+	size_t nf = 0, nup = 0, failed = 0, bfailed = 0;
 	char first_fail[MB_PATH_MAX] = "", first_why[200] = "";
 	for (i = 0; i < k; i++) {
 		if (!ev[i]->n)
 			continue;
 		int r = mbfs_node_wb_take(fs, ev[i]->n, &fv[nf]);
-		if (r > 0) {
+		if (r > 0)
 			fe[nf++] = i;
-		} else if (r < 0) {
-			int urc = mbfs_node_wb_upload(fs, ev[i]->n);
-			if (urc && !failed++) {
-				mbfs_node_get_path(fs, ev[i]->n, first_fail);
-				snprintf(first_why, sizeof(first_why), "%s",
-					 strerror(-urc));
-			}
-		}
+		else if (r < 0)
+			up[nup++] = i;
 	}
 	struct mb_err err;
 	mb_err_clear(&err);
@@ -197,6 +223,19 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 			mbfs_batch_flush(fs, fv[i].path,
 					 MBFS_BATCH_SELF | MBFS_BATCH_PARENT);
 		rc = mbfs_wbsend(fs, fv, nf, dv, nd, &err);
+	}
+	/* the directories made first: what the batch put in them is told
+	 * to the cache after their (empty) listings */
+	for (i = 0; i < nd; i++) {
+		if (dv[i].kind != MBFS_WBDIR_MAKE)
+			continue;
+		int drc = rc ? rc : dv[i].rc;
+		const char *why = rc ? err.msg : dv[i].why;
+		made(fs, dv[i].path, drc, why);
+		if (drc && !failed++) {
+			snprintf(first_fail, sizeof(first_fail), "%s", dv[i].path);
+			snprintf(first_why, sizeof(first_why), "%.190s", why);
+		}
 	}
 	for (i = 0; i < nf; i++) {
 		struct mbfs_wbfile *f = &fv[i];
@@ -216,12 +255,26 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 	}
 	/* the files' renames moved these directories' mtimes, then the
 	 * batch set them: what the cache assumed after the files is wrong */
-	for (i = 0; i < nd && !rc; i++)
-		mbfs_cache_modify(fs->cache, dv[i].path, set_mtime,
-				  &dv[i].mtime);
+	for (i = 0; i < nd && !rc; i++) {
+		if (dv[i].kind == MBFS_WBDIR_TIME)
+			mbfs_cache_modify(fs->cache, dv[i].path, set_mtime,
+					  &dv[i].mtime);
+		else if (dv[i].kind == MBFS_WBDIR_MODE)
+			mbfs_cache_modify(fs->cache, dv[i].path, set_perm,
+					  &dv[i].mode);
+	}
+	for (i = 0; i < nup; i++) {
+		int urc = mbfs_node_wb_upload(fs, ev[up[i]]->n);
+		if (urc && !failed++) {
+			mbfs_node_get_path(fs, ev[up[i]]->n, first_fail);
+			snprintf(first_why, sizeof(first_why), "%s",
+				 strerror(-urc));
+		}
+	}
 	free(fv);
 	free(dv);
 	free(fe);
+	free(up);
 
 	struct mbfs_node **drop = malloc(k * sizeof(*drop));
 	size_t ndrop = 0;
@@ -255,7 +308,7 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 		}
 		if (e->n)
 			drop[ndrop++] = e->n;
-		else
+		else if (e->kind != MBFS_WBDIR_MAKE)
 			q->dirs--;
 		*pp = e->next;
 		free(e->dpath);
@@ -348,6 +401,97 @@ void mbfs_wbq_stop(struct mbfs *fs)
 
 /* ---- the interface ---- */
 
+/* Start the flusher with the first entry. Lock held. */
+static void start_locked(struct mbfs *fs, struct mbfs_wbq *q)
+{
+	if (!q->stop && !q->running &&
+	    pthread_create(&q->thread, NULL, flusher, fs) == 0)
+		q->running = true;
+}
+
+/* A new directory entry at the end of the queue, or NULL. Lock held. */
+static struct entry *append_dir_locked(struct mbfs_wbq *q, const char *path,
+				       enum mbfs_wbdir_kind kind)
+{
+	struct entry *e = calloc(1, sizeof(*e));
+	if (!e || !(e->dpath = strdup(path))) {
+		free(e);
+		return NULL;
+	}
+	e->kind = kind;
+	e->since_ms = mb_now_ms();
+	struct entry **pp = &q->head;
+	while (*pp)
+		pp = &(*pp)->next;
+	*pp = e;
+	q->queued++;
+	if (kind != MBFS_WBDIR_MAKE)
+		q->dirs++;
+	pthread_cond_broadcast(&q->cond);
+	return e;
+}
+
+bool mbfs_wbq_mkdir(struct mbfs *fs, const char *path, const struct stat *st)
+{
+	struct mbfs_wbq *q = fs->wbq;
+	if (!q || !mbfs_wbsend_fits(path))
+		return false;
+	bool queued = false;
+	pthread_mutex_lock(&q->lock);
+	start_locked(fs, q);
+	if (q->running && !q->stop &&
+	    mbfs_newdir_add(fs->newdirs, path, st) == 0) {
+		struct entry *e = append_dir_locked(q, path, MBFS_WBDIR_MAKE);
+		if (e)
+			e->dmode = st->st_mode & 07777;
+		else
+			mbfs_newdir_remove(fs->newdirs, path);
+		queued = e != NULL;
+	}
+	pthread_mutex_unlock(&q->lock);
+	return queued;
+}
+
+bool mbfs_wbq_dir_mode(struct mbfs *fs, const char *path, unsigned perm)
+{
+	struct mbfs_wbq *q = fs->wbq;
+	if (!q || !mbfs_wbsend_fits(path))
+		return false;
+	struct entry *mine = NULL;
+	pthread_mutex_lock(&q->lock);
+	for (struct entry *e = q->head; e; e = e->next) {
+		if (e->n || e->kind == MBFS_WBDIR_TIME ||
+		    strcmp(e->dpath, path) != 0)
+			continue;
+		/* the last one of the path, if not on its way yet */
+		mine = e->inflight ? NULL : e;
+	}
+	if (mine && mine->kind == MBFS_WBDIR_MAKE)
+		mbfs_newdir_set_perm(fs->newdirs, path, perm);
+	if (!mine && q->running && !q->stop)
+		mine = append_dir_locked(q, path, MBFS_WBDIR_MODE);
+	if (mine)
+		mine->dmode = perm & 07777;
+	pthread_mutex_unlock(&q->lock);
+	return mine != NULL;
+}
+
+void mbfs_wbq_need_dir(struct mbfs *fs, const char *path)
+{
+	struct mbfs_wbq *q = fs->wbq;
+	struct stat st;
+	if (!q)
+		return;
+	/* the flusher's own last release of a node: its batch ran */
+	pthread_mutex_lock(&q->lock);
+	bool self = q->running && pthread_equal(q->thread, pthread_self());
+	pthread_mutex_unlock(&q->lock);
+	/* only a path at or below a queued mkdir waits (flush selects
+	 * those for any path) */
+	if (!self && mbfs_newdir_stat(fs->newdirs, path, &st) != 0)
+		mbfs_wbq_flush(fs, path, 0);
+}
+
 bool mbfs_wbq_add(struct mbfs *fs, struct mbfs_node *n, uint64_t bytes)
 {
 	struct mbfs_wbq *q = fs->wbq;
@@ -358,9 +502,7 @@ bool mbfs_wbq_add(struct mbfs *fs, struct mbfs_node *n, uint64_t bytes)
 	mbfs_node_ref(fs, n);
 	bool queued = false, extra = true;
 	pthread_mutex_lock(&q->lock);
-	if (!q->stop && !q->running &&
-	    pthread_create(&q->thread, NULL, flusher, fs) == 0)
-		q->running = true;
+	start_locked(fs, q);
 	struct entry *e = q->stop || !q->running ? NULL : find(q, n);
 	if (q->stop || !q->running) {
 		/* refused: the caller uploads */
@@ -399,16 +541,20 @@ bool mbfs_wbq_dir_time(struct mbfs *fs, const char *dir,
 	if (!q || strchr(dir, '\n'))
 		return false;
 	bool pending = false;
-	struct entry *mine = NULL, **tail = &q->head;
+	struct entry *mine = NULL;
 	pthread_mutex_lock(&fs->nodes_lock);
 	pthread_mutex_lock(&q->lock);
-	for (; *tail; tail = &(*tail)->next) {
-		struct entry *e = *tail;
+	for (struct entry *e = q->head; e; e = e->next) {
+		/* a file or a directory made in dir moves its mtime */
 		if (e->n ? mbfs_batch_selects(e->n->path, dir,
 					      MBFS_BATCH_CHILDREN)
-			 : strcmp(e->dpath, dir) == 0) {
+			 : strcmp(e->dpath, dir) == 0 ||
+			   (e->kind == MBFS_WBDIR_MAKE &&
+			    mbfs_batch_selects(e->dpath, dir,
+					       MBFS_BATCH_CHILDREN))) {
 			pending = true;
-			if (!e->n && !e->inflight)
+			if (!e->n && e->kind == MBFS_WBDIR_TIME &&
+			    !e->inflight)
 				mine = e;
 		}
 	}
@@ -419,18 +565,11 @@ bool mbfs_wbq_dir_time(struct mbfs *fs, const char *dir,
 		mine->dtime = *mtime;
 	} else if (pending) {
 		/* behind what is queued or in flight: it lands after them */
-		struct entry *e = calloc(1, sizeof(*e));
-		if (e && (e->dpath = strdup(dir))) {
+		struct entry *e = append_dir_locked(q, dir, MBFS_WBDIR_TIME);
+		if (e)
 			e->dtime = *mtime;
-			e->since_ms = mb_now_ms();
-			*tail = e;
-			q->queued++;
-			q->dirs++;
-			pthread_cond_broadcast(&q->cond);
-		} else {
-			free(e);
+		else
 			pending = false;
-		}
 	}
 	pthread_mutex_unlock(&q->lock);
 	return pending;
@@ -447,8 +586,8 @@ void mbfs_wbq_parent_changes(struct mbfs *fs, const char *path, bool local)
 	struct entry **pp = &q->head;
 	while (*pp) {
 		struct entry *e = *pp;
-		if (e->n || !mbfs_batch_selects(e->dpath, path,
-						MBFS_BATCH_PARENT)) {
+		if (e->n || e->kind != MBFS_WBDIR_TIME ||
+		    !mbfs_batch_selects(e->dpath, path, MBFS_BATCH_PARENT)) {
 			pp = &e->next;
 			continue;
 		}
@@ -470,6 +609,7 @@ void mbfs_wbq_parent_changes(struct mbfs *fs, const char *path, bool local)
 	}
 	struct entry *e = again && dir ? calloc(1, sizeof(*e)) : NULL;
 	if (e) {
+		e->kind = MBFS_WBDIR_TIME;
 		e->dpath = dir;
 		dir = NULL;
 		clock_gettime(CLOCK_REALTIME, &e->dtime);
@@ -492,9 +632,13 @@ void mbfs_wbq_apply_dir_time(struct mbfs *fs, const char *path,
 	pthread_mutex_lock(&q->lock);
 	/* in queue order: the last one is the newest */
 	for (const struct entry *e = q->head; e && q->dirs; e = e->next) {
-		if (!e->n && strcmp(e->dpath, path) == 0) {
+		if (e->n || strcmp(e->dpath, path) != 0)
+			continue;
+		if (e->kind == MBFS_WBDIR_TIME) {
 			st->st_mtim = e->dtime;
 			st->st_ctim = e->dtime;
+		} else if (e->kind == MBFS_WBDIR_MODE) {
+			st->st_mode = (st->st_mode & S_IFMT) | e->dmode;
 		}
 	}
 	pthread_mutex_unlock(&q->lock);
@@ -551,6 +695,29 @@ void mbfs_wbq_flush_node(struct mbfs *fs, struct mbfs_node *n)
 	pthread_mutex_unlock(&q->lock);
 }
 
+/* Must e land before a change of path on the guest (flush's which)?
+ * nodes_lock held. */
+static bool selects(const struct entry *e, const char *path, unsigned which)
+{
+	if (e->n)
+		return mbfs_batch_selects(e->n->path, path, which);
+	switch (e->kind) {
+	case MBFS_WBDIR_MAKE:   /* anything at or below it needs it */
+		return mbfs_batch_selects(path, e->dpath,
+					  MBFS_BATCH_SELF | MBFS_BATCH_BELOW) ||
+		       mbfs_batch_selects(e->dpath, path, which);
+	case MBFS_WBDIR_MODE:   /* it would miss the path moved or gone */
+		return strcmp(e->dpath, path) == 0 ||
+		       mbfs_batch_selects(e->dpath, path, which);
+	default:
+		/* a directory time goes first only before what is below
+		 * it is removed or moved (batch.c has it too and follows
+		 * renames; nothing else waits for it) */
+		return (which & MBFS_BATCH_BELOW) &&
+		       mbfs_batch_selects(e->dpath, path, which);
+	}
+}
+
 int mbfs_wbq_flush(struct mbfs *fs, const char *path, unsigned which)
 {
 	struct mbfs_wbq *q = fs->wbq;
@@ -565,12 +732,7 @@ int mbfs_wbq_flush(struct mbfs *fs, const char *path, unsigned which)
 		pthread_mutex_lock(&fs->nodes_lock);
 		pthread_mutex_lock(&q->lock);
 		for (struct entry *e = q->head; e; e = e->next) {
-			/* a directory time goes first only before what is
-			 * below it is removed or moved (batch.c has it too
-			 * and follows renames; nothing else waits for it) */
-			const char *ep = e->n ? e->n->path : e->dpath;
-			if (!path || ((e->n || (which & MBFS_BATCH_BELOW)) &&
-				      mbfs_batch_selects(ep, path, which))) {
+			if (!path || selects(e, path, which)) {
 				any = true;
 				if (!e->inflight)
 					e->urgent = true;
@@ -620,10 +782,12 @@ char *mbfs_wbq_json(struct mbfs *fs)
 	if (!q)
 		return NULL;
 	pthread_mutex_lock(&q->lock);
-	size_t dirs = 0, dirs_inflight = 0;   /* directory times: not files */
+	/* directory entries are not files; their mkdirs are counted apart */
+	size_t dirs = 0, dirs_inflight = 0, mkdirs = 0;
 	for (const struct entry *e = q->head; e; e = e->next) {
 		dirs += !e->n;
 		dirs_inflight += !e->n && e->inflight;
+		mkdirs += !e->n && e->kind == MBFS_WBDIR_MAKE;
 	}
 	/* last_error: a path and a message; escape what JSON needs */
 	for (const char *p = q->last_error; *p && n + 8 < sizeof(esc); p++) {
@@ -638,11 +802,12 @@ char *mbfs_wbq_json(struct mbfs *fs)
 		}
 	}
 	esc[n] = '\0';
-	if (asprintf(&s, "{\"pendingFiles\":%zu,\"pendingBytes\":%" PRIu64
+	if (asprintf(&s, "{\"pendingFiles\":%zu,\"pendingDirs\":%zu,"
+		     "\"pendingBytes\":%" PRIu64
 		     ",\"inFlightFiles\":%zu,\"sentFiles\":%" PRIu64 ",\"sentBatches\":%" PRIu64
 		     ",\"sentBytes\":%" PRIu64 ",\"failedFiles\":%" PRIu64
 		     ",\"lastError\":\"%s\"}",
-		     q->queued + q->inflight - dirs,
+		     q->queued + q->inflight - dirs, mkdirs,
 		     q->queued_bytes + q->inflight_bytes,
 		     q->inflight - dirs_inflight,
 		     q->sent_files, q->sent_batches, q->sent_bytes,

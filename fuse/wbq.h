@@ -71,9 +71,9 @@ bool mbfs_wbq_add(struct mbfs *fs, struct mbfs_node *n, uint64_t bytes);
 bool mbfs_wbq_dir_time(struct mbfs *fs, const char *dir,
 		       const struct timespec *mtime);
 
-/* The newest time queued above for the directory path, if any, into st:
- * until it lands, the batches before it (their renames) would show moving
- * the directory's mtime. For getattr; no lock held. */
+/* The newest time and mode queued above for the directory path, if any,
+ * into st: until it lands, the batches before it (their renames) would
+ * show moving the directory's mtime. For getattr; no lock held. */
 void mbfs_wbq_apply_dir_time(struct mbfs *fs, const char *path,
 			     struct stat *st);
 
@@ -87,6 +87,26 @@ void mbfs_wbq_apply_dir_time(struct mbfs *fs, const char *path,
  * everything. Never waits. */
 void mbfs_wbq_parent_changes(struct mbfs *fs, const char *path, bool local);
 
+/* path was made here with attributes st (mkdir(2)): queue its mkdir
+ * (mode st's permission bits) and show it (newdir.h) until it lands. The
+ * batch makes it before the files in it; a failure is reported as a
+ * failed file's (log, control file, the next sync) and the files in it
+ * are kept. false when refused (stopped, no memory, a name a batch cannot
+ * carry): make it now. Called without node locks. */
+bool mbfs_wbq_mkdir(struct mbfs *fs, const char *path, const struct stat *st);
+
+/* The directory path gets permission bits perm: given to its queued
+ * mkdir, or queued behind what is queued (best effort, like a directory
+ * time: a directory gone by then keeps nothing). getattr shows it from
+ * now (mbfs_wbq_apply_dir_time). false when refused: chmod it now. */
+bool mbfs_wbq_dir_mode(struct mbfs *fs, const char *path, unsigned perm);
+
+/* Before a change of path on the guest that is not a batch (a symlink, a
+ * large upload, a remove): a queued mkdir at or above path is sent first,
+ * and this waits for it. Never with a node lock held (the flusher takes
+ * node locks). Returns at once when no mkdir is queued. */
+void mbfs_wbq_need_dir(struct mbfs *fs, const char *path);
+
 /* n is queued and its batch not formed yet (nodes_lock may be held). */
 bool mbfs_wbq_queued(struct mbfs *fs, const struct mbfs_node *n);
 /* n is in a batch being sent. */
@@ -99,8 +119,8 @@ void mbfs_wbq_wait_idle(struct mbfs *fs, const struct mbfs_node *n);
 void mbfs_wbq_flush_node(struct mbfs *fs, struct mbfs_node *n);
 
 /* The same for every queued file that `which` (MBFS_BATCH_SELF, _BELOW,
- * _PARENT, _CHILDREN of batch.h) selects relative to path. 0, or -EIO
- * when one of them failed. */
+ * _PARENT, _CHILDREN of batch.h) selects relative to path, and every
+ * queued mkdir at or above path. 0, or -EIO when one of them failed. */
 int mbfs_wbq_flush(struct mbfs *fs, const char *path, unsigned which);
 
 /* Wait until no batch is in flight: before a change on the guest that a
@@ -112,8 +132,8 @@ void mbfs_wbq_settle(struct mbfs *fs);
  * batch since the last sync, else 0. */
 int mbfs_wbq_sync(struct mbfs *fs);
 
-/* The queue for the control file: {"pendingFiles","pendingBytes" (queued
- * or in flight), "inFlightFiles", "sentFiles","sentBatches","sentBytes",
+/* The queue for the control file: {"pendingFiles","pendingDirs" (mkdirs),
+ * "pendingBytes" (queued or in flight), "inFlightFiles", "sentFiles","sentBatches","sentBytes",
  * "failedFiles","lastError"} (totals since mount; malloc'd JSON object
  * text), or NULL without memory. */
 char *mbfs_wbq_json(struct mbfs *fs);

@@ -107,8 +107,9 @@ static int by_dir(const void *a, const void *b)
 	return c;
 }
 
-/* The archive of v in order (list: groups of files, then a group with a
- * "t" line for each directory time of dv), into b. */
+/* The archive of v in order (list: an "m" line for each directory to
+ * make, groups of files, then a group with a "t" or "c" line for each
+ * directory time or mode of dv), into b. */
 static int build(struct mbfs *fs, struct mbfs_wbfile *v, const size_t *order,
 		 size_t n, const struct mbfs_wbdir *dv, size_t nd,
 		 struct mb_buf *b)
@@ -118,6 +119,14 @@ static int build(struct mbfs *fs, struct mbfs_wbfile *v, const size_t *order,
 	int rc = 0;
 	size_t group = 0;
 	char rdir[MB_PATH_MAX], prefix[24];
+	for (size_t k = 0; k < nd && !rc; k++) {
+		if (dv[k].kind != MBFS_WBDIR_MAKE)
+			continue;
+		rc = mbfs_remote_path(fs, dv[k].path, rdir);
+		if (!rc)
+			rc = mb_buf_appendf(&list, "m%04o %s\n",
+					    dv[k].mode & 07777, rdir);
+	}
 	for (size_t k = 0; k < n && !rc; k++) {
 		const struct mbfs_wbfile *f = &v[order[k]];
 		size_t dl = dir_len(f->path);
@@ -136,11 +145,18 @@ static int build(struct mbfs *fs, struct mbfs_wbfile *v, const size_t *order,
 	}
 	for (size_t k = 0; k < nd && !rc; k++) {
 		char t[32];
-		mbfs_touch_time(t, &dv[k].mtime);
+		if (dv[k].kind == MBFS_WBDIR_MAKE)
+			continue;
+		if (dv[k].kind == MBFS_WBDIR_TIME)
+			mbfs_touch_time(t, &dv[k].mtime);
 		rc = mbfs_remote_path(fs, dv[k].path, rdir);
-		if (!rc)
+		if (!rc && dv[k].kind == MBFS_WBDIR_TIME)
 			rc = mb_buf_appendf(&list, "d%s\nt%s\n",
 					    strcmp(rdir, "/") ? rdir : "", t);
+		else if (!rc)
+			rc = mb_buf_appendf(&list, "d%s\nc%04o\n",
+					    strcmp(rdir, "/") ? rdir : "",
+					    dv[k].mode & 07777);
 	}
 	if (!rc)
 		rc = tar_member(b, "", "list", list.data ? list.data : "",
@@ -222,9 +238,21 @@ static int put_part(struct send *s, size_t i, const char *data, size_t len,
 	}
 }
 
-/* Read apply.sh's report into v. 0, or -EIO when it is not whole. */
+/* The i-th MAKE of dv, or NULL. */
+static struct mbfs_wbdir *nth_make(struct mbfs_wbdir *dv, size_t nd,
+				   unsigned long i)
+{
+	for (size_t k = 0; k < nd; k++)
+		if (dv[k].kind == MBFS_WBDIR_MAKE && i-- == 0)
+			return &dv[k];
+	return NULL;
+}
+
+/* Read apply.sh's report into v and dv's MAKEs ("x I WHY" a file, "y I
+ * WHY" a directory, "ok COUNT"). 0, or -EIO when it is not whole. */
 static int parse_report(const char *out, struct mbfs_wbfile *v,
-			const size_t *order, size_t n)
+			const size_t *order, size_t n, struct mbfs_wbdir *dv,
+			size_t nd)
 {
 	bool ok = false;
 	for (const char *l = out ? out : ""; *l;) {
@@ -232,13 +260,23 @@ static int parse_report(const char *out, struct mbfs_wbfile *v,
 		size_t ll = e ? (size_t)(e - l) : strlen(l);
 		unsigned long idx;
 		char *end;
-		if (ll > 2 && l[0] == 'x' && l[1] == ' ') {
+		if (ll > 2 && (l[0] == 'x' || l[0] == 'y') && l[1] == ' ') {
 			idx = strtoul(l + 2, &end, 10);
-			if (idx < n && end > l + 2) {
-				struct mbfs_wbfile *f = &v[order[idx]];
-				f->rc = -EIO;
+			int *rc = NULL;
+			char *why = NULL;
+			struct mbfs_wbdir *d;
+			if (l[0] == 'x' && idx < n && end > l + 2) {
+				rc = &v[order[idx]].rc;
+				why = v[order[idx]].why;
+			} else if (l[0] == 'y' && end > l + 2 &&
+				   (d = nth_make(dv, nd, idx))) {
+				rc = &d->rc;
+				why = d->why;
+			}
+			if (rc) {
+				*rc = -EIO;
 				int wl = (int)(l + ll - end);
-				snprintf(f->why, sizeof(f->why), "%.*s",
+				snprintf(why, sizeof(v->why), "%.*s",
 					 wl > 1 ? wl - 1 : 0, wl > 1 ? end + 1 : "");
 			}
 		} else if (ll > 3 && strncmp(l, "ok ", 3) == 0) {
@@ -250,7 +288,8 @@ static int parse_report(const char *out, struct mbfs_wbfile *v,
 }
 
 static int apply(struct send *s, struct mbfs_wbfile *v, const size_t *order,
-		 size_t n, size_t nparts, struct mb_err *err)
+		 size_t n, struct mbfs_wbdir *dv, size_t nd, size_t nparts,
+		 struct mb_err *err)
 {
 	struct mb_buf b;
 	char np[24], prev[MB_PATH_MAX];
@@ -288,7 +327,7 @@ static int apply(struct send *s, struct mbfs_wbfile *v, const size_t *order,
 			: mbfs_stderr_errno(res.errout);
 		mb_err_set(err, -rc, "cannot apply the batch on the guest: %.200s",
 			   res.errout && res.errout[0] ? res.errout : "failed");
-	} else if ((rc = parse_report(res.out, v, order, n))) {
+	} else if ((rc = parse_report(res.out, v, order, n, dv, nd))) {
 		mb_err_set(err, EIO, "the guest's report of the batch is "
 			   "incomplete");
 	}
@@ -297,7 +336,7 @@ static int apply(struct send *s, struct mbfs_wbfile *v, const size_t *order,
 }
 
 int mbfs_wbsend(struct mbfs *fs, struct mbfs_wbfile *v, size_t n,
-		const struct mbfs_wbdir *dv, size_t nd, struct mb_err *err)
+		struct mbfs_wbdir *dv, size_t nd, struct mb_err *err)
 {
 	struct send s = { .fs = fs };
 	struct mb_buf arch;
@@ -314,6 +353,10 @@ int mbfs_wbsend(struct mbfs *fs, struct mbfs_wbfile *v, size_t n,
 		order[i] = i;
 		v[i].rc = 0;
 		v[i].why[0] = '\0';
+	}
+	for (size_t i = 0; i < nd; i++) {
+		dv[i].rc = 0;
+		dv[i].why[0] = '\0';
 	}
 	sort_base = v;   /* the flusher is the only caller */
 	qsort(order, n, sizeof(*order), by_dir);
@@ -365,7 +408,7 @@ int mbfs_wbsend(struct mbfs *fs, struct mbfs_wbfile *v, size_t n,
 		rc = put_part(&s, i, arch.data + off, len, err);
 	}
 	if (!rc)
-		rc = apply(&s, v, order, n, nparts, err);
+		rc = apply(&s, v, order, n, dv, nd, nparts, err);
 	mb_op_deadline(outer);
 	/* the script removes its staging whenever it ran; a sandbox that
 	 * is gone takes it along */
@@ -375,7 +418,7 @@ int mbfs_wbsend(struct mbfs *fs, struct mbfs_wbfile *v, size_t n,
 		mbfs_journal_unstage(fs->journal, note);
 	if (!rc)
 		mbfs_xfer_sweep(fs);   /* the service answers again */
-	mb_log(MB_LOG_DEBUG, "batch of %zu file%s (%zu directory time%s), "
+	mb_log(MB_LOG_DEBUG, "batch of %zu file%s (%zu directory change%s), "
 	       "%zu byte%s in %zu part%s: %s", n, n == 1 ? "" : "s", nd,
 	       nd == 1 ? "" : "s", arch.len, arch.len == 1 ? "" : "s", nparts,
 	       nparts == 1 ? "" : "s", rc ? err->msg : "done");

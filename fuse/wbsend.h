@@ -2,7 +2,8 @@
  * files travels as one tar archive PUT in 1 MiB pieces into the guest's
  * /tmp/.mbfs-up/ and one exec of fuse/guest/apply.sh, which unpacks it
  * into a hidden directory of the mounted directory and renames each file
- * into place (atomic per file), with its mode and mtime. Requests per
+ * into place (atomic per file), with its mode and mtime; directories
+ * queued for it are made first. Requests per
  * batch: ceil(archive / 1 MiB) PUTs and one exec (one mkdir more when
  * /tmp/.mbfs-up is missing).
  *
@@ -39,24 +40,37 @@ struct mbfs_wbfile {
 	char why[160];       /* for a failure: what the guest said */
 };
 
-/* A directory's mtime set after files in it were queued: the batch sets
- * it again once its files are in place (their renames moved it). */
+/* What a batch does to a directory. */
+enum mbfs_wbdir_kind {
+	MBFS_WBDIR_TIME,     /* mtime, set again once the files before it are
+	                        in place (their renames moved it) */
+	MBFS_WBDIR_MAKE,     /* mkdir with mode, before any file moves */
+	MBFS_WBDIR_MODE,     /* chmod to mode, after the files before it */
+};
+
 struct mbfs_wbdir {
-	char *path;          /* mount-relative, malloc'd by the caller */
-	struct timespec mtime;
+	char *path;          /* mount-relative, the caller's */
+	enum mbfs_wbdir_kind kind;
+	struct timespec mtime;   /* TIME */
+	unsigned mode;           /* MAKE, MODE: permission bits */
+	int rc;              /* MAKE: 0 made (or there already as a
+	                        directory), else -errno; by mbfs_wbsend */
+	char why[160];       /* for a failure: what the guest said */
 };
 
 /* Can path travel in a batch? (Its name fits a tar header and the list:
  * at most 99 bytes, no newline anywhere in the path.) */
 bool mbfs_wbsend_fits(const char *path);
 
-/* Send the n files of v (distinct paths) as one batch, then the nd
- * directory times of dv (best effort: `touch -c`, a failure is not
- * reported). 0 when the guest ran it: v[i].rc tells each file's outcome;
- * -errno when the batch as a whole failed (no file is known to be in
+/* Send the n files of v (distinct paths) as one batch with the nd
+ * directory changes of dv: the MAKEs first, in dv's order (a parent before
+ * what is made in it), then the files, then the TIMEs and MODEs in dv's
+ * order (best effort: `touch -c`, `chmod`; a failure is not reported).
+ * 0 when the guest ran it: v[i].rc and the MAKEs' rc tell each outcome;
+ * -errno when the batch as a whole failed (nothing is known to be in
  * place; err says why, after mbfs_fail). */
 int mbfs_wbsend(struct mbfs *fs, struct mbfs_wbfile *v, size_t n,
-		const struct mbfs_wbdir *dv, size_t nd, struct mb_err *err);
+		struct mbfs_wbdir *dv, size_t nd, struct mb_err *err);
 
 /* At unmount, after the last batch: remove the report the last batch left
  * for a rerun (one request; best effort). */

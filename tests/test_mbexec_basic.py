@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 import mbtest
+from test_mbfs_helpers import sync
 from test_mbexec_helpers import (MiB, fake_mount, jobs_created, mbx, module_mount,
                                  requests, rmtree, sh, sha, unique)
 
@@ -22,6 +23,7 @@ def wd(mnt):
     """A fresh directory in the mount: (local path, remote path)."""
     name = unique("bx")
     os.mkdir(mnt.path(name))
+    sync(mnt)   # queued (write-back): on the sandbox before a test counts
     return mnt.path(name), "/workspace/" + name
 
 

@@ -267,6 +267,7 @@ def test_new_file_is_visible_before_its_upload(service, container, mount):
 def test_unlink_of_new_file_before_its_upload(service, container, mount):
     d = mount.path(unique("gone"))
     os.mkdir(d)
+    sync(mount)
     p = os.path.join(d, "tmp")
     service.reset_stats()
     with open(p, "wb") as f:
@@ -305,6 +306,7 @@ def test_expired_listing_is_renewed_rather_than_a_stat_per_name(service, contain
 def test_exclusive_create_of_listed_name_fails(service, container, mount):
     d = mount.path(unique("excl"))
     os.mkdir(d)
+    sync(mount)
     sh(service, container, "echo there > %s/x" % rel(mount, d))
     invalidate(mount)
     assert os.listdir(d) == ["x"]              # listing cached

@@ -26,6 +26,7 @@ def renameat2(src, dst, flags):
 def d(mount):
     path = mount.path(unique("ns"))
     os.mkdir(path)
+    sync(mount)     # a new directory is queued (write-back) like a file
     return path
 
 
@@ -37,6 +38,7 @@ def test_mkdir_rmdir_modes(service, container, mount, d):
     sub = os.path.join(d, "sub")
     os.mkdir(sub, 0o750)
     assert os.stat(sub).st_mode & 0o777 == 0o750
+    sync(mount)
     assert sh(service, container, "stat -c %a " + rel(mount, sub)).strip() == "750"
     write_file(os.path.join(sub, "f"), b"x")
     with pytest.raises(OSError) as e:

@@ -317,8 +317,10 @@ def test_kill9_with_queued_files_then_remount_uploads_them(service, container, n
         m.unmount()
     assert not mbtest.sanitizer_report(m.log()), m.log()
     service.clear_faults()
-    assert sh(service, container, "ls -A /workspace/" + name) == ""
-    # the next mount finds them in the journal and uploads them
+    # the directory's mkdir was queued with them: it never left either
+    assert sh(service, container, "test -e /workspace/%s || echo absent" % name) == "absent\n"
+    # the next mount finds them in the journal and uploads them, making
+    # the directory they were written in
     m2 = mbtest.Mount(service, container, options=["cache_dir=" + cache], writeback=True)
     finish(m2)
     out = sh(service, container, "cd /workspace/%s && cat f0 f1 f2 f3 f4 && stat -c %%a f1 f2" % name)

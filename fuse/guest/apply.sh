@@ -4,13 +4,18 @@
 # Usage: apply.sh PARTS NPARTS STAGE PREV
 # PARTS.00000 ... (NPARTS of them, in the guest's /tmp/.mbfs-up) are the
 # 1 MiB pieces of one tar archive that mbfs PUT: a member "list", then
-# for each file a member "G/NAME" carrying its mode and mtime. list has a
-# line "dDIR" (an absolute guest directory; "d" alone is /) opening group
-# G (0, 1, ... in list order), followed by a line "fNAME" for each file of
-# the group, NAME a file name in DIR (never a '/' or a newline), or by a
-# line "tTIME": give DIR the modification time TIME (a touch -d value),
-# after the files before it are in place (their renames moved it). A time
-# that cannot be set is left (touch -c: DIR may be gone).
+# for each file a member "G/NAME" carrying its mode and mtime. list starts
+# with a line "mMODE DIR" for each directory to make (an absolute guest
+# path; its parent exists or is made by an earlier line), made with mode
+# MODE (octal) before anything else; one that is there already as a
+# directory is taken and given MODE. Then a line "dDIR" (an absolute guest
+# directory; "d" alone is /) opens group G (0, 1, ... in list order),
+# followed by a line "fNAME" for each file of the group, NAME a file name
+# in DIR (never a '/' or a newline), by a line "tTIME": give DIR the
+# modification time TIME (a touch -d value), or by a line "cMODE": give DIR
+# the mode MODE, each after the files before it are in place (their
+# renames moved the time). A time or a mode that cannot be set is left
+# (DIR may be gone).
 #
 # The archive is unpacked into STAGE, a hidden directory (.mbfs-up-HEX)
 # in the mounted directory, so on the files' filesystem; then each
@@ -18,8 +23,8 @@
 # sees the old file or the new one, never a part of it. A target that is
 # a directory or a symlink, or a DIR that is gone, fails that file alone.
 #
-# Prints "x I WHY" for each file I (0-based, in list order) not put in
-# place, then "ok COUNT". The report is left in PARTS.done too: a rerun
+# Prints "y I WHY" for each directory I (0-based, in list order) not made,
+# "x I WHY" for each file I not put in place, then "ok COUNT" (the files). The report is left in PARTS.done too: a rerun
 # with the same arguments (mbfs lost the answer) prints it again and
 # applies nothing twice. PREV ("-" for none) is the report of an earlier
 # batch, no longer needed. Exits 0 with a report; 3 when a part is
@@ -58,9 +63,25 @@ fi
 set --
 g=-1
 dir=/
+mi=0
+: >"$sd/made"
 while IFS= read -r l; do
 	k=${l%"${l#?}"} v=${l#?}
-	if [ "$k" = d ]; then
+	if [ "$k" = m ]; then
+		md=${v#* }
+		if ! err=$(mkdir -m "${v%% *}" -- "$md" 2>&1); then
+			if [ -d "$md" ] && ! [ -L "$md" ]; then
+				chmod "${v%% *}" -- "$md" 2>/dev/null || :
+			else
+				echo "y $mi ${err##*: }" >>"$sd/made"
+			fi
+		fi
+		mi=$((mi + 1))
+	elif [ "$k" = c ]; then
+		[ $# -eq 0 ] || mv -f -- "$@" "$dir/" 2>/dev/null || :
+		set --
+		chmod "$v" -- "$dir" 2>/dev/null || :
+	elif [ "$k" = d ]; then
 		[ $# -eq 0 ] || mv -f -- "$@" "$dir/" 2>/dev/null || :
 		set --
 		g=$((g + 1))
@@ -78,6 +99,7 @@ done <"$sd/list"
 i=-1
 g=-1
 {
+	cat -- "$sd/made"
 	while IFS= read -r l; do
 		k=${l%"${l#?}"} v=${l#?}
 		if [ "$k" = d ]; then
@@ -85,7 +107,7 @@ g=-1
 			dir=${v:-/}
 			continue
 		fi
-		[ "$k" = t ] && continue
+		case $k in [mtc]) continue ;; esac
 		i=$((i + 1))
 		s=$sd/$g/$v
 		[ -e "$s" ] || [ -L "$s" ] || continue

@@ -1,0 +1,193 @@
+"""Directories made through the mount travel in write-back batches: mkdir
+returns at once, the mount shows the directory (and what is written in it)
+until the batch makes it on the sandbox before the files in it, a mode or
+time set meanwhile travels too, anything that needs it on the sandbox sends
+it first, a failure keeps the files and is reported, and mbexec sees it.
+
+Tests that need a directory to stay queued hold the queue with a first
+batch that the service answers slowly (one batch is in flight at a time):
+no timing is asserted."""
+import json
+import os
+import re
+import subprocess
+
+import pytest
+
+import mbtest
+from test_mbfs_helpers import (CONTROL, finish, guest_tree_digest, hold_writeback, read_file,
+                               sh, tree_digest, unique, write_file)
+
+PUT = "PUT /containers/files"
+EXEC = "POST /containers/exec"
+MKDIR = "POST /containers/files/mkdir"
+CHMOD = "PATCH /containers/files/chmod"
+
+
+@pytest.fixture(autouse=True)
+def no_faults_left(service):
+    yield
+    service.clear_faults()
+
+
+@pytest.fixture
+def wb(service, container, need_fuse):
+    m = mbtest.Mount(service, container, writeback=True)
+    yield m
+    finish(m)
+
+
+def control(m):
+    return json.loads(read_file(m.path(CONTROL)))
+
+
+def wait(m):
+    return subprocess.run([mbtest.MBFS, "--status", "--wait", m.mountpoint],
+                          capture_output=True, text=True, timeout=120)
+
+
+def requests_of(service, route):
+    return service.stats().get("requests", {}).get(route, 0)
+
+
+def landed_dir(service, container, m, d):
+    """d, made through m, once it is on the sandbox (its guest path)."""
+    r = wait(m)
+    assert r.returncode == 0, (r, m.log())
+    return "/workspace/" + os.path.relpath(d, m.mountpoint)
+
+
+def absent(service, container, rpath):
+    return sh(service, container, "test -e '%s' || echo absent" % rpath) == "absent\n"
+
+
+def test_a_tree_of_new_directories_travels_in_the_batch(service, container, wb):
+    d = wb.path(unique("tree"))
+    os.mkdir(d)
+    rd = landed_dir(service, container, wb, d)
+    service.reset_stats()
+    hold_writeback(service, wb, d)          # d/blocker in flight for 5 s
+    os.makedirs(os.path.join(d, "a", "b", "c"))
+    os.mkdir(os.path.join(d, "x"), 0o750)
+    for sub in ("a", "a/b", "a/b/c", "x"):
+        for i in range(3):
+            write_file(os.path.join(d, sub, "f%d" % i), b"%s %d\n" % (sub.encode(), i))
+    os.chmod(os.path.join(d, "a", "b"), 0o700)   # still queued: goes with its mkdir
+    os.chmod(d, 0o751)                          # on the sandbox: queued behind
+    os.utime(os.path.join(d, "a"), (1300000000, 1300000000))
+    # the mount shows all of it at once, before the sandbox has any of it
+    assert absent(service, container, rd + "/a")
+    assert sorted(os.listdir(d)) == ["a", "blocker", "x"]
+    assert sorted(os.listdir(os.path.join(d, "a", "b"))) == ["c", "f0", "f1", "f2"]
+    assert read_file(os.path.join(d, "a", "b", "c", "f2")) == b"a/b/c 2\n"
+    assert os.stat(os.path.join(d, "x")).st_mode & 0o777 == 0o750
+    assert os.stat(os.path.join(d, "a", "b")).st_mode & 0o777 == 0o700
+    assert os.stat(d).st_mode & 0o777 == 0o751
+    assert os.stat(os.path.join(d, "a")).st_mtime == 1300000000
+    assert control(wb)["writeback"]["pendingFiles"] >= 12
+    assert control(wb)["writeback"]["pendingDirs"] == 4
+    r = subprocess.run([mbtest.MBFS, "--status", wb.mountpoint], capture_output=True, text=True,
+                       timeout=60)
+    assert " and 4 new directories, " in r.stdout, r.stdout
+    r = wait(wb)
+    assert r.returncode == 0, (r, wb.log())
+    assert guest_tree_digest(service, container, rd) == tree_digest(d)
+    out = sh(service, container, "cd '%s' && stat -c '%%n %%a' . a/b x && stat -c %%Y a" % rd)
+    assert out.split() == [".", "751", "a/b", "700", "x", "750", "1300000000"]
+    assert os.stat(os.path.join(d, "a")).st_mtime == 1300000000
+    # no mkdir or chmod of their own: the held batch, this one, the
+    # utime batch's touch (batch.h), the test's three commands
+    assert requests_of(service, MKDIR) == 0, service.stats()
+    assert requests_of(service, CHMOD) == 0, service.stats()
+    assert requests_of(service, PUT) <= 2, service.stats()
+    assert requests_of(service, EXEC) <= 6, service.stats()
+
+
+def test_what_needs_a_new_directory_on_the_sandbox_sends_it_first(service, container, wb):
+    d = wb.path(unique("needs"))
+    os.mkdir(d)
+    rd = landed_dir(service, container, wb, d)
+    hold_writeback(service, wb, d)
+    # a rename of a queued directory, a symlink and a large file in one
+    # wait for its mkdir; a file renamed inside one does not
+    t = os.path.join(d, "t")
+    os.mkdir(t)
+    write_file(os.path.join(t, "tmp"), b"saved\n")
+    os.rename(os.path.join(t, "tmp"), os.path.join(t, "f"))
+    os.rename(t, os.path.join(d, "u"))
+    os.mkdir(os.path.join(d, "l"))
+    os.symlink("../u/f", os.path.join(d, "l", "link"))
+    os.mkdir(os.path.join(d, "big"))
+    big = os.urandom(300 * 1024)                 # past a batch: uploaded at close
+    write_file(os.path.join(d, "big", "data"), big)
+    os.mkdir(os.path.join(d, "e"))
+    os.rmdir(os.path.join(d, "e"))
+    assert sorted(os.listdir(d)) == ["big", "blocker", "l", "u"]
+    r = wait(wb)
+    assert r.returncode == 0, (r, wb.log())
+    out = sh(service, container, "cd '%s' && ls -A && ls -A u && cat l/link && readlink l/link" % rd)
+    assert out.split() == ["big", "blocker", "l", "u", "f", "saved", "../u/f"]
+    assert guest_tree_digest(service, container, rd) == tree_digest(d)
+
+
+def test_mbexec_sees_directories_made_before_it(service, container, wb):
+    d = wb.path(unique("seen"))
+    os.mkdir(d)
+    landed_dir(service, container, wb, d)
+    hold_writeback(service, wb, d)
+    os.makedirs(os.path.join(d, "new", "deeper"))
+    write_file(os.path.join(d, "new", "deeper", "f"), b"x\n")
+    p = mbtest.run_mbexec(service, ["cat", "deeper/f"], cwd=os.path.join(d, "new"))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == b"x\n"
+
+
+def test_a_directory_the_sandbox_refuses_keeps_its_files_and_says_so(service, container, wb):
+    d = wb.path(unique("refused"))
+    os.mkdir(d)
+    rd = landed_dir(service, container, wb, d)
+    hold_writeback(service, wb, d)
+    sub = os.path.join(d, "sub")
+    os.mkdir(sub)
+    data = b"must not be lost\n"
+    write_file(os.path.join(sub, "f"), data)
+    # meanwhile a file takes the directory's name on the sandbox
+    sh(service, container, "echo theirs > '%s/sub'" % rd)
+    r = wait(wb)
+    assert r.returncode == 1, (r, wb.log())
+    log = wb.log()
+    assert "cannot make the directory '/%s/sub'" % os.path.relpath(d, wb.mountpoint) in log, log
+    kept = re.findall(r"upload of '%s/sub/f' failed.*data kept in (\S+)" % re.escape(rd), log)
+    assert kept and read_file(kept[0]) == data, log
+    assert [k["path"] for k in control(wb)["kept"]] == [rd + "/sub/f"]
+    assert wait(wb).returncode == 0          # reported once
+    # the sandbox's file stands, and the mount shows it
+    assert sh(service, container, "cat '%s/sub'" % rd) == "theirs\n"
+    assert read_file(sub) == b"theirs\n"
+
+
+def test_kill9_with_a_queued_directory_loses_nothing(service, container, need_fuse, tmp_path):
+    cache = str(tmp_path / "cache")
+    name = unique("crash-dir")
+    m = mbtest.Mount(service, container, options=["cache_dir=" + cache], writeback=True)
+    try:
+        d = m.path(name)
+        os.mkdir(d)
+        landed_dir(service, container, m, d)
+        # every batch fails for now, as a transient fault: all stays queued
+        service.fault(route=PUT, count=100000, match="wb-", status=503, error="files_unavailable")
+        os.makedirs(os.path.join(d, "a", "b"))
+        write_file(os.path.join(d, "a", "b", "f"), b"deep\n")
+        write_file(os.path.join(d, "a", "g"), b"shallow\n")
+    finally:
+        m.proc.send_signal(9)
+        m.proc.wait(30)
+        subprocess.run(["fusermount3", "-uz", m.mountpoint], capture_output=True)
+        m.unmount()
+    assert not mbtest.sanitizer_report(m.log()), m.log()
+    service.clear_faults()
+    assert absent(service, container, "/workspace/%s/a" % name)
+    # the next mount uploads the files where they were written
+    m2 = mbtest.Mount(service, container, options=["cache_dir=" + cache], writeback=True)
+    log = finish(m2)
+    assert sh(service, container, "cd /workspace/%s && cat a/b/f a/g" % name) == "deep\nshallow\n", log
