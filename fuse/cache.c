@@ -331,6 +331,15 @@ int mbfs_cache_readdir(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
 	return fetch_listing(fs, path, fn, ud);
 }
 
+bool mbfs_cache_listed(struct mbfs_cache *c, const char *path)
+{
+	pthread_mutex_lock(&c->lock);
+	struct centry *e = mbfs_cache_find(c, path);
+	bool listed = e && e->dir_until > mb_now_ms();
+	pthread_mutex_unlock(&c->lock);
+	return listed;
+}
+
 /* What a lookup of path that the cache cannot answer does. */
 enum miss {
 	MISS_STAT,      /* one stat of path */

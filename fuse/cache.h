@@ -61,6 +61,9 @@ typedef int (*mbfs_dir_fn)(void *ud, const char *name, const struct stat *st);
 int mbfs_cache_readdir(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
 		       void *ud);
 
+/* Is a fresh listing of path cached? */
+bool mbfs_cache_listed(struct mbfs_cache *c, const char *path);
+
 /* The write counter (for mbfs_cache_put_listing). */
 uint64_t mbfs_cache_counter(struct mbfs_cache *c);
 /* A listing of path the guest gave otherwise (a bulk read's, pack.h),

@@ -290,6 +290,7 @@ static int mbfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 	filler(buf, "..", NULL, 0, 0);
 	for (size_t i = 0; i < d.nfresh; i++)
 		fill(&d, d.fresh[i].name, &d.fresh[i].st);
+	mbfs_prefetch_listing(FS, path);   /* a walk lists its subtree */
 	rc = mbfs_cache_readdir(FS, path, fill_one, &d);
 	mbfs_dirents_free(d.fresh, d.nfresh);
 	return rc;

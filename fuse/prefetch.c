@@ -19,6 +19,7 @@
 #include "fuse/data.h"
 #include "fuse/guest_sh.h"
 #include "fuse/mbfs.h"
+#include "fuse/newdir.h"
 #include "fuse/node.h"
 #include "fuse/pack.h"
 #include "fuse/prefetch.h"
@@ -30,6 +31,7 @@
 #define EXEC_TIMEOUT_MS 50000L
 #define MAX_RECS 64
 #define MAX_COLD 16
+#define MAX_WALKS 8
 /* room the excluded subtrees may take in the command (of its 16 KiB) */
 #define EXCL_BYTES 6144u
 
@@ -52,9 +54,12 @@ struct cold {
 
 struct mbfs_prefetch {
 	pthread_mutex_t lock;
-	pthread_cond_t done;            /* an archive ended */
+	pthread_cond_t done;            /* an archive or a walk ended */
 	struct rec recs[MAX_RECS];      /* protected by lock */
 	struct cold cold[MAX_COLD];     /* protected by lock */
+	struct cold lcold[MAX_COLD];    /* protected by lock: cold listings */
+	struct rec walks[MAX_WALKS];    /* protected by lock: listing walks
+	                                   (complete: nothing was cut) */
 	uint64_t next_id;               /* protected by lock */
 	char *leftover;                 /* protected by lock: the pieces'
 	                                   directory of an archive done, removed
@@ -79,8 +84,12 @@ void mbfs_prefetch_free(struct mbfs_prefetch *p)
 		return;
 	for (size_t i = 0; i < MAX_RECS; i++)
 		free(p->recs[i].dir);
-	for (size_t i = 0; i < MAX_COLD; i++)
+	for (size_t i = 0; i < MAX_WALKS; i++)
+		free(p->walks[i].dir);
+	for (size_t i = 0; i < MAX_COLD; i++) {
 		free(p->cold[i].dir);
+		free(p->lcold[i].dir);
+	}
 	free(p->leftover);
 	pthread_cond_destroy(&p->done);
 	pthread_mutex_destroy(&p->lock);
@@ -110,8 +119,17 @@ static void expire(struct mbfs_prefetch *p, uint64_t now)
 			memset(r, 0, sizeof(*r));
 		}
 	}
-	for (size_t i = 0; i < MAX_COLD; i++) {
-		struct cold *c = &p->cold[i];
+	for (size_t i = 0; i < MAX_WALKS; i++) {
+		struct rec *r = &p->walks[i];
+		if (r->dir && r->done &&
+		    now - r->at_ms > MBFS_PREFETCH_WINDOW_MS) {
+			free(r->dir);
+			memset(r, 0, sizeof(*r));
+		}
+	}
+	for (size_t i = 0; i < 2 * MAX_COLD; i++) {
+		struct cold *c = i < MAX_COLD ? &p->cold[i]
+					      : &p->lcold[i - MAX_COLD];
 		if (c->dir && now - c->at_ms > MBFS_PREFETCH_WINDOW_MS) {
 			free(c->dir);
 			memset(c, 0, sizeof(*c));
@@ -152,12 +170,13 @@ static struct rec *rec_of(struct mbfs_prefetch *p, const char *dir)
 	return NULL;
 }
 
-/* Note a first cold read in dir; true when dir had one already. */
-static bool cold_again(struct mbfs_prefetch *p, const char *dir, uint64_t now)
+/* Note a first cold read (or listing: tab) in dir; true when dir had one
+ * already. */
+static bool cold_again(struct cold *tab, const char *dir, uint64_t now)
 {
-	struct cold *free_slot = NULL, *oldest = &p->cold[0];
+	struct cold *free_slot = NULL, *oldest = &tab[0];
 	for (size_t i = 0; i < MAX_COLD; i++) {
-		struct cold *c = &p->cold[i];
+		struct cold *c = &tab[i];
 		if (c->dir && strcmp(c->dir, dir) == 0)
 			return true;
 		if (!c->dir && !free_slot)
@@ -184,7 +203,7 @@ static bool choose(struct mbfs_prefetch *p, const char *dir, uint64_t now,
 	mbfs_parent_path(dir, par);
 	mbfs_parent_path(par, gpar);
 	bool top = strcmp(dir, "/") == 0;
-	if (!cold_again(p, dir, now))
+	if (!cold_again(p->cold, dir, now))
 		return false;
 	if (!top && strcmp(par, "/") && sibling_archived(p, gpar, par))
 		strcpy(base, gpar);
@@ -235,6 +254,7 @@ struct job {
 	uint64_t ctr;               /* the cache's write counter before */
 	uint64_t stamp;             /* the data cache's (mbfs_data_stamp) */
 	bool cut;
+	bool listings;              /* the listings alone, no file */
 	size_t files, put;
 	int fd;                     /* the archive, local */
 	char *buf;
@@ -315,7 +335,7 @@ static int parse_report(struct job *j, const char *out)
 	}
 	if (!v)
 		return -ENOMEM;
-	if (!files) {           /* pack.sh left no directory */
+	if (!files && !j->ls) {   /* pack.sh left no directory */
 		free(v);
 		return n ? -EIO : 0;
 	}
@@ -358,7 +378,7 @@ static int pack(struct job *j, struct mb_err *err)
 	snprintf(j->pieces.dir, sizeof(j->pieces.dir), "/tmp/.mbfs-dl-%s", hex);
 	snprintf(chunk, sizeof(chunk), "%u", MBFS_CHUNK);
 	snprintf(cap, sizeof(cap), "%u", MBFS_PREFETCH_BYTES);
-	snprintf(files, sizeof(files), "%u", MBFS_PREFETCH_FILES);
+	snprintf(files, sizeof(files), "%u", j->listings ? 0 : MBFS_PREFETCH_FILES);
 	pthread_mutex_lock(&j->p->lock);
 	char *prev = j->p->leftover;
 	unsigned prev_note = j->p->leftover_note;
@@ -459,8 +479,9 @@ static bool run(struct job *j)
 	if (!rc && j->pieces.n)
 		rc = unpack(j, &err);
 	if (rc) {
-		mb_log(MB_LOG_WARN, "bulk read of '%s' failed, files are read "
-		       "one by one: %s", j->base,
+		mb_log(MB_LOG_WARN, "bulk %s of '%s' failed, %s one by one: %s",
+		       j->listings ? "listing" : "read", j->base,
+		       j->listings ? "directories are listed" : "files are read",
 		       err.msg[0] ? err.msg : strerror(-rc));
 		return false;
 	}
@@ -577,4 +598,103 @@ int mbfs_prefetch_miss(struct mbfs *fs, const char *path, uint64_t size)
 	free(j.excl);
 	free(j.first);
 	return 1;
+}
+
+/* ---- listing walks ---- */
+
+/* A walk covering dir, in flight or done within the window. Lock held. */
+static struct rec *walk_of(struct mbfs_prefetch *p, const char *dir)
+{
+	for (size_t i = 0; i < MAX_WALKS; i++)
+		if (p->walks[i].dir && covers(p->walks[i].dir, dir))
+			return &p->walks[i];
+	return NULL;
+}
+
+/* A free walk record (the oldest done one when full), or NULL. Lock held. */
+static struct rec *new_walk(struct mbfs_prefetch *p)
+{
+	struct rec *slot = NULL;
+	for (size_t i = 0; i < MAX_WALKS; i++) {
+		struct rec *r = &p->walks[i];
+		if (!r->dir)
+			return r;
+		if (r->done && (!slot || r->at_ms < slot->at_ms))
+			slot = r;
+	}
+	if (slot) {
+		free(slot->dir);
+		memset(slot, 0, sizeof(*slot));
+	}
+	return slot;
+}
+
+void mbfs_prefetch_listing(struct mbfs *fs, const char *dir)
+{
+	struct mbfs_prefetch *p = fs->prefetch;
+	char par[MB_PATH_MAX + 2];
+	struct stat st;
+	if (!p || strlen(dir) >= MB_PATH_MAX ||
+	    mbfs_cache_listed(fs->cache, dir) ||
+	    mbfs_newdir_stat(fs->newdirs, dir, &st) || mbfs_check_alive(fs))
+		return;
+	mbfs_parent_path(dir, par);
+	pthread_mutex_lock(&p->lock);
+	uint64_t now = mb_now_ms();
+	expire(p, now);
+	struct rec *w = walk_of(p, dir);
+	if (w) {
+		/* in flight: its listings answer; done: this one was cut
+		 * or is new, and is listed alone */
+		uint64_t id = w->id;
+		for (;;) {
+			struct rec *x = NULL;
+			for (size_t i = 0; i < MAX_WALKS && !x; i++)
+				if (p->walks[i].dir && p->walks[i].id == id)
+					x = &p->walks[i];
+			if (!x || x->done)
+				break;
+			pthread_cond_wait(&p->done, &p->lock);
+		}
+		pthread_mutex_unlock(&p->lock);
+		return;
+	}
+	/* the second cold listing below a directory listed cold within the
+	 * window is a walk: the rest of its subtree comes in one go */
+	bool walk = false, top = strcmp(dir, "/") == 0;
+	for (size_t i = 0; i < MAX_COLD && !walk && !top; i++)
+		walk = p->lcold[i].dir && strcmp(p->lcold[i].dir, par) == 0;
+	cold_again(p->lcold, dir, now);
+	struct job j = { .fs = fs, .p = p, .base = par, .fd = -1,
+			 .listings = true };
+	uint64_t id = 0;
+	if (walk && (w = new_walk(p)) && (w->dir = strdup(par)) &&
+	    (j.first = strdup("."))) {
+		w->id = id = ++p->next_id;
+	} else if (w) {
+		free(w->dir);
+		w->dir = NULL;
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (!id)
+		return;
+
+	bool complete = run(&j);
+
+	pthread_mutex_lock(&p->lock);
+	for (size_t i = 0; i < MAX_WALKS; i++) {
+		if (p->walks[i].dir && p->walks[i].id == id) {
+			p->walks[i].done = true;
+			p->walks[i].complete = complete;
+			p->walks[i].at_ms = mb_now_ms();
+		}
+	}
+	pthread_cond_broadcast(&p->done);
+	pthread_mutex_unlock(&p->lock);
+	if (j.pieces.sizes)
+		leave(p, fs, strdup(j.pieces.dir), j.pieces.note);
+	else
+		mbfs_xfer_dir_gone(fs, j.pieces.note);
+	free(j.pieces.sizes);
+	free(j.first);
 }

@@ -1,4 +1,4 @@
-/* prefetch.h: bulk reads of small files.
+/* prefetch.h: bulk reads of small files, and of the listings of a walk.
  *
  * When a program reads the files of a directory one after the other
  * (grep -r, git add, cp -r, an editor's project scan), the directory's
@@ -60,5 +60,16 @@ void mbfs_prefetch_stop(struct mbfs *fs);
  * should look for a clean copy again, 0 when it should read the file
  * alone. May be called with a node's lock held (no other lock). */
 int mbfs_prefetch_miss(struct mbfs *fs, const char *path, uint64_t size);
+
+/* The listing of dir (mount-relative) is about to be fetched: the cache
+ * has none and dir is not queued (newdir.h). When that makes a walk (the
+ * parent was listed cold within MBFS_PREFETCH_WINDOW_MS: find, ls -R,
+ * git add, a project scan), the parent's whole subtree is listed in one
+ * go (pack.sh with no file: one exec and its pieces) into the cache, on
+ * this thread; a listing under a walk in flight waits for it. Either way
+ * the caller then lists dir through the cache, which may have it now. A
+ * subtree whose listings pass MBFS_PREFETCH_LS_MAX is listed directory by
+ * directory, as before. */
+void mbfs_prefetch_listing(struct mbfs *fs, const char *dir);
 
 #endif

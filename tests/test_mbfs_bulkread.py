@@ -392,3 +392,54 @@ def test_pieces_a_killed_mount_left_go_at_the_next_mount(service, container, nee
     finally:
         finish(m2)
     assert leftovers(service, container) == "0"
+
+
+def walk_tree():
+    top = unique("walk")
+    files = {}
+    for i in range(12):
+        for k in range(3):
+            files["%s/d%02d/s%d/f%d" % (top, i, k, k)] = content("%d %d" % (i, k), 50 + k)
+        files["%s/d%02d/top.txt" % (top, i)] = b"top\n"
+    return top, files
+
+
+def test_a_walk_lists_the_rest_of_the_tree_in_one_go(service, container, bmount):
+    """find, ls -R, git add: the second cold listing below a directory
+    listed cold brings the listings of that directory's whole subtree."""
+    top, files = walk_tree()
+    seed(service, container, files)
+    sh(service, container, "cd /workspace/%s && mkdir d03/empty && ln -s ../d00/top.txt d01/link && "
+       "mkfifo d02/fifo && chmod 0700 d04/s1 && touch -d @1400000000 d03/empty" % top)
+    want = guest_entries(service, container, top)
+    service.reset_stats()
+    got = mount_entries(bmount.path(top))
+    assert got == want
+    stats = service.stats()
+    # the top directory's listing, then one walk (an exec and its piece)
+    # for the 49 directories below it, instead of a listing each
+    assert mbtest.requests_for(stats, LIST) <= 3, stats
+    assert mbtest.requests_for(stats, EXEC) == 1, stats
+    assert mbtest.requests_for(stats, GET) == 1, stats
+    # what a walk brought is the sandbox's: a change there shows as a
+    # listing's would, once the mount is told
+    sh(service, container, "cd /workspace/%s && rm d05/top.txt && echo new > d06/s0/added" % top)
+    subprocess.run([mbtest.MBEXEC, "true"], cwd=bmount.path(top), env=service.env(), check=True,
+                   capture_output=True, timeout=120)   # it invalidates after the command
+    assert sorted(os.listdir(bmount.path(top, "d05"))) == ["s0", "s1", "s2"]
+    assert read_file(bmount.path(top, "d06", "s0", "added")) == b"new\n"
+    assert int(leftovers(service, container)) <= 1
+
+
+def test_a_walk_with_bulk_read_0_lists_each_directory(service, container, need_fuse):
+    top, files = walk_tree()
+    seed(service, container, files)
+    m = mbtest.Mount(service, container, options=["bulk_read=0"])
+    try:
+        service.reset_stats()
+        assert len(mount_entries(m.path(top))) == len(files) + 12 * 4
+        stats = service.stats()
+        assert mbtest.requests_for(stats, EXEC) == 0, stats
+        assert mbtest.requests_for(stats, LIST) >= 49, stats
+    finally:
+        finish(m)

@@ -10,7 +10,8 @@
 # staging (.mbfs-up*), names holding the byte 001 and the subtrees
 # ROOT/EXCLUDED (relative to ROOT; ignored when gone). Stops before the
 # archive would pass CAPBYTES or MAXFILES files, so a huge tree is not
-# walked to its end. The files go into one GNU tar (members "./REL", REL
+# walked to its end. MAXFILES 0 archives nothing: the pieces hold the
+# listings alone (below), and CUT is 1 when there are none. The files go into one GNU tar (members "./REL", REL
 # relative to ROOT) cut into DIR/p.00000, DIR/p.00001, ... of SIZE bytes
 # each (the last one shorter); DIR (mode 700) must not exist yet.
 #
@@ -61,6 +62,28 @@ done
 # DIR is a fresh random name under /tmp: a mkdir that fails (already there,
 # someone else's) stops us rather than packing into a directory we do not own.
 mkdir -m 700 "$d" || exit 1
+# MAXFILES 0: the listings alone (a walk that lists before it reads), cut
+# short by head on a huge tree; none when find fails (an unreadable
+# directory) or they pass 4 MiB
+if [ "$max" = 0 ]; then
+	{
+		find . -mindepth 1 \( -name '.mbfs-up*' -prune \) -o \
+			-printf '%y\0%m\0%U\0%G\0%s\0%T@\0%h\0%f\0%l\0' 2>/dev/null ||
+			: >"$d/failed"
+	} | head -c 4194305 >"$d/ls"
+	ls=$(wc -c <"$d/ls")
+	if [ -e "$d/failed" ] || [ "$ls" -gt 4194304 ] || [ "$ls" -eq 0 ]; then
+		rm -rf "$d"
+		echo "$now 0 1 0"
+		exit 0
+	fi
+	split -b "$size" -a 5 -d "$d/ls" "$d/p." || fail
+	rm -f "$d/ls"
+	cd "$d" || fail
+	echo "$now 0 0 $ls"
+	printf '%s\n' p.* | xargs stat -c %s -- || fail
+	exit 0
+fi
 odd=$(printf '*\001*')
 # One name a record: find ends each with NUL; tr turns NULs into newlines
 # and newlines (in names) into 001, which awk passes through and the tr
