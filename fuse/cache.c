@@ -373,6 +373,17 @@ static enum miss on_miss_locked(struct mbfs_cache *c, const char *path,
 	return MISS_LIST;
 }
 
+bool mbfs_cache_lists_for(struct mbfs_cache *c, const char *path)
+{
+	char parent[MB_PATH_MAX + 2];
+	struct stat st;
+	pthread_mutex_lock(&c->lock);
+	bool lists = lookup_locked(c, path, &st) == 0 &&
+		     on_miss_locked(c, path, parent) == MISS_LIST;
+	pthread_mutex_unlock(&c->lock);
+	return lists;
+}
+
 /* The first page of dir's listing (one request) for a lookup of path in
  * dir: git lstat()s every file of its index without reading a directory,
  * and one list answers the lookups of all the entries that follow. Stored

@@ -63,6 +63,9 @@ int mbfs_cache_readdir(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
 
 /* Is a fresh listing of path cached? */
 bool mbfs_cache_listed(struct mbfs_cache *c, const char *path);
+/* Would a getattr of path now list its parent (a lookup the cache cannot
+ * answer)? */
+bool mbfs_cache_lists_for(struct mbfs_cache *c, const char *path);
 
 /* The write counter (for mbfs_cache_put_listing). */
 uint64_t mbfs_cache_counter(struct mbfs_cache *c);

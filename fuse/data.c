@@ -16,8 +16,11 @@
 #include "fuse/data.h"
 #include "fuse/mbfs.h"
 
+/* An entry is in the LRU list (newest first) and in its hash chain. */
 struct dentry {
-	struct dentry *next;
+	struct dentry *prev, *next;
+	struct dentry *hnext;
+	uint64_t hash;
 	char *path;
 	uint64_t size;
 	time_t mtime;
@@ -27,11 +30,13 @@ struct dentry {
 /* Slots of the record of local changes (mbfs_data_put_fetched): a slot
  * shared by two paths only makes a fetched copy be dropped needlessly. */
 #define CHANGE_SLOTS 16384u
+#define BUCKETS 16384u
 
 struct mbfs_data {
 	pthread_mutex_t lock;
 	char *datadir;
-	struct dentry *head;        /* newest first; protected by lock */
+	struct dentry *head, *tail; /* newest first; protected by lock */
+	struct dentry *tab[BUCKETS];   /* by path; protected by lock */
 	uint64_t total;             /* bytes indexed; protected by lock */
 	uint64_t cap;
 	unsigned long seq;          /* protected by lock */
@@ -106,26 +111,59 @@ int mbfs_data_newfile(struct mbfs_data *d, char **local, int *fd)
 	return 0;
 }
 
-/* Unlink entry e (pointed to by *pp) from the index. Lock held. */
-static struct dentry *unlink_at(struct mbfs_data *d, struct dentry **pp)
+/* The entry of path, or NULL. Lock held. */
+static struct dentry *find_locked(struct mbfs_data *d, const char *path)
 {
-	struct dentry *e = *pp;
-	*pp = e->next;
+	uint64_t h = mbfs_fnv1a(MBFS_FNV_OFFSET, path);
+	for (struct dentry *e = d->tab[h % BUCKETS]; e; e = e->hnext)
+		if (e->hash == h && strcmp(e->path, path) == 0)
+			return e;
+	return NULL;
+}
+
+/* Take e out of the index. Lock held. */
+static struct dentry *unlink_locked(struct mbfs_data *d, struct dentry *e)
+{
+	struct dentry **pp = &d->tab[e->hash % BUCKETS];
+	while (*pp != e)
+		pp = &(*pp)->hnext;
+	*pp = e->hnext;
+	if (e->prev)
+		e->prev->next = e->next;
+	else
+		d->head = e->next;
+	if (e->next)
+		e->next->prev = e->prev;
+	else
+		d->tail = e->prev;
+	e->prev = e->next = e->hnext = NULL;
 	d->total -= e->size;
 	return e;
+}
+
+/* Put e in the index as the newest. Lock held. */
+static void insert_locked(struct mbfs_data *d, struct dentry *e)
+{
+	e->hash = mbfs_fnv1a(MBFS_FNV_OFFSET, e->path);
+	e->hnext = d->tab[e->hash % BUCKETS];
+	d->tab[e->hash % BUCKETS] = e;
+	e->prev = NULL;
+	e->next = d->head;
+	if (d->head)
+		d->head->prev = e;
+	else
+		d->tail = e;
+	d->head = e;
+	d->total += e->size;
 }
 
 int mbfs_data_take(struct mbfs_data *d, const char *path, uint64_t size,
 		   time_t mtime, char **local)
 {
-	struct dentry *got = NULL;
 	pthread_mutex_lock(&d->lock);
-	for (struct dentry **pp = &d->head; *pp; pp = &(*pp)->next) {
-		if (strcmp((*pp)->path, path) == 0) {
-			got = unlink_at(d, pp);
-			break;
-		}
-	}
+	struct dentry *got = find_locked(d, path);
+	if (got)
+		unlink_locked(d, got);
 	pthread_mutex_unlock(&d->lock);
 	if (!got)
 		return 0;
@@ -148,12 +186,9 @@ static struct dentry *evict_locked(struct mbfs_data *d, uint64_t want,
 {
 	struct dentry *out = NULL;
 	*freed = 0;
-	while (d->head && (*freed < want || d->total > cap) &&
-	       (want || d->head->next)) {
-		struct dentry **pp = &d->head;
-		while ((*pp)->next)
-			pp = &(*pp)->next;
-		struct dentry *t = unlink_at(d, pp);
+	while (d->tail && (*freed < want || d->total > cap) &&
+	       (want || d->tail != d->head)) {
+		struct dentry *t = unlink_locked(d, d->tail);
 		*freed += t->size;
 		t->next = out;
 		out = t;
@@ -194,15 +229,9 @@ void mbfs_data_put(struct mbfs_data *d, const char *path, uint64_t size,
 	struct dentry *old = NULL, *evict = NULL;
 	uint64_t avail = disk_avail(d), cap = d->cap, freed;
 	pthread_mutex_lock(&d->lock);
-	for (struct dentry **pp = &d->head; *pp; pp = &(*pp)->next) {
-		if (strcmp((*pp)->path, path) == 0) {
-			old = unlink_at(d, pp);
-			break;
-		}
-	}
-	e->next = d->head;
-	d->head = e;
-	d->total += size;
+	if ((old = find_locked(d, path)))
+		unlink_locked(d, old);
+	insert_locked(d, e);
 	/* the cap follows the disk: clean copies use at most half of what
 	 * they and the free space add up to, so writes keep room */
 	if (avail != UINT64_MAX && (d->total + avail) / 2 < cap)
@@ -227,9 +256,8 @@ void mbfs_data_put_fetched(struct mbfs_data *d, const char *path,
 			   uint64_t since)
 {
 	pthread_mutex_lock(&d->lock);
-	bool stale = d->tree_stamp > since || *slot_locked(d, path) > since;
-	for (struct dentry *e = d->head; e && !stale; e = e->next)
-		stale = strcmp(e->path, path) == 0;
+	bool stale = d->tree_stamp > since || *slot_locked(d, path) > since ||
+		     find_locked(d, path);
 	pthread_mutex_unlock(&d->lock);
 	/* a copy of our own, or a change made here since the fetch began,
 	 * is newer than what the fetch found: keep it */
@@ -248,19 +276,18 @@ static void drop_matching(struct mbfs_data *d, const char *path, bool tree)
 		d->tree_stamp = ++d->stamp;
 	else
 		*slot_locked(d, path) = ++d->stamp;
-	struct dentry **pp = &d->head;
-	while (*pp) {
-		const char *p = (*pp)->path;
-		bool match = tree ? (strncmp(p, path, n) == 0 &&
-				     (p[n] == '\0' || p[n] == '/' ||
-				      strcmp(path, "/") == 0))
-				  : strcmp(p, path) == 0;
-		if (match) {
-			struct dentry *e = unlink_at(d, pp);
+	if (!tree) {
+		if ((gone = find_locked(d, path)))
+			unlink_locked(d, gone);
+	}
+	for (struct dentry *e = tree ? d->head : NULL, *nx; e; e = nx) {
+		const char *p = e->path;
+		nx = e->next;
+		if (strncmp(p, path, n) == 0 &&
+		    (p[n] == '\0' || p[n] == '/' || strcmp(path, "/") == 0)) {
+			unlink_locked(d, e);
 			e->next = gone;
 			gone = e;
-		} else {
-			pp = &(*pp)->next;
 		}
 	}
 	pthread_mutex_unlock(&d->lock);

@@ -629,7 +629,7 @@ static struct rec *new_walk(struct mbfs_prefetch *p)
 	return slot;
 }
 
-void mbfs_prefetch_listing(struct mbfs *fs, const char *dir)
+void mbfs_prefetch_listing(struct mbfs *fs, const char *dir, bool readdir)
 {
 	struct mbfs_prefetch *p = fs->prefetch;
 	char par[MB_PATH_MAX + 2];
@@ -659,11 +659,19 @@ void mbfs_prefetch_listing(struct mbfs *fs, const char *dir)
 		pthread_mutex_unlock(&p->lock);
 		return;
 	}
-	/* the second cold listing below a directory listed cold within the
-	 * window is a walk: the rest of its subtree comes in one go */
+	/* a cold listing below a directory listed cold within the window,
+	 * or next to a sibling listed cold, is a walk: the rest of the
+	 * parent's subtree comes in one go */
 	bool walk = false, top = strcmp(dir, "/") == 0;
-	for (size_t i = 0; i < MAX_COLD && !walk && !top; i++)
-		walk = p->lcold[i].dir && strcmp(p->lcold[i].dir, par) == 0;
+	for (size_t i = 0; i < MAX_COLD && !walk && !top; i++) {
+		const char *c = p->lcold[i].dir;
+		char up[MB_PATH_MAX + 2];
+		if (!c || strcmp(c, dir) == 0)
+			continue;
+		mbfs_parent_path(c, up);
+		walk = (readdir && strcmp(c, par) == 0) ||
+		       (strcmp(c, "/") != 0 && strcmp(up, par) == 0);
+	}
 	cold_again(p->lcold, dir, now);
 	struct job j = { .fs = fs, .p = p, .base = par, .fd = -1,
 			 .listings = true };
