@@ -141,11 +141,11 @@ static void default_file_stat(struct stat *st)
 static int mbfs_getattr(const char *path, struct stat *st,
 			struct fuse_file_info *fi)
 {
-	mbfs_warm_count(FS->warm, MBFS_OP_GETATTR);
 	if (mbfs_is_control(path)) {
 		mbfs_control_stat(FS, st);
 		return 0;
 	}
+	mbfs_warm_count(FS->warm, MBFS_OP_GETATTR);
 	if (fi && fi->fh) {
 		char buf[MB_PATH_MAX];
 		if (mbfs_node_stat_new(FS, NODE(fi), NULL, st))
