@@ -82,6 +82,10 @@ static void *mbfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	cfg->auto_cache = FS->attr_ms > 0;
 	if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
 		conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
+	/* a link's target is kept like a file's pages (readlink costs a
+	 * request to the service) and dropped with them (kcache.h) */
+	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	cfg->use_ino = 1;
 	cfg->nullpath_ok = 1;
 	/* a file unlinked or replaced while open is renamed to a hidden name

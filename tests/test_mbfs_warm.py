@@ -160,3 +160,21 @@ def test_xattrs_are_asked_for_once(service, container, need_fuse):
         log = m.log()
         assert not mbtest.sanitizer_report(log), log
         assert rc == 0, log[-3000:]
+
+
+def test_link_targets_are_kept_until_a_change(service, container, mount):
+    d = unique("links")
+    sh(service, container, "mkdir -p /workspace/%s && ln -s target-one /workspace/%s/l" % (d, d))
+    p = mount.path(d, "l")
+    assert os.readlink(p) == "target-one"
+    service.reset_stats()
+    for _ in range(5):
+        assert os.readlink(p) == "target-one"
+    assert service.stats()["requests"] == {}
+    sh(service, container, "ln -sfn target-two /workspace/%s/l" % d)
+    invalidate(mount)
+    assert os.readlink(p) == "target-two"
+    # through the mount: a new link under the same name shows at once
+    os.unlink(p)
+    os.symlink("target-three", p)
+    assert os.readlink(p) == "target-three"
