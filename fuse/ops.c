@@ -8,7 +8,7 @@
  * as root do not fail on it. st_ino is mbfs_ino() of the path (use_ino).
  * The kernel caches names, attributes and pages (init); every path whose
  * attributes it is given is told to kcache.c, which invalidates them.
- * What it may skip for an open file or directory is warm.c's choice.
+ * What it may skip for an open file (its flush) is warm.c's choice.
  * xattrs have no route: the ops are left out, so that libfuse answers
  * ENOSYS and the kernel stops asking (it then says EOPNOTSUPP itself, as
  * it did for our ENOTSUP); it would otherwise ask for security.capability

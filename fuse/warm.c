@@ -47,7 +47,7 @@ void mbfs_warm_count(struct mbfs_warm *w, enum mbfs_warm_op op)
 		atomic_fetch_add_explicit(&w->ops[op], 1, memory_order_relaxed);
 }
 
-char *mbfs_warm_json(const struct mbfs_warm *w)
+char *mbfs_warm_json(struct mbfs_warm *w)
 {
 	char buf[32 * MBFS_OP_COUNT + 4];
 	size_t n = 0;
@@ -55,7 +55,7 @@ char *mbfs_warm_json(const struct mbfs_warm *w)
 	for (int i = 0; i < MBFS_OP_COUNT; i++) {
 		unsigned long long v = 0;
 		if (w)
-			v = atomic_load_explicit(&((struct mbfs_warm *)w)->ops[i],
+			v = atomic_load_explicit(&w->ops[i],
 						 memory_order_relaxed);
 		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%s\"%s\":%llu",
 				      i ? "," : "", op_names[i], v);

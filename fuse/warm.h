@@ -52,7 +52,7 @@ void mbfs_warm_free(struct mbfs_warm *w);
 void mbfs_warm_count(struct mbfs_warm *w, enum mbfs_warm_op op);
 /* The counts as a JSON object ({"getattr":N,...}), malloc'd, or NULL
  * without memory. */
-char *mbfs_warm_json(const struct mbfs_warm *w);
+char *mbfs_warm_json(struct mbfs_warm *w);
 
 /* A regular file is being opened with flags (open(2)'s): sets what the
  * kernel may skip for this handle in fi. */
