@@ -16,6 +16,7 @@
 #include "fuse/kcache.h"
 #include "fuse/mbfs.h"
 #include "fuse/node.h"
+#include "fuse/warm.h"
 #include "fuse/wbq.h"
 
 int mbfs_control_init(struct mbfs *fs)
@@ -44,28 +45,32 @@ bool mbfs_is_control(const char *path)
 	return path && path[0] == '/' && strcmp(path + 1, MB_CONTROL_NAME) == 0;
 }
 
-/* The control file's text now: the identity built at init, plus what
- * this mount kept ("kept": [{"path","file","reason"}], journal.h) once
- * there is any. malloc'd (*len bytes), or NULL without memory. */
+/* The control file's text now: the identity built at init, plus the
+ * requests this mount answered by kind ("ops", warm.h), write-back's state
+ * and what this mount kept ("kept": [{"path","file","reason"}], journal.h)
+ * once there is any. malloc'd (*len bytes), or NULL without memory. */
 static char *control_text(const struct mbfs *fs, size_t *len)
 {
 	char *kept = fs->journal ? mbfs_journal_kept_json(fs->journal) : NULL;
 	char *wb = mbfs_wbq_json((struct mbfs *)fs);
+	char *ops = mbfs_warm_json(fs->warm);
 	char *t = NULL;
 	size_t base = fs->control_len;
-	if ((!kept && !wb) || base < 2) {
+	if ((!kept && !wb && !ops) || base < 2) {
 		t = malloc(base + 1);
 		if (t)
 			memcpy(t, fs->control_json ? fs->control_json : "", base + 1);
 		*len = base;
-	} else if (asprintf(&t, "%.*s%s%s%s%s}\n", (int)(base - 2),
-			    fs->control_json, wb ? ",\"writeback\":" : "",
+	} else if (asprintf(&t, "%.*s%s%s%s%s%s%s}\n", (int)(base - 2),
+			    fs->control_json, ops ? ",\"ops\":" : "",
+			    ops ? ops : "", wb ? ",\"writeback\":" : "",
 			    wb ? wb : "", kept ? ",\"kept\":" : "",
 			    kept ? kept : "") >= 0) {
 		*len = strlen(t);   /* base ends with "}\n" */
 	} else {
 		t = NULL;
 	}
+	free(ops);
 	free(kept);
 	free(wb);
 	return t;

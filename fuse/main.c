@@ -46,6 +46,7 @@
 #include "fuse/prefetch.h"
 #include "fuse/ops.h"
 #include "fuse/recover.h"
+#include "fuse/warm.h"
 #include "fuse/watch.h"
 
 #define DEFAULT_TIMEOUT_MS 20000
@@ -458,10 +459,11 @@ static int open_state(struct mbfs *fs, struct mbfs_opts *o,
 	fs->newdirs = mbfs_newdirs_new();
 	fs->inos = mbfs_inos_new();
 	fs->hidden = mbfs_hidden_new();
+	fs->warm = mbfs_warm_new();
 	if (!o->bulk_read || strcmp(o->bulk_read, "0"))
 		fs->prefetch = mbfs_prefetch_new();
 	if (!fs->cache || !fs->batch || !fs->wbq || !fs->newdirs || !fs->inos ||
-	    !fs->hidden ||
+	    !fs->hidden || !fs->warm ||
 	    (!fs->prefetch && (!o->bulk_read || strcmp(o->bulk_read, "0"))))
 		return fail("out of memory");
 	fs->kcache = mbfs_kcache_new();
@@ -561,6 +563,7 @@ static void fs_free(struct mbfs *fs)
 	mbfs_kcache_free(fs->kcache);
 	mbfs_inos_free(fs->inos);
 	mbfs_hidden_free(fs->hidden);
+	mbfs_warm_free(fs->warm);
 	mbfs_prefetch_free(fs->prefetch);
 	mbfs_data_free(fs->data);
 	mbfs_journal_close(fs->journal);

@@ -94,6 +94,7 @@ struct mbfs_kcache;
 struct mbfs_lease;
 struct mbfs_node;
 struct mbfs_prefetch;
+struct mbfs_warm;
 
 /* The remote directory mounted when none is given, and the one directory
  * mbfs creates when it is missing (the default node image has none). */
@@ -156,6 +157,8 @@ struct mbfs {
 	struct mbfs_inos *inos;         /* numbers kept across renames
 	                                   (inode.h); NULL: plain hashes */
 	struct mbfs_hidden *hidden;     /* files gone while open (hidden.h) */
+	struct mbfs_warm *warm;         /* what the kernel may skip, and the
+	                                   requests counted (warm.h) */
 	struct mbfs_agent *agent;       /* mbexec's socket (agent.h); NULL
 	                                   when none */
 	char agent_name[MB_AGENT_NAME_MAX]; /* in the control file; "" none */

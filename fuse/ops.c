@@ -8,6 +8,11 @@
  * as root do not fail on it. st_ino is mbfs_ino() of the path (use_ino).
  * The kernel caches names, attributes and pages (init); every path whose
  * attributes it is given is told to kcache.c, which invalidates them.
+ * What it may skip for an open file (its flush) is warm.c's choice.
+ * xattrs have no route: the ops are left out, so that libfuse answers
+ * ENOSYS and the kernel stops asking (it then says EOPNOTSUPP itself, as
+ * it did for our ENOTSUP); it would otherwise ask for security.capability
+ * before every write.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -36,6 +41,7 @@
 #include "fuse/ops.h"
 #include "fuse/prefetch.h"
 #include "fuse/remote.h"
+#include "fuse/warm.h"
 #include "fuse/wbq.h"
 
 #ifndef RENAME_NOREPLACE
@@ -76,6 +82,10 @@ static void *mbfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	cfg->auto_cache = FS->attr_ms > 0;
 	if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
 		conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
+	/* a link's target is kept like a file's pages (readlink costs a
+	 * request to the service) and dropped with them (kcache.h) */
+	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	cfg->use_ino = 1;
 	cfg->nullpath_ok = 1;
 	/* a file unlinked or replaced while open is renamed to a hidden name
@@ -139,6 +149,7 @@ static int mbfs_getattr(const char *path, struct stat *st,
 		mbfs_control_stat(FS, st);
 		return 0;
 	}
+	mbfs_warm_count(FS->warm, MBFS_OP_GETATTR);
 	if (fi && fi->fh) {
 		char buf[MB_PATH_MAX];
 		if (mbfs_node_stat_new(FS, NODE(fi), NULL, st))
@@ -263,6 +274,7 @@ static int mbfs_opendir(const char *path, struct fuse_file_info *fi)
 	int rc = mbfs_check_alive(FS);
 	if (rc)
 		return rc;
+	mbfs_warm_count(FS->warm, MBFS_OP_OPENDIR);
 	char *copy = strdup(path);
 	if (!copy)
 		return -ENOMEM;
@@ -287,6 +299,7 @@ static int mbfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 		return rc;
 	if (!path)
 		path = (const char *)(uintptr_t)fi->fh;
+	mbfs_warm_count(FS->warm, MBFS_OP_READDIR);
 	struct dirfill d = { buf, filler, path, strcmp(path, "/") == 0, NULL, 0 };
 	rc = mbfs_node_list_new(FS, path, &d.fresh, &d.nfresh);
 	if (rc)
@@ -465,6 +478,7 @@ static int mbfs_open(const char *path, struct fuse_file_info *fi)
 		fi->direct_io = 1;
 		return mbfs_control_access(fuse_get_context()->uid);
 	}
+	mbfs_warm_count(FS->warm, MBFS_OP_OPEN);
 	int rc = mbfs_check_alive(FS);
 	struct mbfs_node *n = NULL;
 	if (!rc)
@@ -473,8 +487,10 @@ static int mbfs_open(const char *path, struct fuse_file_info *fi)
 		rc = mbfs_node_open(FS, path, fi->flags, &n);
 	else if (rc == 1)
 		rc = 0;
-	if (!rc)
+	if (!rc) {
 		fi->fh = (uintptr_t)n;
+		mbfs_warm_open(FS, fi->flags, fi);
+	}
 	return rc;
 }
 
@@ -527,6 +543,7 @@ static int mbfs_read(const char *path, char *buf, size_t size, off_t off,
 	(void)path;
 	if (!fi->fh)
 		return mbfs_control_read(FS, buf, size, off);
+	mbfs_warm_count(FS->warm, MBFS_OP_READ);
 	int rc = mbfs_check_alive(FS);
 	if (!rc)
 		rc = mbfs_node_read(FS, NODE(fi), buf, size, off);
@@ -559,14 +576,19 @@ static int mbfs_statfs(const char *path, struct statvfs *st)
 static int mbfs_flush(const char *path, struct fuse_file_info *fi)
 {
 	(void)path;
-	return fi->fh ? mbfs_node_close(FS, NODE(fi)) : 0;
+	if (!fi->fh)
+		return 0;
+	mbfs_warm_count(FS->warm, MBFS_OP_FLUSH);
+	return mbfs_node_close(FS, NODE(fi));
 }
 
 static int mbfs_release(const char *path, struct fuse_file_info *fi)
 {
 	(void)path;
-	if (fi->fh)
+	if (fi->fh) {
+		mbfs_warm_count(FS->warm, MBFS_OP_RELEASE);
 		mbfs_node_release(FS, NODE(fi));
+	}
 	return 0;
 }
 
@@ -618,32 +640,6 @@ static int mbfs_utimens(const char *path, const struct timespec tv[2],
 	return mbfs_batch_utimens(FS, path, t);
 }
 
-static int mbfs_setxattr(const char *path, const char *name, const char *value,
-			 size_t size, int flags)
-{
-	(void)path; (void)name; (void)value; (void)size; (void)flags;
-	return -ENOTSUP;
-}
-
-static int mbfs_getxattr(const char *path, const char *name, char *value,
-			 size_t size)
-{
-	(void)path; (void)name; (void)value; (void)size;
-	return -ENOTSUP;
-}
-
-static int mbfs_listxattr(const char *path, char *list, size_t size)
-{
-	(void)path; (void)list; (void)size;
-	return -ENOTSUP;
-}
-
-static int mbfs_removexattr(const char *path, const char *name)
-{
-	(void)path; (void)name;
-	return -ENOTSUP;
-}
-
 /* Our files are local cache files or memory: always ready. Implemented so
  * that libfuse frees the poll handle (without a poll op it leaks it). */
 static int mbfs_poll(const char *path, struct fuse_file_info *fi,
@@ -684,9 +680,5 @@ const struct fuse_operations mbfs_ops = {
 	.fsync       = mbfs_fsync,
 	.fsyncdir    = mbfs_fsyncdir,
 	.utimens     = mbfs_utimens,
-	.setxattr    = mbfs_setxattr,
-	.getxattr    = mbfs_getxattr,
-	.listxattr   = mbfs_listxattr,
-	.removexattr = mbfs_removexattr,
 	.poll        = mbfs_poll,
 };
