@@ -177,7 +177,7 @@ static int mbfs_getattr(const char *path, struct stat *st,
 	if (!rc && mbfs_cache_lists_for(FS->cache, path)) {
 		char dir[MB_PATH_MAX + 2];
 		mbfs_parent_path(path, dir);
-		mbfs_prefetch_listing(FS, dir, false);   /* git's lstats */
+		mbfs_prefetch_listing(FS, dir);   /* git's lstats */
 	}
 	if (!rc) {
 		rc = mbfs_cache_getattr(FS, path, st);
@@ -308,7 +308,7 @@ static int mbfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 	filler(buf, "..", NULL, 0, 0);
 	for (size_t i = 0; i < d.nfresh; i++)
 		fill(&d, d.fresh[i].name, &d.fresh[i].st);
-	mbfs_prefetch_listing(FS, path, true);   /* a walk lists its subtree */
+	mbfs_prefetch_listing(FS, path);   /* a walk lists its subtree */
 	rc = mbfs_cache_readdir(FS, path, fill_one, &d);
 	mbfs_dirents_free(d.fresh, d.nfresh);
 	return rc;

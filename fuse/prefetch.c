@@ -2,71 +2,21 @@
  * files are worth one archive, and fetching and unpacking it into the data
  * cache. Reads the archive with tarread.c; does not open or load files
  * (load.c asks here on a miss and then takes the copy). */
-#include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "common/buf.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "fuse/batch.h"
 #include "fuse/cache.h"
-#include "fuse/data.h"
-#include "fuse/guest_sh.h"
 #include "fuse/mbfs.h"
 #include "fuse/newdir.h"
-#include "fuse/node.h"
-#include "fuse/pack.h"
 #include "fuse/prefetch.h"
-#include "fuse/remote.h"
-#include "fuse/tarread.h"
+#include "fuse/prefetch_int.h"
 #include "fuse/xfer.h"
 #include "fuse/xfer_int.h"
 
-#define EXEC_TIMEOUT_MS 50000L
-#define MAX_RECS 64
-#define MAX_COLD 16
-#define MAX_WALKS 8
-/* room the excluded subtrees may take in the command (of its 16 KiB) */
-#define EXCL_BYTES 6144u
-
-/* An archive of dir's subtree, in flight or done within the window. */
-struct rec {
-	char *dir;
-	uint64_t id;
-	uint64_t at_ms;         /* when it ended */
-	bool done;
-	bool complete;          /* every small file under dir but those of
-	                           the excluded subtrees (archived whole
-	                           before) is in it */
-};
-
-/* A directory with one cold read and no archive yet. */
-struct cold {
-	char *dir;
-	uint64_t at_ms;
-};
-
-struct mbfs_prefetch {
-	pthread_mutex_t lock;
-	pthread_cond_t done;            /* an archive or a walk ended */
-	struct rec recs[MAX_RECS];      /* protected by lock */
-	struct cold cold[MAX_COLD];     /* protected by lock */
-	struct cold lcold[MAX_COLD];    /* protected by lock: cold listings */
-	struct rec walks[MAX_WALKS];    /* protected by lock: listing walks
-	                                   (complete: nothing was cut) */
-	uint64_t next_id;               /* protected by lock */
-	char *leftover;                 /* protected by lock: the pieces'
-	                                   directory of an archive done, removed
-	                                   by the next pack.sh (one request
-	                                   less) or at unmount */
-	unsigned leftover_note;         /* its journal note (xfer_int.h) */
-};
 
 struct mbfs_prefetch *mbfs_prefetch_new(void)
 {
@@ -238,260 +188,6 @@ static struct rec *new_rec(struct mbfs_prefetch *p)
 	return slot;
 }
 
-/* ---- what: one archive ---- */
-
-struct job {
-	struct mbfs *fs;
-	struct mbfs_prefetch *p;
-	const char *base;           /* mount-relative directory archived */
-	char *first;                /* the triggering directory, relative
-	                               to base ("." for base) */
-	char **excl;                /* subtrees left out, relative to base */
-	size_t nexcl;
-	struct mbfs_pieces pieces;  /* on the guest until released */
-	time_t now;                 /* the guest's clock before the walk */
-	uint64_t ls;                /* bytes of listings ending the pieces */
-	uint64_t ctr;               /* the cache's write counter before */
-	uint64_t stamp;             /* the data cache's (mbfs_data_stamp) */
-	bool cut;
-	bool listings;              /* the listings alone, no file */
-	size_t files, put;
-	int fd;                     /* the archive, local */
-	char *buf;
-};
-
-static int unpack_one(void *ud, const struct mbfs_tar_member *m)
-{
-	struct job *j = ud;
-	char path[MB_PATH_MAX];
-	if (m->type != '0' && m->type != '\0')
-		return 0;
-	if (m->size > MBFS_PREFETCH_FILE_MAX ||
-	    !mbfs_pack_path(j->base, m->name, path)) {
-		mb_log(MB_LOG_DEBUG, "bulk read: member '%.200s' left out",
-		       m->name);
-		return 0;
-	}
-	/* changed in the walk's second: it may change again in it, with
-	 * the same size and mtime; a file open or queued here is ours */
-	if (m->mtime >= j->now || mbfs_node_busy(j->fs, path))
-		return 0;
-	int rc = mbfs_pread_all(j->fd, j->buf, (size_t)m->size, m->off);
-	char *local = NULL;
-	int fd = -1;
-	if (!rc)
-		rc = mbfs_data_newfile(j->fs->data, &local, &fd);
-	if (!rc)
-		rc = mbfs_pwrite_all(fd, j->buf, (size_t)m->size, 0);
-	if (fd >= 0 && close(fd) && !rc)
-		rc = -errno;
-	if (rc) {
-		mbfs_data_discard(local);
-		return rc;
-	}
-	/* not over what the mount wrote or sent since the walk began: the
-	 * walk may have seen the version before, with the same size and
-	 * whole-second mtime */
-	mbfs_data_put_fetched(j->fs->data, path, m->size, m->mtime, local,
-			      j->stamp);
-	j->put++;
-	return 0;
-}
-
-/* "NOW FILES CUT LISTBYTES" then the piece sizes, one a line. */
-static int parse_report(struct job *j, const char *out)
-{
-	long long now;
-	unsigned long files;
-	unsigned long long ls;
-	int cut, used;
-	if (!out || sscanf(out, "%lld %lu %d %llu%n", &now, &files, &cut, &ls,
-			   &used) != 4)
-		return -EIO;
-	j->now = (time_t)now;
-	j->files = files;
-	j->cut = cut != 0;
-	j->ls = ls;
-	size_t n = 0, cap = 8;
-	uint64_t *v = malloc(cap * sizeof(*v));
-	for (const char *s = out + used; v && *s;) {
-		s += strspn(s, "\n");
-		char *end;
-		unsigned long long x = strtoull(s, &end, 10);
-		if (end == s)
-			break;
-		if (n == cap) {
-			uint64_t *nv = realloc(v, 2 * cap * sizeof(*v));
-			if (!nv) {
-				free(v);
-				return -ENOMEM;
-			}
-			v = nv;
-			cap *= 2;
-		}
-		v[n++] = x;
-		j->pieces.total += x;
-		s = end;
-	}
-	if (!v)
-		return -ENOMEM;
-	if (!files && !j->ls) {   /* pack.sh left no directory */
-		free(v);
-		return n ? -EIO : 0;
-	}
-	j->pieces.sizes = v;
-	j->pieces.n = n;
-	if (!n || j->pieces.total > 2 * MBFS_PREFETCH_BYTES + MBFS_PREFETCH_LS_MAX ||
-	    j->ls > j->pieces.total)
-		return -EIO;
-	return 0;
-}
-
-/* Hand the pieces' directory dir (taken) and its journal note to the
- * next pack.sh, or remove it now when one is waiting already. */
-static void leave(struct mbfs_prefetch *p, struct mbfs *fs, char *dir,
-		  unsigned note)
-{
-	if (!dir)
-		return;
-	pthread_mutex_lock(&p->lock);
-	if (!p->leftover) {
-		p->leftover = dir;
-		p->leftover_note = note;
-		dir = NULL;
-	}
-	pthread_mutex_unlock(&p->lock);
-	if (dir)
-		mbfs_xfer_remove_noted(fs, dir, note);
-	free(dir);
-}
-
-/* Run pack.sh for j (one exec); fills j->pieces. */
-static int pack(struct job *j, struct mb_err *err)
-{
-	struct mbfs *fs = j->fs;
-	char rpath[MB_PATH_MAX], hex[17], chunk[24], cap[24], files[24];
-	if (mbfs_remote_path(fs, j->base, rpath))
-		return mb_err_set(err, ENAMETOOLONG, "path too long");
-	if (mb_random_hex(hex, 8))
-		return mb_err_set(err, EIO, "no random bytes");
-	snprintf(j->pieces.dir, sizeof(j->pieces.dir), "/tmp/.mbfs-dl-%s", hex);
-	snprintf(chunk, sizeof(chunk), "%u", MBFS_CHUNK);
-	snprintf(cap, sizeof(cap), "%u", MBFS_PREFETCH_BYTES);
-	snprintf(files, sizeof(files), "%u", j->listings ? 0 : MBFS_PREFETCH_FILES);
-	pthread_mutex_lock(&j->p->lock);
-	char *prev = j->p->leftover;
-	unsigned prev_note = j->p->leftover_note;
-	j->p->leftover = NULL;
-	pthread_mutex_unlock(&j->p->lock);
-	struct mb_buf b;
-	mb_buf_init(&b, MBFS_CMD_MAX);
-	int rc = mb_buf_append(&b, MBFS_SH_ARGS, strlen(MBFS_SH_ARGS));
-	const char *args[] = { rpath, j->first, j->pieces.dir, chunk, cap, files,
-			       prev ? prev : "-" };
-	for (size_t i = 0; !rc && i < 7; i++)
-		rc = mbfs_sh_arg(&b, args[i]);
-	/* past the budget an excluded subtree is fetched again: a cost,
-	 * not an error */
-	size_t start = b.len;
-	for (size_t i = 0; !rc && i < j->nexcl; i++)
-		if (b.len - start + strlen(j->excl[i]) < EXCL_BYTES)
-			rc = mbfs_sh_arg(&b, j->excl[i]);
-	if (!rc)
-		rc = mbfs_sh_body(&b, mbfs_sh_pack);
-	/* the listings carry their entries' times: queued ones land first,
-	 * as before a list request; a change of ours from now on keeps the
-	 * listings out of the cache */
-	mbfs_batch_flush(fs, j->base, MBFS_BATCH_SELF | MBFS_BATCH_BELOW);
-	j->ctr = mbfs_cache_counter(fs->cache);
-	j->stamp = mbfs_data_stamp(fs->data);
-	struct mb_exec_result res;
-	if (rc) {
-		mb_err_set(err, -rc, "command too long");
-	} else {
-		j->pieces.note = mbfs_xfer_note_dir(fs, j->pieces.dir);
-		rc = mbfs_exec(fs, b.data, EXEC_TIMEOUT_MS, &res, err);
-	}
-	mb_buf_release(&b);
-	if (rc) {
-		/* prev is still there, or may be */
-		leave(j->p, fs, prev, prev_note);
-		if (err->ambiguous && !mb_err_is_stopped(err))
-			mbfs_xfer_remove_noted(fs, j->pieces.dir, j->pieces.note);
-		else
-			mbfs_xfer_dir_gone(fs, j->pieces.note);
-		j->pieces.note = 0;
-		return mbfs_fail(fs, rc, err);
-	}
-	free(prev);     /* pack.sh removes it first thing */
-	mbfs_xfer_dir_gone(fs, prev_note);
-	if (!mbfs_exec_ok(&res)) {
-		rc = mb_err_set(err, EIO, "pack.sh failed: %.200s",
-				res.errout ? res.errout : "");
-	} else if ((rc = parse_report(j, res.out))) {
-		mb_err_set(err, -rc, "pack.sh said: %.200s",
-			   res.out ? res.out : "");
-		/* the directory is ours whatever it said */
-		if (!j->pieces.sizes)
-			j->pieces.sizes = calloc(1, sizeof(uint64_t));
-	}
-	mb_exec_result_release(&res);
-	return rc;
-}
-
-/* Fetch and unpack what pack() made; 0 or -errno. */
-static int unpack(struct job *j, struct mb_err *err)
-{
-	struct mbfs *fs = j->fs;
-	char *scratch = NULL;
-	int rc = mbfs_data_newfile(fs->data, &scratch, &j->fd);
-	if (rc)
-		return mb_err_set(err, -rc, "cannot make a local file: %s",
-				  strerror(-rc));
-	rc = mbfs_xfer_fetch(fs, &j->pieces, NULL, j->pieces.n, j->fd, err);
-	if (!rc && !(j->buf = malloc(MBFS_PREFETCH_FILE_MAX)))
-		rc = mb_err_set(err, ENOMEM, "out of memory");
-	if (!rc) {
-		rc = mbfs_tar_walk(j->fd, j->pieces.total - j->ls, unpack_one, j);
-		if (rc)
-			mb_err_set(err, -rc, "cannot unpack the archive: %s",
-				   strerror(-rc));
-	}
-	char *text = !rc && j->ls ? malloc(j->ls) : NULL;
-	if (text && !mbfs_pread_all(j->fd, text, j->ls, j->pieces.total - j->ls) &&
-	    mbfs_pack_listings(fs, j->base, text, j->ls, j->ctr))
-		mb_log(MB_LOG_WARN, "bulk read of '%s': its listings are "
-		       "damaged, not kept", j->base);
-	free(text);
-	free(j->buf);
-	close(j->fd);
-	mbfs_data_discard(scratch);
-	return rc;
-}
-
-/* Archive j->base; true when the archive is complete. Logs failures. */
-static bool run(struct job *j)
-{
-	struct mb_err err;
-	mb_err_clear(&err);
-	uint64_t t0 = mb_now_ms();
-	int rc = pack(j, &err);
-	if (!rc && j->pieces.n)
-		rc = unpack(j, &err);
-	if (rc) {
-		mb_log(MB_LOG_WARN, "bulk %s of '%s' failed, %s one by one: %s",
-		       j->listings ? "listing" : "read", j->base,
-		       j->listings ? "directories are listed" : "files are read",
-		       err.msg[0] ? err.msg : strerror(-rc));
-		return false;
-	}
-	mb_log(MB_LOG_DEBUG, "bulk read of '%s': %zu files (%zu kept), %"
-	       PRIu64 " bytes in %zu pieces, %s, %" PRIu64 " ms", j->base,
-	       j->files, j->put, j->pieces.total, j->pieces.n,
-	       j->cut ? "cut by the caps" : "whole", mb_now_ms() - t0);
-	return !j->cut;
-}
-
 /* ---- the entry point ---- */
 
 static char *relative(const char *base, const char *dir)
@@ -576,7 +272,7 @@ int mbfs_prefetch_miss(struct mbfs *fs, const char *path, uint64_t size)
 	if (!id)
 		return 0;
 
-	bool complete = run(&j);
+	bool complete = mbfs_prefetch_run(&j);
 
 	pthread_mutex_lock(&p->lock);
 	for (size_t i = 0; i < MAX_RECS; i++) {
@@ -589,7 +285,7 @@ int mbfs_prefetch_miss(struct mbfs *fs, const char *path, uint64_t size)
 	pthread_cond_broadcast(&p->done);
 	pthread_mutex_unlock(&p->lock);
 	if (j.pieces.sizes)
-		leave(p, fs, strdup(j.pieces.dir), j.pieces.note);
+		mbfs_prefetch_leave(p, fs, strdup(j.pieces.dir), j.pieces.note);
 	else
 		mbfs_xfer_dir_gone(fs, j.pieces.note);   /* pack.sh made none */
 	free(j.pieces.sizes);
@@ -629,7 +325,7 @@ static struct rec *new_walk(struct mbfs_prefetch *p)
 	return slot;
 }
 
-void mbfs_prefetch_listing(struct mbfs *fs, const char *dir, bool readdir)
+void mbfs_prefetch_listing(struct mbfs *fs, const char *dir)
 {
 	struct mbfs_prefetch *p = fs->prefetch;
 	char par[MB_PATH_MAX + 2];
@@ -659,18 +355,17 @@ void mbfs_prefetch_listing(struct mbfs *fs, const char *dir, bool readdir)
 		pthread_mutex_unlock(&p->lock);
 		return;
 	}
-	/* a cold listing below a directory listed cold within the window,
-	 * or next to a sibling listed cold, is a walk: the rest of the
-	 * parent's subtree comes in one go */
+	/* a cold listing next to a sibling listed cold within the window is
+	 * a walk: the rest of the parent's subtree comes in one go. Going
+	 * down one path (ls a; ls a/b; cat a/b/c) never is. */
 	bool walk = false, top = strcmp(dir, "/") == 0;
 	for (size_t i = 0; i < MAX_COLD && !walk && !top; i++) {
 		const char *c = p->lcold[i].dir;
 		char up[MB_PATH_MAX + 2];
-		if (!c || strcmp(c, dir) == 0)
+		if (!c || strcmp(c, dir) == 0 || strcmp(c, "/") == 0)
 			continue;
 		mbfs_parent_path(c, up);
-		walk = (readdir && strcmp(c, par) == 0) ||
-		       (strcmp(c, "/") != 0 && strcmp(up, par) == 0);
+		walk = strcmp(up, par) == 0;
 	}
 	cold_again(p->lcold, dir, now);
 	struct job j = { .fs = fs, .p = p, .base = par, .fd = -1,
@@ -687,7 +382,7 @@ void mbfs_prefetch_listing(struct mbfs *fs, const char *dir, bool readdir)
 	if (!id)
 		return;
 
-	bool complete = run(&j);
+	bool complete = mbfs_prefetch_run(&j);
 
 	pthread_mutex_lock(&p->lock);
 	for (size_t i = 0; i < MAX_WALKS; i++) {
@@ -700,7 +395,7 @@ void mbfs_prefetch_listing(struct mbfs *fs, const char *dir, bool readdir)
 	pthread_cond_broadcast(&p->done);
 	pthread_mutex_unlock(&p->lock);
 	if (j.pieces.sizes)
-		leave(p, fs, strdup(j.pieces.dir), j.pieces.note);
+		mbfs_prefetch_leave(p, fs, strdup(j.pieces.dir), j.pieces.note);
 	else
 		mbfs_xfer_dir_gone(fs, j.pieces.note);
 	free(j.pieces.sizes);

@@ -4,7 +4,8 @@
  * node and stays in the list, in flight, while its batch is sent, so
  * waiters can tell it from a file that is done. Nodes are read through
  * node_int.h (path and size under nodes_lock) and taken and settled
- * through wbnode.c, which owns what a batch does to a node.
+ * through wbnode.c, which owns what a batch does to a node; the entries
+ * of directories are made and shown by wbq_dir.c.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -19,44 +20,11 @@
 #include "fuse/batch.h"
 #include "fuse/cache.h"
 #include "fuse/mbfs.h"
-#include "fuse/newdir.h"
 #include "fuse/node.h"
 #include "fuse/node_int.h"
 #include "fuse/wbq.h"
+#include "fuse/wbq_int.h"
 #include "fuse/wbsend.h"
-
-/* An entry is a file (n) or a change of a directory (dpath): its mkdir,
- * its mtime, its mode. */
-struct entry {
-	struct entry *next;
-	struct mbfs_node *n;     /* the queue's reference; NULL: a directory */
-	enum mbfs_wbdir_kind kind;   /* a directory's change */
-	char *dpath;             /* the directory */
-	struct timespec dtime;   /* TIME: its mtime (mbfs_wbq_dir_time) */
-	unsigned dmode;          /* MAKE, MODE: its permission bits */
-	uint64_t bytes;          /* size when last queued */
-	uint64_t since_ms;       /* queued at */
-	bool inflight;           /* in the batch being sent */
-	bool again;              /* closed dirty again while in flight */
-	bool urgent;             /* someone waits for it: no delay */
-};
-
-struct mbfs_wbq {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;     /* any change: queued, sent, stop */
-	struct entry *head;      /* protected by lock, oldest first */
-	size_t queued;           /* entries not in flight */
-	uint64_t queued_bytes;
-	size_t inflight;
-	uint64_t inflight_bytes;
-	size_t dirs;             /* TIME and MODE entries, queued or not */
-	bool running, stop;
-	pthread_t thread;
-	/* totals since mount */
-	uint64_t sent_files, sent_batches, sent_bytes, failed_files;
-	uint64_t failed_reported;  /* failed_files at the last sync */
-	char last_error[256];
-};
 
 struct mbfs_wbq *mbfs_wbq_new(void)
 {
@@ -98,34 +66,6 @@ static struct entry *find(struct mbfs_wbq *q, const struct mbfs_node *n)
 }
 
 /* ---- sending one batch ---- */
-
-static void set_mtime(struct stat *st, const void *arg)
-{
-	st->st_mtim = *(const struct timespec *)arg;
-	st->st_ctim = st->st_mtim;
-}
-
-static void set_perm(struct stat *st, const void *arg)
-{
-	st->st_mode = (st->st_mode & S_IFMT) | (*(const unsigned *)arg & 07777);
-}
-
-/* A queued mkdir ran (rc 0) or failed: the cache learns the directory
- * (empty: the files of the batch follow) or forgets what it was told, and
- * the guest answers for it from now on (newdir.h). */
-static void made(struct mbfs *fs, const char *path, int rc, const char *why)
-{
-	struct stat st;
-	if (!rc && mbfs_newdir_stat(fs->newdirs, path, &st) == 1)
-		mbfs_cache_put_dir(fs->cache, path, &st);
-	else if (rc)
-		mb_log(MB_LOG_WARN, "cannot make the directory '%s' on the "
-		       "sandbox: %s; the files written in it are kept", path,
-		       why);
-	mbfs_newdir_remove(fs->newdirs, path);
-	if (rc)
-		mbfs_cache_invalidate_tree(fs->cache, path);
-}
 
 static void note_failure(struct mbfs_wbq *q, size_t count, const char *path,
 			 const char *why)
@@ -231,7 +171,7 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 			continue;
 		int drc = rc ? rc : dv[i].rc;
 		const char *why = rc ? err.msg : dv[i].why;
-		made(fs, dv[i].path, drc, why);
+		mbfs_wbq_made(fs, dv[i].path, drc, why);
 		if (drc && !failed++) {
 			snprintf(first_fail, sizeof(first_fail), "%s", dv[i].path);
 			snprintf(first_why, sizeof(first_why), "%.190s", why);
@@ -255,14 +195,8 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 	}
 	/* the files' renames moved these directories' mtimes, then the
 	 * batch set them: what the cache assumed after the files is wrong */
-	for (i = 0; i < nd && !rc; i++) {
-		if (dv[i].kind == MBFS_WBDIR_TIME)
-			mbfs_cache_modify(fs->cache, dv[i].path, set_mtime,
-					  &dv[i].mtime);
-		else if (dv[i].kind == MBFS_WBDIR_MODE)
-			mbfs_cache_modify(fs->cache, dv[i].path, set_perm,
-					  &dv[i].mode);
-	}
+	for (i = 0; i < nd && !rc; i++)
+		mbfs_wbq_dir_landed(fs, &dv[i]);
 	for (i = 0; i < nup; i++) {
 		int urc = mbfs_node_wb_upload(fs, ev[up[i]]->n);
 		if (urc && !failed++) {
@@ -401,95 +335,11 @@ void mbfs_wbq_stop(struct mbfs *fs)
 
 /* ---- the interface ---- */
 
-/* Start the flusher with the first entry. Lock held. */
-static void start_locked(struct mbfs *fs, struct mbfs_wbq *q)
+void mbfs_wbq_start_locked(struct mbfs *fs, struct mbfs_wbq *q)
 {
 	if (!q->stop && !q->running &&
 	    pthread_create(&q->thread, NULL, flusher, fs) == 0)
 		q->running = true;
-}
-
-/* A new directory entry at the end of the queue, or NULL. Lock held. */
-static struct entry *append_dir_locked(struct mbfs_wbq *q, const char *path,
-				       enum mbfs_wbdir_kind kind)
-{
-	struct entry *e = calloc(1, sizeof(*e));
-	if (!e || !(e->dpath = strdup(path))) {
-		free(e);
-		return NULL;
-	}
-	e->kind = kind;
-	e->since_ms = mb_now_ms();
-	struct entry **pp = &q->head;
-	while (*pp)
-		pp = &(*pp)->next;
-	*pp = e;
-	q->queued++;
-	if (kind != MBFS_WBDIR_MAKE)
-		q->dirs++;
-	pthread_cond_broadcast(&q->cond);
-	return e;
-}
-
-bool mbfs_wbq_mkdir(struct mbfs *fs, const char *path, const struct stat *st)
-{
-	struct mbfs_wbq *q = fs->wbq;
-	if (!q || !mbfs_wbsend_fits(path))
-		return false;
-	bool queued = false;
-	pthread_mutex_lock(&q->lock);
-	start_locked(fs, q);
-	if (q->running && !q->stop &&
-	    mbfs_newdir_add(fs->newdirs, path, st) == 0) {
-		struct entry *e = append_dir_locked(q, path, MBFS_WBDIR_MAKE);
-		if (e)
-			e->dmode = st->st_mode & 07777;
-		else
-			mbfs_newdir_remove(fs->newdirs, path);
-		queued = e != NULL;
-	}
-	pthread_mutex_unlock(&q->lock);
-	return queued;
-}
-
-bool mbfs_wbq_dir_mode(struct mbfs *fs, const char *path, unsigned perm)
-{
-	struct mbfs_wbq *q = fs->wbq;
-	if (!q || !mbfs_wbsend_fits(path))
-		return false;
-	struct entry *mine = NULL;
-	pthread_mutex_lock(&q->lock);
-	for (struct entry *e = q->head; e; e = e->next) {
-		if (e->n || e->kind == MBFS_WBDIR_TIME ||
-		    strcmp(e->dpath, path) != 0)
-			continue;
-		/* the last one of the path, if not on its way yet */
-		mine = e->inflight ? NULL : e;
-	}
-	if (mine && mine->kind == MBFS_WBDIR_MAKE)
-		mbfs_newdir_set_perm(fs->newdirs, path, perm);
-	if (!mine && q->running && !q->stop)
-		mine = append_dir_locked(q, path, MBFS_WBDIR_MODE);
-	if (mine)
-		mine->dmode = perm & 07777;
-	pthread_mutex_unlock(&q->lock);
-	return mine != NULL;
-}
-
-void mbfs_wbq_need_dir(struct mbfs *fs, const char *path)
-{
-	struct mbfs_wbq *q = fs->wbq;
-	struct stat st;
-	if (!q)
-		return;
-	/* the flusher's own last release of a node: its batch ran */
-	pthread_mutex_lock(&q->lock);
-	bool self = q->running && pthread_equal(q->thread, pthread_self());
-	pthread_mutex_unlock(&q->lock);
-	/* only a path at or below a queued mkdir waits (flush selects
-	 * those for any path) */
-	if (!self && mbfs_newdir_stat(fs->newdirs, path, &st) != 0)
-		mbfs_wbq_flush(fs, path, 0);
 }
 
 bool mbfs_wbq_add(struct mbfs *fs, struct mbfs_node *n, uint64_t bytes)
@@ -502,7 +352,7 @@ bool mbfs_wbq_add(struct mbfs *fs, struct mbfs_node *n, uint64_t bytes)
 	mbfs_node_ref(fs, n);
 	bool queued = false, extra = true;
 	pthread_mutex_lock(&q->lock);
-	start_locked(fs, q);
+	mbfs_wbq_start_locked(fs, q);
 	struct entry *e = q->stop || !q->running ? NULL : find(q, n);
 	if (q->stop || !q->running) {
 		/* refused: the caller uploads */
@@ -532,116 +382,6 @@ bool mbfs_wbq_add(struct mbfs *fs, struct mbfs_node *n, uint64_t bytes)
 	if (extra)
 		mbfs_node_release(fs, n);
 	return queued;
-}
-
-bool mbfs_wbq_dir_time(struct mbfs *fs, const char *dir,
-		       const struct timespec *mtime)
-{
-	struct mbfs_wbq *q = fs->wbq;
-	if (!q || strchr(dir, '\n'))
-		return false;
-	bool pending = false;
-	struct entry *mine = NULL;
-	pthread_mutex_lock(&fs->nodes_lock);
-	pthread_mutex_lock(&q->lock);
-	for (struct entry *e = q->head; e; e = e->next) {
-		/* a file or a directory made in dir moves its mtime */
-		if (e->n ? mbfs_batch_selects(e->n->path, dir,
-					      MBFS_BATCH_CHILDREN)
-			 : strcmp(e->dpath, dir) == 0 ||
-			   (e->kind == MBFS_WBDIR_MAKE &&
-			    mbfs_batch_selects(e->dpath, dir,
-					       MBFS_BATCH_CHILDREN))) {
-			pending = true;
-			if (!e->n && e->kind == MBFS_WBDIR_TIME &&
-			    !e->inflight)
-				mine = e;
-		}
-	}
-	pthread_mutex_unlock(&fs->nodes_lock);
-	if (q->stop || !q->running) {
-		pending = false;   /* the caller waits for what is left */
-	} else if (mine) {
-		mine->dtime = *mtime;
-	} else if (pending) {
-		/* behind what is queued or in flight: it lands after them */
-		struct entry *e = append_dir_locked(q, dir, MBFS_WBDIR_TIME);
-		if (e)
-			e->dtime = *mtime;
-		else
-			pending = false;
-	}
-	pthread_mutex_unlock(&q->lock);
-	return pending;
-}
-
-void mbfs_wbq_parent_changes(struct mbfs *fs, const char *path, bool local)
-{
-	struct mbfs_wbq *q = fs->wbq;
-	if (!q)
-		return;
-	char *dir = NULL;
-	bool again = false;
-	pthread_mutex_lock(&q->lock);
-	struct entry **pp = &q->head;
-	while (*pp) {
-		struct entry *e = *pp;
-		if (e->n || e->kind != MBFS_WBDIR_TIME ||
-		    !mbfs_batch_selects(e->dpath, path, MBFS_BATCH_PARENT)) {
-			pp = &e->next;
-			continue;
-		}
-		if (!dir)
-			dir = strdup(e->dpath);
-		/* one on its way lands after the change: the newer time
-		 * (now) goes behind it */
-		if (e->inflight) {
-			again = true;
-			pp = &e->next;
-			continue;
-		}
-		again = again || local;
-		*pp = e->next;
-		q->queued--;
-		q->dirs--;
-		free(e->dpath);
-		free(e);
-	}
-	struct entry *e = again && dir ? calloc(1, sizeof(*e)) : NULL;
-	if (e) {
-		e->kind = MBFS_WBDIR_TIME;
-		e->dpath = dir;
-		dir = NULL;
-		clock_gettime(CLOCK_REALTIME, &e->dtime);
-		e->since_ms = mb_now_ms();
-		*pp = e;
-		q->queued++;
-		q->dirs++;
-	}
-	pthread_cond_broadcast(&q->cond);
-	pthread_mutex_unlock(&q->lock);
-	free(dir);
-}
-
-void mbfs_wbq_apply_dir_time(struct mbfs *fs, const char *path,
-			     struct stat *st)
-{
-	struct mbfs_wbq *q = fs->wbq;
-	if (!q)
-		return;
-	pthread_mutex_lock(&q->lock);
-	/* in queue order: the last one is the newest */
-	for (const struct entry *e = q->head; e && q->dirs; e = e->next) {
-		if (e->n || strcmp(e->dpath, path) != 0)
-			continue;
-		if (e->kind == MBFS_WBDIR_TIME) {
-			st->st_mtim = e->dtime;
-			st->st_ctim = e->dtime;
-		} else if (e->kind == MBFS_WBDIR_MODE) {
-			st->st_mode = (st->st_mode & S_IFMT) | e->dmode;
-		}
-	}
-	pthread_mutex_unlock(&q->lock);
 }
 
 bool mbfs_wbq_busy(struct mbfs *fs, const struct mbfs_node *n)

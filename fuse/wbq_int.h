@@ -1,0 +1,64 @@
+/* wbq_int.h: the inside of the write-back queue, shared by wbq.c (the
+ * queue, its flusher and the files) and wbq_dir.c (the entries of
+ * directories: mkdirs, modes, times). Not for other modules. */
+#ifndef MBFS_WBQ_INT_H
+#define MBFS_WBQ_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "fuse/wbsend.h"
+
+struct mbfs;
+struct mbfs_node;
+
+/* An entry is a file (n) or a change of a directory (dpath): its mkdir,
+ * its mtime, its mode. */
+struct entry {
+	struct entry *next;
+	struct mbfs_node *n;     /* the queue's reference; NULL: a directory */
+	enum mbfs_wbdir_kind kind;   /* a directory's change */
+	char *dpath;             /* the directory */
+	struct timespec dtime;   /* TIME: its mtime (mbfs_wbq_dir_time) */
+	unsigned dmode;          /* MAKE, MODE: its permission bits */
+	uint64_t bytes;          /* size when last queued */
+	uint64_t since_ms;       /* queued at */
+	bool inflight;           /* in the batch being sent */
+	bool again;              /* closed dirty again while in flight */
+	bool urgent;             /* someone waits for it: no delay */
+};
+
+struct mbfs_wbq {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;     /* any change: queued, sent, stop */
+	struct entry *head;      /* protected by lock, oldest first */
+	size_t queued;           /* entries not in flight */
+	uint64_t queued_bytes;
+	size_t inflight;
+	uint64_t inflight_bytes;
+	size_t dirs;             /* TIME and MODE entries, queued or not */
+	bool running, stop;
+	pthread_t thread;
+	/* totals since mount */
+	uint64_t sent_files, sent_batches, sent_bytes, failed_files;
+	uint64_t failed_reported;  /* failed_files at the last sync */
+	char last_error[256];
+};
+
+/* Start the flusher with the first entry. q->lock held. */
+void mbfs_wbq_start_locked(struct mbfs *fs, struct mbfs_wbq *q);
+
+/* A new directory entry of kind for path at the end of the queue, or NULL
+ * without memory. q->lock held. */
+struct entry *mbfs_wbq_append_dir_locked(struct mbfs_wbq *q, const char *path,
+					 enum mbfs_wbdir_kind kind);
+
+/* After a batch: a queued mkdir of path ran (rc 0) or failed (why). */
+void mbfs_wbq_made(struct mbfs *fs, const char *path, int rc, const char *why);
+/* After a batch that ran: a directory's time or mode in it is set. */
+void mbfs_wbq_dir_landed(struct mbfs *fs, const struct mbfs_wbdir *d);
+
+#endif
