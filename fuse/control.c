@@ -16,6 +16,7 @@
 #include "fuse/kcache.h"
 #include "fuse/mbfs.h"
 #include "fuse/node.h"
+#include "fuse/prefetch.h"
 #include "fuse/warm.h"
 #include "fuse/wbq.h"
 
@@ -120,6 +121,7 @@ int mbfs_control_read(const struct mbfs *fs, char *buf, size_t size,
 void mbfs_invalidate_everything(struct mbfs *fs)
 {
 	mbfs_cache_invalidate_all(fs->cache);
+	mbfs_prefetch_forget(fs);
 	mbfs_data_drop_all(fs->data);
 	mbfs_node_invalidate_all(fs);
 	/* the kernel's copies last, so none is refilled from an old one;

@@ -1,10 +1,12 @@
 /* newdir.c: the directories whose mkdir is still queued (see newdir.h). */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/api.h"
 #include "fuse/batch.h"
 #include "fuse/newdir.h"
 
@@ -110,6 +112,25 @@ int mbfs_newdir_stat(struct mbfs_newdirs *nd, const char *path,
 	}
 	pthread_mutex_unlock(&nd->lock);
 	return rc;
+}
+
+bool mbfs_newdir_above(struct mbfs_newdirs *nd, const char *path, char *out)
+{
+	if (!nd || atomic_load(&nd->count) == 0)
+		return false;
+	size_t best = 0;
+	pthread_mutex_lock(&nd->lock);
+	for (struct nd_entry *e = nd->head; e; e = e->next) {
+		size_t n = strlen(e->path);
+		if ((!best || n < best) &&
+		    mbfs_batch_selects(path, e->path,
+				       MBFS_BATCH_SELF | MBFS_BATCH_BELOW)) {
+			snprintf(out, MB_PATH_MAX, "%s", e->path);
+			best = n;
+		}
+	}
+	pthread_mutex_unlock(&nd->lock);
+	return best != 0;
 }
 
 int mbfs_newdir_each(struct mbfs_newdirs *nd, const char *dir,

@@ -41,6 +41,10 @@ bool mbfs_newdir_set_perm(struct mbfs_newdirs *nd, const char *path,
 int mbfs_newdir_stat(struct mbfs_newdirs *nd, const char *path,
 		     struct stat *st);
 
+/* The outermost pending directory at or above path into out (MB_PATH_MAX
+ * bytes); false when there is none. */
+bool mbfs_newdir_above(struct mbfs_newdirs *nd, const char *path, char *out);
+
 /* Call fn for each pending directory directly in dir (name, attributes),
  * in the order they were made; non-zero from fn stops (and is returned).
  * fn runs on a copy, without the lock. 0, fn's value or -ENOMEM. */

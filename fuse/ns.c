@@ -71,10 +71,13 @@ static bool queue_mkdir(struct mbfs *fs, const char *path, mode_t mode)
 	if (fs->sync_close)
 		return false;
 	mbfs_parent_path(path, parent);
-	if (mbfs_cache_getattr(fs, parent, &st) || !S_ISDIR(st.st_mode) ||
-	    mbfs_cache_getattr(fs, path, &st) != -ENOENT)
+	if (mbfs_cache_getattr(fs, parent, &st) || !S_ISDIR(st.st_mode))
 		return false;
-	new_dir_stat(fs, mode, &st);
+	/* a setgid parent passes it on (Linux, on the guest too) */
+	mode_t sgid = st.st_mode & S_ISGID;
+	if (mbfs_cache_getattr(fs, path, &st) != -ENOENT)
+		return false;
+	new_dir_stat(fs, mode | sgid, &st);
 	/* the parent's queued times land before the mkdir moves its mtime */
 	mbfs_batch_flush(fs, path, MBFS_BATCH_PARENT);
 	if (!mbfs_wbq_mkdir(fs, path, &st))
@@ -92,7 +95,9 @@ int mbfs_ns_mkdir(struct mbfs *fs, const char *path, mode_t mode)
 		return rc;
 	if (queue_mkdir(fs, path, mode))
 		return 0;
-	mbfs_wbq_need_dir(fs, path);
+	rc = mbfs_wbq_need_dir(fs, path);
+	if (rc)
+		return rc;
 	mbfs_batch_flush(fs, path, MBFS_BATCH_PARENT);
 	mbfs_wbq_parent_changes(fs, path, false);
 	struct mb_err err;
@@ -135,7 +140,9 @@ static int remove_path(struct mbfs *fs, const char *path, bool dir)
 		mbfs_cache_removed(fs->cache, path, false);
 		return 0;
 	}
-	mbfs_wbq_need_dir(fs, path);
+	rc = mbfs_wbq_need_dir(fs, path);
+	if (rc)
+		return rc;
 	if (dir) {
 		/* files created here but not uploaded yet are in it too */
 		struct mbfs_dirent *v;
@@ -224,9 +231,11 @@ int mbfs_ns_rename(struct mbfs *fs, const char *from, const char *to,
 	/* created here and still queued: renamed here, sent once */
 	if (mbfs_node_rename_new(fs, from, to, flags, &rc))
 		return rc;
-	mbfs_wbq_need_dir(fs, from);
-	mbfs_wbq_need_dir(fs, to);
-	rc = mbfs_node_sync_path(fs, from);
+	rc = mbfs_wbq_need_dir(fs, from);
+	if (!rc)
+		rc = mbfs_wbq_need_dir(fs, to);
+	if (!rc)
+		rc = mbfs_node_sync_path(fs, from);
 	if (rc)
 		return rc;
 	/* queued copies below from, or of what to replaces, land first */
@@ -277,10 +286,12 @@ int mbfs_ns_chmod(struct mbfs *fs, const char *path, mode_t mode)
 		mbfs_cache_modify(fs->cache, path, set_perm, &perm);
 		return 0;
 	}
-	mbfs_wbq_need_dir(fs, path);
+	int rc = mbfs_wbq_need_dir(fs, path);
+	if (rc)
+		return rc;
 	/* a queued copy carries the mode it had when queued */
 	mbfs_wbq_flush(fs, path, MBFS_BATCH_SELF);
-	int rc = mbfs_remote_chmod(fs, path, perm);
+	rc = mbfs_remote_chmod(fs, path, perm);
 	if (rc)
 		mbfs_cache_invalidate(fs->cache, path);
 	else
@@ -293,7 +304,9 @@ int mbfs_ns_truncate(struct mbfs *fs, const char *path, off_t size)
 	int rc;
 	if (mbfs_node_truncate_path(fs, path, size, &rc))
 		return rc;
-	mbfs_wbq_need_dir(fs, path);
+	rc = mbfs_wbq_need_dir(fs, path);
+	if (rc)
+		return rc;
 	mbfs_batch_flush(fs, path, MBFS_BATCH_SELF);
 	char rpath[MB_PATH_MAX];
 	rc = mbfs_remote_path(fs, path, rpath);

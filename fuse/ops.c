@@ -366,7 +366,9 @@ static int mbfs_symlink(const char *target, const char *path)
 	if (rc)
 		return rc;
 	mbfs_hidden_settle(FS, NULL);
-	mbfs_wbq_need_dir(FS, path);
+	rc = mbfs_wbq_need_dir(FS, path);
+	if (rc)
+		return rc;
 	mbfs_batch_flush(FS, path, MBFS_BATCH_PARENT);
 	mbfs_wbq_parent_changes(FS, path, false);
 	rc = mbfs_remote_symlink(FS, target, path);
@@ -427,8 +429,9 @@ static int mbfs_link(const char *from, const char *to)
 		return rc;   /* both names still queued here */
 	if (!rc)
 		rc = mbfs_node_sync_path(FS, from);
+	if (!rc)
+		rc = mbfs_wbq_need_dir(FS, to);
 	if (!rc) {
-		mbfs_wbq_need_dir(FS, to);
 		mbfs_batch_flush(FS, from, MBFS_BATCH_SELF);
 		mbfs_batch_flush(FS, to, MBFS_BATCH_PARENT);
 		mbfs_wbq_parent_changes(FS, to, false);

@@ -401,3 +401,24 @@ void mbfs_prefetch_listing(struct mbfs *fs, const char *dir)
 	free(j.pieces.sizes);
 	free(j.first);
 }
+
+void mbfs_prefetch_forget(struct mbfs *fs)
+{
+	struct mbfs_prefetch *p = fs->prefetch;
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	/* walks in flight stay: listings wait for them */
+	for (size_t i = 0; i < MAX_WALKS; i++) {
+		struct rec *r = &p->walks[i];
+		if (r->dir && r->done) {
+			free(r->dir);
+			memset(r, 0, sizeof(*r));
+		}
+	}
+	for (size_t i = 0; i < MAX_COLD; i++) {
+		free(p->lcold[i].dir);
+		memset(&p->lcold[i], 0, sizeof(p->lcold[i]));
+	}
+	pthread_mutex_unlock(&p->lock);
+}

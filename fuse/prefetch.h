@@ -75,4 +75,8 @@ int mbfs_prefetch_miss(struct mbfs *fs, const char *path, uint64_t size);
  * directory, as before. */
 void mbfs_prefetch_listing(struct mbfs *fs, const char *dir);
 
+/* The mount was told to forget what it knows (mbexec's invalidate): what
+ * was walked or listed a moment ago may be walked again at once. */
+void mbfs_prefetch_forget(struct mbfs *fs);
+
 #endif

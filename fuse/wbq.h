@@ -103,9 +103,11 @@ bool mbfs_wbq_dir_mode(struct mbfs *fs, const char *path, unsigned perm);
 
 /* Before a change of path on the guest that is not a batch (a symlink, a
  * large upload, a remove): a queued mkdir at or above path is sent first,
- * and this waits for it. Never with a node lock held (the flusher takes
- * node locks). Returns at once when no mkdir is queued. */
-void mbfs_wbq_need_dir(struct mbfs *fs, const char *path);
+ * and this waits for it. 0, or -EIO when it failed (the guest has no such
+ * directory; the failure is reported as a batch's). Never with a node lock
+ * held (the flusher takes node locks). Returns at once when no mkdir is
+ * queued. */
+int mbfs_wbq_need_dir(struct mbfs *fs, const char *path);
 
 /* n is queued and its batch not formed yet (nodes_lock may be held). */
 bool mbfs_wbq_queued(struct mbfs *fs, const struct mbfs_node *n);

@@ -113,20 +113,24 @@ bool mbfs_wbq_dir_mode(struct mbfs *fs, const char *path, unsigned perm)
 	return mine != NULL;
 }
 
-void mbfs_wbq_need_dir(struct mbfs *fs, const char *path)
+int mbfs_wbq_need_dir(struct mbfs *fs, const char *path)
 {
 	struct mbfs_wbq *q = fs->wbq;
 	struct stat st;
-	if (!q)
-		return;
+	char top[MB_PATH_MAX];
+	if (!q || !mbfs_newdir_above(fs->newdirs, path, top))
+		return 0;
 	/* the flusher's own last release of a node: its batch ran */
 	pthread_mutex_lock(&q->lock);
 	bool self = q->running && pthread_equal(q->thread, pthread_self());
 	pthread_mutex_unlock(&q->lock);
-	/* only a path at or below a queued mkdir waits (flush selects
-	 * those for any path) */
-	if (!self && mbfs_newdir_stat(fs->newdirs, path, &st) != 0)
-		mbfs_wbq_flush(fs, path, 0);
+	if (self)
+		return 0;
+	/* flush selects the mkdirs at or above any path; a failure there
+	 * leaves the directory to the guest, which does not have it */
+	if (mbfs_wbq_flush(fs, path, 0) && mbfs_cache_getattr(fs, top, &st))
+		return -EIO;
+	return 0;
 }
 
 bool mbfs_wbq_dir_time(struct mbfs *fs, const char *dir,

@@ -431,6 +431,13 @@ def test_a_walk_lists_the_rest_of_the_tree_in_one_go(service, container, bmount)
                    capture_output=True, timeout=120)   # it invalidates after the command
     assert sorted(os.listdir(bmount.path(top, "d05"))) == ["s0", "s1", "s2"]
     assert read_file(bmount.path(top, "d06", "s0", "added")) == b"new\n"
+    # and once told, a walk right after is a walk again
+    subprocess.run([mbtest.MBEXEC, "true"], cwd=bmount.path(top), env=service.env(), check=True,
+                   capture_output=True, timeout=120)
+    service.reset_stats()
+    assert mount_entries(bmount.path(top)) == guest_entries(service, container, top)
+    stats = service.stats()
+    assert mbtest.requests_for(stats, LIST) <= 4, stats
     assert int(leftovers(service, container)) <= 1
 
 

@@ -7,6 +7,7 @@ it first, a failure keeps the files and is reported, and mbexec sees it.
 Tests that need a directory to stay queued hold the queue with a first
 batch that the service answers slowly (one batch is in flight at a time):
 no timing is asserted."""
+import errno
 import json
 import os
 import re
@@ -142,7 +143,12 @@ def test_mbexec_sees_directories_made_before_it(service, container, wb):
     assert p.stdout == b"x\n"
 
 
-def test_a_directory_the_sandbox_refuses_keeps_its_files_and_says_so(service, container, wb):
+@pytest.mark.parametrize("theirs", ["file", "dir"])
+def test_a_name_taken_on_the_sandbox_meanwhile_keeps_the_files_and_says_so(service, container, wb,
+                                                                          theirs):
+    """Another client takes the new directory's name before the batch
+    lands: with a file, or with a directory of its own, which is never
+    taken over (their mode stays, our files do not land among theirs)."""
     d = wb.path(unique("refused"))
     os.mkdir(d)
     rd = landed_dir(service, container, wb, d)
@@ -150,20 +156,76 @@ def test_a_directory_the_sandbox_refuses_keeps_its_files_and_says_so(service, co
     sub = os.path.join(d, "sub")
     os.mkdir(sub)
     data = b"must not be lost\n"
-    write_file(os.path.join(sub, "f"), data)
-    # meanwhile a file takes the directory's name on the sandbox
-    sh(service, container, "echo theirs > '%s/sub'" % rd)
+    write_file(os.path.join(sub, "t"), data)
+    if theirs == "file":
+        sh(service, container, "echo theirs > '%s/sub'" % rd)
+    else:
+        sh(service, container, "mkdir -m 711 '%s/sub' && echo theirs > '%s/sub/t'" % (rd, rd))
     r = wait(wb)
     assert r.returncode == 1, (r, wb.log())
     log = wb.log()
     assert "cannot make the directory '/%s/sub'" % os.path.relpath(d, wb.mountpoint) in log, log
-    kept = re.findall(r"upload of '%s/sub/f' failed.*data kept in (\S+)" % re.escape(rd), log)
+    kept = re.findall(r"upload of '%s/sub/t' failed.*data kept in (\S+)" % re.escape(rd), log)
     assert kept and read_file(kept[0]) == data, log
-    assert [k["path"] for k in control(wb)["kept"]] == [rd + "/sub/f"]
+    assert [k["path"] for k in control(wb)["kept"]] == [rd + "/sub/t"]
     assert wait(wb).returncode == 0          # reported once
-    # the sandbox's file stands, and the mount shows it
-    assert sh(service, container, "cat '%s/sub'" % rd) == "theirs\n"
-    assert read_file(sub) == b"theirs\n"
+    # the sandbox's stands, and the mount shows it
+    if theirs == "file":
+        assert sh(service, container, "cat '%s/sub'" % rd) == "theirs\n"
+        assert read_file(sub) == b"theirs\n"
+    else:
+        assert sh(service, container, "stat -c %%a '%s/sub' && cat '%s/sub/t'" % (rd, rd)) == \
+            "711\ntheirs\n"
+        assert os.listdir(sub) == ["t"]
+        assert read_file(os.path.join(sub, "t")) == b"theirs\n"
+
+
+def test_a_symlink_put_in_a_directorys_place_keeps_the_queued_mode_and_time(service, container, wb):
+    d = wb.path(unique("swapped"))
+    os.mkdir(d)
+    os.mkdir(os.path.join(d, "D"))
+    rd = landed_dir(service, container, wb, d)
+    victim = "/tmp/%s" % unique("victim")
+    sh(service, container, "mkdir -m 755 %s && touch -d @1000000000 %s" % (victim, victim))
+    hold_writeback(service, wb, d)
+    write_file(os.path.join(d, "D", "f"), b"x\n")   # queued behind: D's mode and time wait
+    os.chmod(os.path.join(d, "D"), 0o700)
+    os.utime(os.path.join(d, "D"), (1300000000, 1300000000))
+    sh(service, container, "rm -rf '%s/D' && ln -s %s '%s/D'" % (rd, victim, rd))
+    wait(wb)
+    # nothing went through it: D's file is kept instead
+    assert sh(service, container, "stat -c '%%a %%Y' %s && ls -A %s" % (victim, victim)).split() == \
+        ["755", "1000000000"]
+    assert [k["path"] for k in control(wb)["kept"]] == [rd + "/D/f"]
+
+
+def test_renaming_a_directory_that_could_not_be_made_says_eio(service, container, wb):
+    d = wb.path(unique("unmade"))
+    os.mkdir(d)
+    landed_dir(service, container, wb, d)
+    # a definite refusal of every batch (a full /tmp on the sandbox)
+    service.fault(route=PUT, count=100, match="wb-", status=403, error="file_access_denied")
+    q = os.path.join(d, "q")
+    os.mkdir(q)
+    write_file(os.path.join(q, "f"), b"kept\n")
+    with pytest.raises(OSError) as e:
+        os.rename(q, os.path.join(d, "q2"))
+    assert e.value.errno == errno.EIO
+    service.clear_faults()
+    assert wait(wb).returncode == 1
+    assert [k["path"] for k in control(wb)["kept"]] == \
+        ["/workspace/%s/q/f" % os.path.relpath(d, wb.mountpoint)]
+
+
+def test_a_new_directory_in_a_setgid_one_shows_setgid(service, container, wb):
+    d = wb.path(unique("sgid"))
+    os.mkdir(d)
+    os.chmod(d, 0o2775)
+    rd = landed_dir(service, container, wb, d)
+    os.mkdir(os.path.join(d, "inner"), 0o755)
+    assert os.stat(os.path.join(d, "inner")).st_mode & 0o7777 == 0o2755
+    wait(wb)
+    assert sh(service, container, "stat -c %%a '%s/inner'" % rd) == "2755\n"
 
 
 def test_kill9_with_a_queued_directory_loses_nothing(service, container, need_fuse, tmp_path):

@@ -7,15 +7,17 @@
 # for each file a member "G/NAME" carrying its mode and mtime. list starts
 # with a line "mMODE DIR" for each directory to make (an absolute guest
 # path; its parent exists or is made by an earlier line), made with mode
-# MODE (octal) before anything else; one that is there already as a
-# directory is taken and given MODE. Then a line "dDIR" (an absolute guest
+# MODE (octal) before anything else; a name that is taken already (even
+# by a directory) fails that line. Then a line "dDIR" (an absolute guest
 # directory; "d" alone is /) opens group G (0, 1, ... in list order),
 # followed by a line "fNAME" for each file of the group, NAME a file name
 # in DIR (never a '/' or a newline), by a line "tTIME": give DIR the
 # modification time TIME (a touch -d value), or by a line "cMODE": give DIR
 # the mode MODE, each after the files before it are in place (their
 # renames moved the time). A time or a mode that cannot be set is left
-# (DIR may be gone).
+# (DIR may be gone). Nothing goes into or changes a DIR that is a symlink
+# (another client swapped it in; the mounted directory itself may be one)
+# or that an "m" line could not make, nor below one.
 #
 # The archive is unpacked into STAGE, a hidden directory (.mbfs-up-HEX)
 # in the mounted directory, so on the files' filesystem; then each
@@ -55,42 +57,72 @@ while [ "$i" -lt "$np" ]; do
 	i=$((i + 1))
 done
 rm -rf -- "$sd"
-if ! mkdir -- "$sd" || ! cat -- "$@" | tar -x -p --no-same-owner -f - -C "$sd"; then
+if ! mkdir -- "$sd" || ! cat -- "$@" | tar -x -p --no-same-owner -f - -C "$sd" ||
+	! : >"$sd/made"; then
 	cleanup
 	exit 1
 fi
+# the directories an "m" line could not make, one a line
+bad=
+# Is $1 one of them, or below one?
+unmade() {
+	[ -n "$bad" ] || return 1
+	printf '%s\n' "$bad" | {
+		while IFS= read -r b; do
+			case $1 in "$b" | "$b"/*) exit 0 ;; esac
+		done
+		exit 1
+	}
+}
+# why: why files may not go into $dir ("" when they may): gone, not made,
+# or a symlink put in its place (the mount's paths never pass through one;
+# its root may be one)
+root=${sd%/*}
+refusal() {
+	why=
+	if unmade "$dir"; then
+		why="its directory could not be made"
+	elif ! [ -d "$dir" ]; then
+		why="no such directory"
+	elif [ -L "$dir" ] && [ "$dir" != "$root" ]; then
+		why="its directory is a symlink"
+	fi
+}
 # one mv per directory: the files to move pile up in "$@"
 set --
 g=-1
 dir=/
+why=
 mi=0
-: >"$sd/made"
 while IFS= read -r l; do
 	k=${l%"${l#?}"} v=${l#?}
 	if [ "$k" = m ]; then
+		# one there already is someone else's (even a directory): the
+		# files written in the new one must not land among theirs
 		md=${v#* }
-		if ! err=$(mkdir -m "${v%% *}" -- "$md" 2>&1); then
-			if [ -d "$md" ] && ! [ -L "$md" ]; then
-				chmod "${v%% *}" -- "$md" 2>/dev/null || :
-			else
-				echo "y $mi ${err##*: }" >>"$sd/made"
-			fi
+		if unmade "$md"; then
+			echo "y $mi its parent could not be made" >>"$sd/made"
+		elif ! err=$(mkdir -m "${v%% *}" -- "$md" 2>&1); then
+			echo "y $mi ${err##*: }" >>"$sd/made"
+			bad="$bad$md
+"
 		fi
 		mi=$((mi + 1))
 	elif [ "$k" = c ]; then
 		[ $# -eq 0 ] || mv -f -- "$@" "$dir/" 2>/dev/null || :
 		set --
-		chmod "$v" -- "$dir" 2>/dev/null || :
+		[ -n "$why" ] || chmod "$v" -- "$dir" 2>/dev/null || :
 	elif [ "$k" = d ]; then
 		[ $# -eq 0 ] || mv -f -- "$@" "$dir/" 2>/dev/null || :
 		set --
 		g=$((g + 1))
 		dir=${v:-/}
+		refusal
 	elif [ "$k" = t ]; then
 		[ $# -eq 0 ] || mv -f -- "$@" "$dir/" 2>/dev/null || :
 		set --
-		touch -c -m -d "$v" -- "$dir" 2>/dev/null || :
-	elif [ -d "$dir" ] && ! [ -L "$dir/$v" ] && ! [ -d "$dir/$v" ]; then
+		[ -n "$why" ] || touch -c -m -d "$v" -- "$dir" 2>/dev/null || :
+	elif [ -z "$why" ] && ! [ -L "$dir/$v" ] && ! [ -d "$dir/$v" ]; then
 		set -- "$@" "$sd/$g/$v"
 	fi
 done <"$sd/list"
@@ -105,14 +137,15 @@ g=-1
 		if [ "$k" = d ]; then
 			g=$((g + 1))
 			dir=${v:-/}
+			refusal
 			continue
 		fi
 		case $k in [mtc]) continue ;; esac
 		i=$((i + 1))
 		s=$sd/$g/$v
 		[ -e "$s" ] || [ -L "$s" ] || continue
-		if ! [ -d "$dir" ]; then
-			echo "x $i no such directory"
+		if [ -n "$why" ]; then
+			echo "x $i $why"
 		elif [ -L "$dir/$v" ] || [ -d "$dir/$v" ]; then
 			echo "x $i not a regular file"
 		else
