@@ -18,6 +18,11 @@ int mbfs_xfer_parallel(size_t n, int (*fn)(void *ud, size_t i), void *ud);
 int mbfs_pread_all(int fd, void *p, size_t n, uint64_t off);
 int mbfs_pwrite_all(int fd, const void *p, size_t n, uint64_t off);
 
+/* The decimal numbers at the start of s, one a line (empty lines
+ * skipped), up to the first line that is not one: *v (malloc'd, also when
+ * *n is 0: the caller frees it) and *n. 0 or -ENOMEM. */
+int mbfs_xfer_numbers(const char *s, uint64_t **v, size_t *n);
+
 /* Remove a guest directory of ours (recursive), best effort. 0 when it is
  * gone (or was never there), else -errno. */
 int mbfs_xfer_remove_dir(struct mbfs *fs, const char *rdir);

@@ -3,12 +3,13 @@ joining place the ones already PUT, the last exec only the tail; a
 sequential read fetches whole rounds of pieces in parallel. Right bytes and
 bounded requests, also when a part PUT, a round's exec or a piece GET fails
 once."""
+import errno
 import os
 
 import pytest
 
 import mbtest
-from test_mbfs_helpers import CONTROL, MiB, guest_sha, read_file, sh, sha, unique
+from test_mbfs_helpers import CONTROL, MiB, guest_sha, invalidate, read_file, sh, sha, unique
 
 PUT = "PUT /containers/files"
 GET = "GET /containers/files"
@@ -109,21 +110,96 @@ def test_large_write_with_an_exec_failing_once(service, container, mount, when, 
     no_staging(service, container)
 
 
+def read_all(path, chunk=MiB):
+    with open(path, "rb") as f:
+        data = b""
+        while True:
+            b = f.read(chunk)
+            if not b:
+                return data
+            data += b
+
+
+def no_pieces(service, container):
+    return sh(service, container, "ls -A /tmp | grep -c mbfs-dl || true").strip() == "0"
+
+
 def test_large_read_fetches_rounds_and_survives_a_failed_get(service, container, mount):
     name = unique("bigread")
     sh(service, container, "head -c %d /dev/urandom > /workspace/%s" % (SIZE, name))
     want = guest_sha(service, container, "/workspace/" + name)
     service.reset_stats()
     service.fault(route=GET, count=1, match="mbfs-dl", status=503, error="files_unavailable")
+    assert sha(read_all(mount.path(name))) == want
+    # each piece once (plus the failed one), no piece twice; the pieces
+    # are cut in a few rounds (the first with the file's size), while
+    # the ones cut before are fetched
+    assert requests(service, GET) == PARTS + 1
+    assert 2 <= requests(service, EXEC) <= 2 + PARTS // 16
+    assert no_pieces(service, container)
+
+
+def test_large_read_survives_a_cut_failing_once(service, container, mount):
+    name = unique("bigcut")
+    sh(service, container, "head -c %d /dev/urandom > /workspace/%s" % (SIZE, name))
+    want = guest_sha(service, container, "/workspace/" + name)
+    service.reset_stats()
     with open(mount.path(name), "rb") as f:
-        data = b""
+        data = f.read(MiB)
+        # the next round of cutting fails once (a later round only cuts
+        # and removes again what it did before: it is run once more)
+        service.fault(route=EXEC, count=1, status=503, error="execution_unavailable")
         while True:
             b = f.read(MiB)
             if not b:
                 break
             data += b
     assert sha(data) == want
-    # one split, each piece once (plus the failed one), no piece twice
-    assert requests(service, EXEC) == 1
-    assert requests(service, GET) == PARTS + 1
-    assert sh(service, container, "ls -A /tmp | grep -c mbfs-dl || true").strip() == "0"
+    assert requests(service, GET) == PARTS
+    assert requests(service, EXEC) <= 3 + PARTS // 16
+    assert no_pieces(service, container)
+
+
+def test_pieces_go_as_they_are_fetched(service, container, mount):
+    name = unique("bigtmp")
+    size = 100 * MiB
+    sh(service, container, "head -c %d /dev/urandom > /workspace/%s" % (size, name))
+    want = guest_sha(service, container, "/workspace/" + name)
+    service.reset_stats()
+    with open(mount.path(name), "rb") as f:
+        data = b""
+        while len(data) < 70 * MiB:
+            data += f.read(MiB)
+        # the guest's /tmp holds the pieces cut ahead, not the ones
+        # fetched: never a second copy of the whole file
+        left = sh(service, container, "ls -A /tmp/.mbfs-dl-*").split()
+        assert "p.00000" not in left and len(left) < size // MiB - 20, left
+        data += f.read()
+    assert sha(data) == want
+    assert requests(service, GET) == size // MiB
+    assert requests(service, EXEC) <= 2 + size // MiB // 16
+    assert no_pieces(service, container)
+
+
+@pytest.mark.parametrize("how", ["replaced", "rewritten"])
+def test_a_file_changed_while_read_is_an_error(service, container, mount, how):
+    name = unique("bigchg")
+    path = "/workspace/" + name
+    sh(service, container, "head -c %d /dev/urandom > %s" % (SIZE, path))
+    with open(mount.path(name), "rb") as f:
+        head = f.read(MiB)
+        # pieces cut from here on are of another file: never mixed in
+        if how == "replaced":
+            sh(service, container, "head -c %d /dev/urandom > %s.n && mv %s.n %s"
+               % (SIZE, path, path, path))
+        else:
+            sh(service, container, "head -c %d /dev/urandom > %s" % (SIZE + 7, path))
+        with pytest.raises(OSError) as e:
+            while f.read(MiB):
+                pass
+        assert e.value.errno == errno.EIO
+    assert len(head) == MiB
+    # once the mount is told, the next open reads the new file
+    invalidate(mount)
+    assert sha(read_all(mount.path(name))) == guest_sha(service, container, path)
+    assert no_pieces(service, container)
