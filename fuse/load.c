@@ -44,7 +44,7 @@ int mbfs_load_range(struct mbfs *fs, struct mbfs_node *n, uint64_t off,
 		       uint64_t len)
 {
 	struct mbfs_pieces *p = &n->pieces;
-	if (!p->sizes)
+	if (!p->sizes || !n->have)
 		return 0;
 	size_t first = len ? (size_t)(off / MBFS_CHUNK) : 0;
 	if (first >= p->n)
@@ -94,8 +94,16 @@ int mbfs_load_range(struct mbfs *fs, struct mbfs_node *n, uint64_t off,
 			n->missing -= count;
 	}
 	free(idx);
-	if (!rc && n->missing == 0)
-		mbfs_load_drop_pieces(fs, n);
+	/* every piece is in: the copy is whole. The guest's directory (the
+	 * pieces of the last rounds) goes when the last user closes the file
+	 * (mbfs_node_release), off the reader's way */
+	if (!rc && n->missing == 0) {
+		free(n->have);
+		n->have = NULL;
+		pthread_mutex_lock(&fs->nodes_lock);
+		n->partial = false;
+		pthread_mutex_unlock(&fs->nodes_lock);
+	}
 	return rc;
 }
 

@@ -71,6 +71,7 @@ struct mbfs_pieces {
 	const char *src;
 	char stamp[64];   /* src's "SIZE INODE MTIME" when the first cut */
 	bool stale;       /* src changed since: every fetch fails, -EIO */
+	void *bg;         /* a cut of pieces ahead still running (xfer.c) */
 };
 
 /* Start a download of path in pieces: makes the directory, sizes the file
@@ -81,13 +82,17 @@ int mbfs_xfer_split(struct mbfs *fs, const char *path, struct mbfs_pieces *p,
 /* Fetch the count pieces listed in idx (ascending; NULL: 0..count-1) into
  * fd at index * MBFS_CHUNK, in parallel, cutting those not cut yet, and
  * ahead more after the last (not fetched: a sequential reader wants them
- * next). Each piece must have the size the first cut gave, and each cut
+ * next; that cut may go on after the return, till the next fetch or the
+ * release). Each piece must have the size the first cut gave, and each cut
  * must find src as the first did: else -EIO (a file changed while read,
  * and p stays stale). 0 or -errno. */
 int mbfs_xfer_fetch(struct mbfs *fs, struct mbfs_pieces *p, const size_t *idx,
 		    size_t count, size_t ahead, int fd, struct mb_err *err);
 /* Remove the guest directory (best effort) and free. */
 void mbfs_xfer_pieces_release(struct mbfs *fs, struct mbfs_pieces *p);
+/* Free without removing the directory (at exit: the journal's note has
+ * the next mount remove it). */
+void mbfs_xfer_pieces_forget(struct mbfs_pieces *p);
 
 /* Replace path on the guest with the first len bytes of fd. 0 or -errno
  * (already passed through mbfs_fail), with err->msg saying what failed;

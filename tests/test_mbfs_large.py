@@ -9,7 +9,8 @@ import os
 import pytest
 
 import mbtest
-from test_mbfs_helpers import CONTROL, MiB, guest_sha, invalidate, read_file, sh, sha, unique
+from test_mbfs_helpers import (CONTROL, MiB, guest_sha, invalidate, no_pieces_left, read_file, sh,
+                               sha, unique)
 
 PUT = "PUT /containers/files"
 GET = "GET /containers/files"
@@ -120,10 +121,6 @@ def read_all(path, chunk=MiB):
             data += b
 
 
-def no_pieces(service, container):
-    return sh(service, container, "ls -A /tmp | grep -c mbfs-dl || true").strip() == "0"
-
-
 def test_large_read_fetches_rounds_and_survives_a_failed_get(service, container, mount):
     name = unique("bigread")
     sh(service, container, "head -c %d /dev/urandom > /workspace/%s" % (SIZE, name))
@@ -136,7 +133,7 @@ def test_large_read_fetches_rounds_and_survives_a_failed_get(service, container,
     # the ones cut before are fetched
     assert requests(service, GET) == PARTS + 1
     assert 2 <= requests(service, EXEC) <= 2 + PARTS // 16
-    assert no_pieces(service, container)
+    assert no_pieces_left(service, container)
 
 
 def test_large_read_survives_a_cut_failing_once(service, container, mount):
@@ -157,7 +154,7 @@ def test_large_read_survives_a_cut_failing_once(service, container, mount):
     assert sha(data) == want
     assert requests(service, GET) == PARTS
     assert requests(service, EXEC) <= 3 + PARTS // 16
-    assert no_pieces(service, container)
+    assert no_pieces_left(service, container)
 
 
 def test_pieces_go_as_they_are_fetched(service, container, mount):
@@ -178,7 +175,7 @@ def test_pieces_go_as_they_are_fetched(service, container, mount):
     assert sha(data) == want
     assert requests(service, GET) == size // MiB
     assert requests(service, EXEC) <= 2 + size // MiB // 16
-    assert no_pieces(service, container)
+    assert no_pieces_left(service, container)
 
 
 @pytest.mark.parametrize("how", ["replaced", "rewritten"])
@@ -202,4 +199,4 @@ def test_a_file_changed_while_read_is_an_error(service, container, mount, how):
     # once the mount is told, the next open reads the new file
     invalidate(mount)
     assert sha(read_all(mount.path(name))) == guest_sha(service, container, path)
-    assert no_pieces(service, container)
+    assert no_pieces_left(service, container)

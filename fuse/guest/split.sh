@@ -10,7 +10,7 @@
 # MTIME" of FILE, then the size of every piece cut, in order, one decimal
 # number a line. Exits 1 with coreutils' message on stderr when it cannot,
 # or when FILE changed while its pieces were cut; a first round that fails
-# leaves no DIR behind. mbfs (fuse/xfer.c) cuts the next pieces while it
+# leaves no DIR behind. mbfs (fuse/xfer_pieces.c) cuts the next pieces while it
 # GETs the ones cut already, checks each piece against the size the first
 # round's line gives and every round's line against the first's (a file
 # changed while read), and removes DIR at the end.
