@@ -78,8 +78,8 @@ int mbfs_load_range(struct mbfs *fs, struct mbfs_node *n, uint64_t off,
 		struct mb_err err;
 		/* a sequential reader (or one at the start, as most are)
 		 * comes for the next pieces soon: they are cut on the guest
-		 * while these are fetched */
-		size_t ahead = seq || first == 0 ? seq_window(last + 1) + 1 : 0;
+		 * while these are fetched, up to SEQ_MAX + 1 ahead */
+		size_t ahead = seq || first == 0 ? SEQ_MAX + 1 : 0;
 		rc = mbfs_xfer_fetch(fs, p, idx, count, ahead, n->fd, &err);
 		/* a full cache disk: clean copies go, then once more */
 		if (rc && mbfs_node_make_room(fs, rc, (uint64_t)count * MBFS_CHUNK))

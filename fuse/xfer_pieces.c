@@ -22,11 +22,16 @@
 
 #define EXEC_TIMEOUT_MS 50000L
 
-/* A cut is an exec, tens of ms besides the copy: the first round cuts a
- * few pieces so that the GETs start early, later rounds many at a time,
- * soon enough that the GETs never catch up with the cutting. */
-#define FIRST_CUT 4u
-#define PER_CUT 32u
+/* A cut is an exec, tens of ms besides the copy, and takes one of the
+ * sandbox's 4 operation slots from the GETs: the first round (with the
+ * file's size) cuts a few pieces so that the GETs start early, later rounds
+ * up to PER_CUT at a time (in the background, ahead of a sequential
+ * reader), so that the GETs seldom wait for a cut and the execs are few.
+ * The guest's /tmp holds the pieces cut ahead and those fetched since the
+ * last cut: about 2 * PER_CUT at most, never a whole second copy of a
+ * large file. */
+#define FIRST_CUT 8u
+#define PER_CUT 64u
 #define CUT_AHEAD 24u   /* cut again when fewer cut pieces than this wait */
 #define DONE_MAX 64u    /* fetched pieces one cut removes, at most */
 
@@ -42,8 +47,9 @@ struct fetch {
 	pthread_cond_t cv;
 	/* protected by lock (and p->state with it): */
 	size_t next;            /* position of the next GET */
-	size_t cutpos;          /* positions below are cut */
-	bool cutting;
+	size_t cutpos;          /* positions below are cut or being cut */
+	bool cutting;           /* a cut of this fetch runs */
+	bool joining;           /* a worker waits for p->bg */
 	struct mb_err err;
 	int rc;                 /* the first error, -errno (0: none) */
 };
@@ -70,15 +76,15 @@ static void skip_cut(struct fetch *f)
 
 /* "SIZE INODE MTIME" of the source, then the sizes of the pieces
  * [first, first + n): checked against what the first round said. */
-static int check_cut(struct mbfs_pieces *p, const char *out, size_t first,
-		     size_t n, struct mb_err *err)
+static int check_cut(const struct mbfs_pieces *p, const char *out,
+		     size_t first, size_t n, bool *stale, struct mb_err *err)
 {
 	size_t len = out ? strcspn(out, "\n") : 0;
 	if (!out || len == 0 || len >= sizeof(p->stamp))
 		return mb_err_set(err, EIO, "no report from cutting '%s'",
 				  p->src);
 	if (strncmp(out, p->stamp, len) || p->stamp[len]) {
-		p->stale = true;
+		*stale = true;
 		return mb_err_set(err, EIO, "'%s' changed on the sandbox while "
 				  "it was read (%s, now %.*s)", p->src,
 				  p->stamp, (int)len, out);
@@ -153,14 +159,16 @@ static size_t cut_prepare(struct mbfs_pieces *p, size_t first, size_t n,
 	return ndone;
 }
 
-/* The exec of a cut and its report. p's state is left alone. */
-static int cut_run(struct mbfs *fs, struct mbfs_pieces *p, size_t first,
-		   size_t n, char (*done)[24], size_t ndone, struct mb_err *err)
+/* The exec of a cut and its report (*stale: src changed). p is left
+ * alone: a cut in the background runs beside fetches. */
+static int cut_run(struct mbfs *fs, const struct mbfs_pieces *p, size_t first,
+		   size_t n, char (*done)[24], size_t ndone, bool *stale,
+		   struct mb_err *err)
 {
 	struct mb_exec_result res;
 	int rc = run_cut(fs, p->src, p->dir, first, n, done, ndone, &res, err);
 	if (rc == 0) {
-		rc = check_cut(p, res.out, first, n, err);
+		rc = check_cut(p, res.out, first, n, stale, err);
 		mb_exec_result_release(&res);
 	}
 	return rc;
@@ -181,17 +189,20 @@ static int cut(struct fetch *f, size_t first, size_t n, struct mb_err *err)
 	size_t ndone = cut_prepare(p, first, n, done);
 	f->cutting = true;
 	pthread_mutex_unlock(&f->lock);
-	int rc = cut_run(f->fs, p, first, n, done, ndone, err);
+	bool stale = false;
+	int rc = cut_run(f->fs, p, first, n, done, ndone, &stale, err);
 	pthread_mutex_lock(&f->lock);
 	cut_finish(p, first, n, rc);
+	p->stale = p->stale || stale;
 	f->cutting = false;
 	skip_cut(f);
 	return rc;
 }
 
-/* A cut of pieces past those a fetch GETs goes on after the fetch returns
- * (its reader need not wait for it); the next fetch of p, or its release,
- * waits for it first. */
+/* A cut of pieces past those a fetch GETs runs in the background: its
+ * fetch returns without waiting (its reader need not), the next fetch GETs
+ * the pieces cut before it meanwhile and waits for it only when it comes
+ * to its pieces; the release waits for it. One cut at a time. */
 struct bgcut {
 	pthread_t t;
 	struct mbfs *fs;
@@ -199,6 +210,7 @@ struct bgcut {
 	size_t first, n, ndone;
 	char done[DONE_MAX][24];
 	int rc;
+	bool stale;
 	struct mb_err err;
 };
 
@@ -206,7 +218,7 @@ static void *bg_main(void *arg)
 {
 	struct bgcut *c = arg;
 	c->rc = cut_run(c->fs, c->p, c->first, c->n, c->done, c->ndone,
-			&c->err);
+			&c->stale, &c->err);
 	return NULL;
 }
 
@@ -230,31 +242,56 @@ static int bg_start(struct fetch *f, size_t first, size_t n)
 		return -1;
 	}
 	f->p->bg = c;
-	/* one cut at a time: this fetch cuts no more */
-	f->cutting = true;
 	return 0;
 }
 
-/* Wait for p's cut in the background, if any, and take its result: a
- * failed one leaves its pieces to cut again (or p stale). */
-static void bg_join(struct mbfs_pieces *p)
+/* The result of p's cut in the background, whose thread has ended: a
+ * failed one leaves its pieces to cut again (or p stale). 0 or its -errno,
+ * with its error in *err when err is not NULL. */
+static int bg_take(struct mbfs_pieces *p, struct mb_err *err)
 {
 	struct bgcut *c = p->bg;
-	if (!c)
-		return;
-	pthread_join(c->t, NULL);
 	cut_finish(p, c->first, c->n, c->rc);
-	if (c->rc)
-		mb_log(MB_LOG_DEBUG, "cutting ahead failed: %s", c->err.msg);
+	p->stale = p->stale || c->stale;
+	int rc = c->rc;
+	if (rc && err)
+		*err = c->err;
 	free(c);
 	p->bg = NULL;
+	return rc;
+}
+
+/* Wait for p's cut in the background, if any, and take its result. */
+static int bg_join(struct mbfs_pieces *p, struct mb_err *err)
+{
+	if (!p->bg)
+		return 0;
+	pthread_join(((struct bgcut *)p->bg)->t, NULL);
+	return bg_take(p, err);
+}
+
+/* The next GET waits for the cut in the background: join it. Called with
+ * f->lock held; drops it meanwhile. */
+static int join_bg(struct fetch *f, struct mb_err *err)
+{
+	struct bgcut *c = f->p->bg;
+	f->joining = true;
+	pthread_mutex_unlock(&f->lock);
+	pthread_join(c->t, NULL);
+	pthread_mutex_lock(&f->lock);
+	int rc = bg_take(f->p, err);
+	f->joining = false;
+	/* its pieces may have to be cut again */
+	f->cutpos = f->next;
+	skip_cut(f);
+	return rc;
 }
 
 /* The next run of pieces to cut, when one is due: a few when no cut
  * piece waits, else many; contiguous, none cut already. */
 static bool pick_cut(struct fetch *f, size_t *first, size_t *n)
 {
-	if (f->cutting || f->cutpos >= f->ext)
+	if (f->cutting || f->p->bg || f->cutpos >= f->ext)
 		return false;
 	size_t ready = f->cutpos < f->count ? f->cutpos - f->next : CUT_AHEAD;
 	if (f->cutpos < f->count && ready >= CUT_AHEAD)
@@ -307,8 +344,18 @@ static int fetch_worker(void *ud, size_t t)
 			pthread_cond_broadcast(&f->cv);
 			continue;
 		}
-		if (f->next < f->count && f->next < f->cutpos) {
-			size_t i = f->list[f->next++];
+		size_t i = f->next < f->count ? f->list[f->next] : 0;
+		bool cutting = f->p->state && f->next < f->count &&
+			       f->p->state[i] == MBFS_PIECE_CUTTING;
+		if (cutting && f->p->bg && !f->joining) {
+			int rc = join_bg(f, &err);
+			if (rc)
+				fetch_error(f, rc, &err);
+			pthread_cond_broadcast(&f->cv);
+			continue;
+		}
+		if (f->next < f->count && f->next < f->cutpos && !cutting) {
+			f->next++;
 			pthread_mutex_unlock(&f->lock);
 			int rc = get_piece(f, i, &err);
 			pthread_mutex_lock(&f->lock);
@@ -379,7 +426,7 @@ int mbfs_xfer_split(struct mbfs *fs, const char *path, struct mbfs_pieces *p,
 					: total - (uint64_t)i * MBFS_CHUNK;
 		p->state[i] = i < cut ? MBFS_PIECE_CUT : MBFS_PIECE_UNCUT;
 	}
-	rc = check_cut(p, res.out, 0, cut, err);
+	rc = check_cut(p, res.out, 0, cut, &p->stale, err);
 	mb_exec_result_release(&res);
 	if (rc) {
 		mbfs_xfer_pieces_release(fs, p);
@@ -392,7 +439,6 @@ int mbfs_xfer_fetch(struct mbfs *fs, struct mbfs_pieces *p, const size_t *idx,
 		    size_t count, size_t ahead, int fd, struct mb_err *err)
 {
 	mb_err_clear(err);
-	bg_join(p);
 	if (p->stale)
 		return mbfs_fail(fs, mb_err_set(err, EIO, "'%s' changed on "
 					"the sandbox while it was read",
@@ -430,14 +476,14 @@ int mbfs_xfer_fetch(struct mbfs *fs, struct mbfs_pieces *p, const size_t *idx,
 
 void mbfs_xfer_pieces_forget(struct mbfs_pieces *p)
 {
-	bg_join(p);
+	bg_join(p, NULL);
 	free(p->sizes);
 	memset(p, 0, sizeof(*p));
 }
 
 void mbfs_xfer_pieces_release(struct mbfs *fs, struct mbfs_pieces *p)
 {
-	bg_join(p);
+	bg_join(p, NULL);
 	if (p->sizes)
 		mbfs_xfer_remove_noted(fs, p->dir, p->note);
 	free(p->sizes);

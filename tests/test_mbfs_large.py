@@ -141,19 +141,14 @@ def test_large_read_survives_a_cut_failing_once(service, container, mount):
     sh(service, container, "head -c %d /dev/urandom > /workspace/%s" % (SIZE, name))
     want = guest_sha(service, container, "/workspace/" + name)
     service.reset_stats()
-    with open(mount.path(name), "rb") as f:
-        data = f.read(MiB)
-        # the next round of cutting fails once (a later round only cuts
-        # and removes again what it did before: it is run once more)
-        service.fault(route=EXEC, count=1, status=503, error="execution_unavailable")
-        while True:
-            b = f.read(MiB)
-            if not b:
-                break
-            data += b
-    assert sha(data) == want
+    # the first exec (the file's size, its first pieces) goes through; the
+    # next, a later round of cutting, fails once: a later round only cuts
+    # and removes again what it did before, so it is run once more
+    service.fault(route=EXEC, count=1, delayMs=0)
+    service.fault(route=EXEC, count=1, status=503, error="execution_unavailable")
+    assert sha(read_all(mount.path(name))) == want
     assert requests(service, GET) == PARTS
-    assert requests(service, EXEC) <= 3 + PARTS // 16
+    assert 3 <= requests(service, EXEC) <= 3 + PARTS // 16
     assert no_pieces_left(service, container)
 
 
@@ -182,15 +177,16 @@ def test_pieces_go_as_they_are_fetched(service, container, mount):
 def test_a_file_changed_while_read_is_an_error(service, container, mount, how):
     name = unique("bigchg")
     path = "/workspace/" + name
-    sh(service, container, "head -c %d /dev/urandom > %s" % (SIZE, path))
+    size = 80 * MiB + 5         # more than the first read has cut ahead
+    sh(service, container, "head -c %d /dev/urandom > %s" % (size, path))
     with open(mount.path(name), "rb") as f:
         head = f.read(MiB)
         # pieces cut from here on are of another file: never mixed in
         if how == "replaced":
             sh(service, container, "head -c %d /dev/urandom > %s.n && mv %s.n %s"
-               % (SIZE, path, path, path))
+               % (size, path, path, path))
         else:
-            sh(service, container, "head -c %d /dev/urandom > %s" % (SIZE + 7, path))
+            sh(service, container, "head -c %d /dev/urandom > %s" % (size + 7, path))
         with pytest.raises(OSError) as e:
             while f.read(MiB):
                 pass
