@@ -34,6 +34,7 @@
 #define PER_CUT 64u
 #define CUT_AHEAD 24u   /* cut again when fewer cut pieces than this wait */
 #define DONE_MAX 64u    /* fetched pieces one cut removes, at most */
+#define MAX_PIECES 100000u  /* split.sh's five-digit names */
 
 /* One fetch: positions [0, count) of the list are GET, [count, ext) only
  * cut (a sequential reader comes for them next). */
@@ -403,8 +404,11 @@ int mbfs_xfer_split(struct mbfs *fs, const char *path, struct mbfs_pieces *p,
 	size_t n = (size_t)((total + MBFS_CHUNK - 1) / MBFS_CHUNK);
 	size_t srclen = strlen(rpath) + 1;
 	void *block = NULL;
-	if (len == 0 || len >= sizeof(p->stamp) || n > 100000)
+	if (len == 0 || len >= sizeof(p->stamp))
 		rc = mb_err_set(err, EIO, "no report from cutting '%s'", rpath);
+	else if (n > MAX_PIECES)
+		rc = mb_err_set(err, EFBIG, "'%s' has more than %u pieces of "
+				"1 MiB", rpath, MAX_PIECES);
 	else if (!(block = malloc(n * (sizeof(uint64_t) + 1) + srclen)))
 		rc = mb_err_set(err, ENOMEM, "out of memory");
 	if (rc) {
