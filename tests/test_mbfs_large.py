@@ -10,7 +10,7 @@ import pytest
 
 import mbtest
 from test_mbfs_helpers import (CONTROL, MiB, guest_sha, invalidate, no_pieces_left, read_file, sh,
-                               sha, unique)
+                               sha, sync, unique)
 
 PUT = "PUT /containers/files"
 GET = "GET /containers/files"
@@ -195,4 +195,21 @@ def test_a_file_changed_while_read_is_an_error(service, container, mount, how):
     # once the mount is told, the next open reads the new file
     invalidate(mount)
     assert sha(read_all(mount.path(name))) == guest_sha(service, container, path)
+    assert no_pieces_left(service, container)
+
+
+def test_a_large_file_written_to_is_fetched_whole_first(service, container, mount):
+    # a write needs the whole file: every piece comes at once, cut while
+    # the ones before are fetched
+    name = unique("bigapp")
+    # made on the sandbox, bytes known here: every line differs
+    sh(service, container, "seq 1 9000000 | head -c %d > /workspace/%s" % (SIZE, name))
+    data = "".join("%d\n" % i for i in range(1, 9000001)).encode()[:SIZE]
+    service.reset_stats()
+    with open(mount.path(name), "ab") as f:
+        f.write(b"tail")
+    assert requests(service, GET) == PARTS
+    assert 2 <= requests(service, EXEC) <= 2 + PARTS // 16
+    sync(mount)
+    assert guest_sha(service, container, "/workspace/" + name) == sha(data + b"tail")
     assert no_pieces_left(service, container)
