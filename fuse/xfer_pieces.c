@@ -348,13 +348,6 @@ static int fetch_worker(void *ud, size_t t)
 		size_t i = f->next < f->count ? f->list[f->next] : 0;
 		bool cutting = f->p->state && f->next < f->count &&
 			       f->p->state[i] == MBFS_PIECE_CUTTING;
-		if (cutting && f->p->bg && !f->joining) {
-			int rc = join_bg(f, &err);
-			if (rc)
-				fetch_error(f, rc, &err);
-			pthread_cond_broadcast(&f->cv);
-			continue;
-		}
 		if (f->next < f->count && f->next < f->cutpos && !cutting) {
 			f->next++;
 			pthread_mutex_unlock(&f->lock);
@@ -368,6 +361,21 @@ static int fetch_worker(void *ud, size_t t)
 		}
 		if (f->next >= f->count)
 			break;
+		/* the next GET, or the cut it needs, waits for the cut in
+		 * the background (cutting its piece, or cutting elsewhere:
+		 * one cut at a time) */
+		if (f->p->bg && !f->joining) {
+			/* a failed one leaves its pieces to cut again, unless
+			 * the file changed */
+			int rc = join_bg(f, &err);
+			if (rc && f->p->stale)
+				fetch_error(f, rc, &err);
+			else if (rc)
+				mb_log(MB_LOG_DEBUG, "cutting ahead failed: %s",
+				       err.msg);
+			pthread_cond_broadcast(&f->cv);
+			continue;
+		}
 		pthread_cond_wait(&f->cv, &f->lock);
 	}
 	pthread_cond_broadcast(&f->cv);

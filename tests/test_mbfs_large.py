@@ -212,3 +212,18 @@ def test_a_large_file_written_to_is_fetched_whole_first(service, container, moun
     sync(mount)
     assert guest_sha(service, container, "/workspace/" + name) == sha(data + b"tail")
     assert no_pieces_left(service, container)
+
+
+def test_a_read_far_ahead_while_pieces_are_cut_ahead(service, container, mount):
+    # the first read starts cutting the next pieces in the background; a
+    # read far past them needs a cut of its own: it waits for that one
+    name = unique("bigseek")
+    size = 100 * MiB + 3
+    path = "/workspace/" + name
+    sh(service, container, "head -c %d /dev/urandom > %s" % (size, path))
+    want = sh(service, container, "tail -c 10 %s | od -An -v -tx1 | tr -d ' \\n'" % path)
+    with open(mount.path(name), "rb") as f:
+        assert len(f.read(1000)) == 1000
+        f.seek(size - 10)
+        assert f.read(10).hex() == want
+    assert no_pieces_left(service, container)
