@@ -82,8 +82,8 @@ int mbfs_xfer_split(struct mbfs *fs, const char *path, struct mbfs_pieces *p,
 /* Fetch the count pieces listed in idx (ascending; NULL: 0..count-1) into
  * fd at index * MBFS_CHUNK, in parallel, cutting those not cut yet, and
  * ahead more after the last (not fetched: a sequential reader wants them
- * next; that cut may go on after the return, till the next fetch or the
- * release). Each piece must have the size the first cut gave, and each cut
+ * next; that cut may go on after the return: a later fetch waits for it
+ * when it needs its pieces or a cut of its own, the release always). Each piece must have the size the first cut gave, and each cut
  * must find src as the first did: else -EIO (a file changed while read,
  * and p stays stale). 0 or -errno. */
 int mbfs_xfer_fetch(struct mbfs *fs, struct mbfs_pieces *p, const size_t *idx,
