@@ -9,7 +9,7 @@ extern const char mbfs_sh_apply[];    /* a batch of small files (wbsend.c) */
 extern const char mbfs_sh_join[];     /* parts of an upload into place (xfer_up.c) */
 extern const char mbfs_sh_mux[];      /* the wait of a shared poll (agent.c) */
 extern const char mbfs_sh_pack[];     /* small files of a tree in one archive (prefetch.c) */
-extern const char mbfs_sh_split[];    /* pieces of a download (xfer.c) */
+extern const char mbfs_sh_split[];    /* pieces of a download (xfer_pieces.c) */
 extern const char mbfs_sh_statfs[];   /* df of the mounted root (remote.c) */
 extern const char mbfs_sh_touch[];    /* a batch of utimens (touch.c) */
 extern const char mbfs_sh_unstage[];  /* staging that failed uploads left (xfer_up.c, recover.c) */

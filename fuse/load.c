@@ -29,14 +29,22 @@ void mbfs_load_drop_pieces(struct mbfs *fs, struct mbfs_node *n)
 	pthread_mutex_unlock(&fs->nodes_lock);
 }
 
+/* Pieces a sequential read at piece first fetches beyond it: the
+ * further it came, the more (fewer ends of fetches, where threads idle
+ * while the last GETs finish). */
+static size_t seq_window(size_t first)
+{
+	return first < SEQ_AHEAD ? SEQ_AHEAD : first < SEQ_MAX ? first : SEQ_MAX;
+}
+
 /* Fetch the missing pieces overlapping [off, off + len) plus READ_AHEAD
- * more, or SEQ_AHEAD more when the read goes on from where the last one
- * ended (len 0: all). n->lock held. */
+ * more, or SEQ_AHEAD to SEQ_MAX more when the read goes on from where the
+ * last one ended (len 0: all). n->lock held. */
 int mbfs_load_range(struct mbfs *fs, struct mbfs_node *n, uint64_t off,
 		       uint64_t len)
 {
 	struct mbfs_pieces *p = &n->pieces;
-	if (!p->sizes)
+	if (!p->sizes || !n->have)
 		return 0;
 	size_t first = len ? (size_t)(off / MBFS_CHUNK) : 0;
 	if (first >= p->n)
@@ -47,7 +55,7 @@ int mbfs_load_range(struct mbfs *fs, struct mbfs_node *n, uint64_t off,
 	 * at a time */
 	bool seq = first > 0 && n->have[first - 1];
 	size_t last = len ? (size_t)((off + len - 1) / MBFS_CHUNK) +
-			    (seq ? SEQ_AHEAD : READ_AHEAD)
+			    (seq ? seq_window(first) : READ_AHEAD)
 			  : p->n;
 	if (last >= p->n)
 		last = p->n ? p->n - 1 : 0;
@@ -68,10 +76,15 @@ int mbfs_load_range(struct mbfs *fs, struct mbfs_node *n, uint64_t off,
 	int rc = 0;
 	if (count) {
 		struct mb_err err;
-		rc = mbfs_xfer_fetch(fs, p, idx, count, n->fd, &err);
+		/* a sequential reader (or one at the start, as most are)
+		 * comes for the next pieces soon: they are cut on the guest
+		 * while these are fetched, up to SEQ_MAX + 1 ahead */
+		size_t ahead = seq || first == 0 ? SEQ_MAX + 1 : 0;
+		rc = mbfs_xfer_fetch(fs, p, idx, count, ahead, n->fd, &err);
 		/* a full cache disk: clean copies go, then once more */
 		if (rc && mbfs_node_make_room(fs, rc, (uint64_t)count * MBFS_CHUNK))
-			rc = mbfs_xfer_fetch(fs, p, idx, count, n->fd, &err);
+			rc = mbfs_xfer_fetch(fs, p, idx, count, ahead, n->fd,
+					     &err);
 		if (rc)
 			mb_log(MB_LOG_WARN, "cannot read a piece of '%s': %s",
 			       p->dir, err.msg[0] ? err.msg : strerror(-rc));
@@ -81,8 +94,16 @@ int mbfs_load_range(struct mbfs *fs, struct mbfs_node *n, uint64_t off,
 			n->missing -= count;
 	}
 	free(idx);
-	if (!rc && n->missing == 0)
-		mbfs_load_drop_pieces(fs, n);
+	/* every piece is in: the copy is whole. The guest's directory (the
+	 * pieces of the last rounds) goes when the last user closes the file
+	 * (mbfs_node_release), off the reader's way */
+	if (!rc && n->missing == 0) {
+		free(n->have);
+		n->have = NULL;
+		pthread_mutex_lock(&fs->nodes_lock);
+		n->partial = false;
+		pthread_mutex_unlock(&fs->nodes_lock);
+	}
 	return rc;
 }
 
@@ -103,8 +124,8 @@ int mbfs_load_empty(struct mbfs *fs, struct mbfs_node *n)
 	return 0;
 }
 
-/* Split a large file on the guest and size the local copy; pieces come
- * as they are read. n->lock held. */
+/* Start cutting a large file on the guest and size the local copy;
+ * pieces come as they are read. n->lock held. */
 static int load_lazy(struct mbfs *fs, struct mbfs_node *n, const char *path,
 		     uint64_t *got)
 {

@@ -39,7 +39,7 @@ struct mbfs_node *mbfs_node_find_shared(struct mbfs *fs, const char *path)
 
 void mbfs_node_destroy(struct mbfs_node *n)
 {
-	free(n->pieces.sizes);   /* a guest directory left at exit: /tmp */
+	mbfs_xfer_pieces_forget(&n->pieces);   /* left at exit: journal */
 	free(n->have);
 	if (n->fd >= 0)
 		close(n->fd);

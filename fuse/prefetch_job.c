@@ -83,29 +83,12 @@ static int parse_report(struct job *j, const char *out)
 	j->files = files;
 	j->cut = cut != 0;
 	j->ls = ls;
-	size_t n = 0, cap = 8;
-	uint64_t *v = malloc(cap * sizeof(*v));
-	for (const char *s = out + used; v && *s;) {
-		s += strspn(s, "\n");
-		char *end;
-		unsigned long long x = strtoull(s, &end, 10);
-		if (end == s)
-			break;
-		if (n == cap) {
-			uint64_t *nv = realloc(v, 2 * cap * sizeof(*v));
-			if (!nv) {
-				free(v);
-				return -ENOMEM;
-			}
-			v = nv;
-			cap *= 2;
-		}
-		v[n++] = x;
-		j->pieces.total += x;
-		s = end;
-	}
-	if (!v)
+	uint64_t *v;
+	size_t n;
+	if (mbfs_xfer_numbers(out + used, &v, &n))
 		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		j->pieces.total += v[i];
 	if (!files && !j->ls) {   /* pack.sh left no directory */
 		free(v);
 		return n ? -EIO : 0;
@@ -217,7 +200,7 @@ static int unpack(struct job *j, struct mb_err *err)
 	if (rc)
 		return mb_err_set(err, -rc, "cannot make a local file: %s",
 				  strerror(-rc));
-	rc = mbfs_xfer_fetch(fs, &j->pieces, NULL, j->pieces.n, j->fd, err);
+	rc = mbfs_xfer_fetch(fs, &j->pieces, NULL, j->pieces.n, 0, j->fd, err);
 	if (!rc && !(j->buf = malloc(MBFS_PREFETCH_FILE_MAX)))
 		rc = mb_err_set(err, ENOMEM, "out of memory");
 	if (!rc) {

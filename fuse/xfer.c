@@ -1,5 +1,6 @@
-/* xfer.c: downloads of whole files and the split pieces of large ones
- * (xfer.h), and the worker pool both directions use (xfer_int.h); uploads
+/* xfer.c: downloads of whole files (xfer.h; the pieces of large ones are
+ * cut and fetched in xfer_pieces.c), and what the transfers share
+ * (xfer_int.h): the worker pool, the guest directories they note; uploads
  * are in xfer_up.c. */
 #include <errno.h>
 #include <inttypes.h>
@@ -14,14 +15,11 @@
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "fuse/guest_sh.h"
 #include "fuse/journal.h"
 #include "fuse/mbfs.h"
 #include "fuse/remote.h"
 #include "fuse/xfer.h"
 #include "fuse/xfer_int.h"
-
-#define EXEC_TIMEOUT_MS 50000L
 
 /* ---- a small pool running fn(ud, i) for i in [0, n) ---- */
 
@@ -62,29 +60,6 @@ int mbfs_xfer_parallel(size_t n, int (*fn)(void *, size_t), void *ud)
 	for (size_t k = 0; k < started; k++)
 		pthread_join(t[k], NULL);
 	return atomic_load(&p.rc);
-}
-
-/* State shared by the parts of one transfer; the first error is kept. */
-struct job {
-	struct mbfs *fs;
-	char dir[MB_PATH_MAX];      /* guest directory of the parts */
-	int fd;
-	uint64_t len;
-	uint64_t *sizes;            /* download: expected piece sizes */
-	const size_t *idx;          /* download: pieces to fetch (NULL: all) */
-	pthread_mutex_t lock;
-	struct mb_err err;          /* protected by lock */
-	bool err_set;
-};
-
-static void job_error(struct job *j, const struct mb_err *e)
-{
-	pthread_mutex_lock(&j->lock);
-	if (!j->err_set) {
-		j->err = *e;
-		j->err_set = true;
-	}
-	pthread_mutex_unlock(&j->lock);
 }
 
 int mbfs_pwrite_all(int fd, const void *p, size_t n, uint64_t off)
@@ -180,137 +155,33 @@ static int get_small(struct mbfs *fs, const char *rpath, int fd,
 	return rc;
 }
 
-static int dl_part(void *ud, size_t k)
+int mbfs_xfer_numbers(const char *s, uint64_t **v, size_t *n)
 {
-	struct job *j = ud;
-	size_t i = j->idx ? j->idx[k] : k;
-	char p[MB_PATH_MAX + 16];
-	snprintf(p, sizeof(p), "%s/p.%05zu", j->dir, i);
-	struct mb_buf b;
-	struct mb_err err;
-	mb_buf_init(&b, MBFS_CHUNK);
-	mb_err_clear(&err);
-	int rc = mb_file_get(j->fs->client, &j->fs->ident, p, &b, &err);
-	if (rc == 0 && b.len != j->sizes[i])
-		rc = mb_err_set(&err, EIO, "piece %zu of a download has %zu "
-				"bytes, expected %" PRIu64, i, b.len, j->sizes[i]);
-	if (rc == 0 && (rc = mbfs_pwrite_all(j->fd, b.data, b.len,
-					(uint64_t)i * MBFS_CHUNK)))
-		mb_err_set(&err, -rc, "cannot write the local cache: %s",
-			   strerror(-rc));
-	mb_buf_release(&b);
-	if (rc)
-		job_error(j, &err);
-	return rc;
-}
-
-/* Split rpath into pieces under j->dir (fuse/guest/split.sh); fills
- * j->sizes / count from the sizes it prints. */
-static int split_remote(struct job *j, const char *rpath, size_t *count,
-			struct mb_err *err)
-{
-	char size[24];
-	snprintf(size, sizeof(size), "%u", MBFS_CHUNK);
-	const char *argv[] = { rpath, j->dir, size };
-	struct mb_buf b;
-	mb_buf_init(&b, MBFS_CMD_MAX);
-	int rc = mbfs_sh_cmd(&b, mbfs_sh_split, argv, 3);
-	if (rc) {
-		mb_buf_release(&b);
-		return mb_err_set(err, -rc, "command too long");
-	}
-	struct mb_exec_result res;
-	rc = mbfs_exec(j->fs, b.data, EXEC_TIMEOUT_MS, &res, err);
-	mb_buf_release(&b);
-	if (rc)
-		return rc;
-	if (!mbfs_exec_ok(&res)) {
-		rc = mbfs_stderr_errno(res.errout);
-		mb_err_set(err, -rc, "cannot split '%s' on the guest: %.200s",
-			   rpath, res.errout ? res.errout : "");
-		mb_exec_result_release(&res);
-		return rc;
-	}
-	size_t n = 0, cap = 16;
-	uint64_t *v = malloc(cap * sizeof(*v));
-	for (char *s = res.out; v && s && *s;) {
+	size_t k = 0, cap = 16;
+	uint64_t *a = malloc(cap * sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	for (; s && *s;) {
+		s += strspn(s, "\n");
 		char *end;
 		unsigned long long x = strtoull(s, &end, 10);
 		if (end == s)
 			break;
-		if (n == cap) {
-			uint64_t *nv = realloc(v, 2 * cap * sizeof(*v));
-			if (!nv) {
-				free(v);
-				v = NULL;
-				break;
+		if (k == cap) {
+			uint64_t *na = realloc(a, 2 * cap * sizeof(*a));
+			if (!na) {
+				free(a);
+				return -ENOMEM;
 			}
-			v = nv;
+			a = na;
 			cap *= 2;
 		}
-		v[n++] = x;
-		s = end + strspn(end, "\n");
+		a[k++] = x;
+		s = end;
 	}
-	mb_exec_result_release(&res);
-	if (!v)
-		return mb_err_set(err, ENOMEM, "out of memory");
-	j->sizes = v;
-	*count = n;
+	*v = a;
+	*n = k;
 	return 0;
-}
-
-int mbfs_xfer_split(struct mbfs *fs, const char *path, struct mbfs_pieces *p,
-		    struct mb_err *err)
-{
-	char rpath[MB_PATH_MAX], hex[17];
-	struct job j = { .fs = fs };
-	mb_err_clear(err);
-	memset(p, 0, sizeof(*p));
-	if (mbfs_remote_path(fs, path, rpath))
-		return mb_err_set(err, ENAMETOOLONG, "path too long");
-	if (mb_random_hex(hex, 8))
-		return mb_err_set(err, EIO, "no random bytes");
-	snprintf(j.dir, sizeof(j.dir), "/tmp/.mbfs-dl-%s", hex);
-	unsigned note = mbfs_xfer_note_dir(fs, j.dir);
-	size_t n = 0;
-	int rc = split_remote(&j, rpath, &n, err);
-	if (rc) {
-		/* split.sh leaves no directory when it fails */
-		if (err->ambiguous && !mb_err_is_stopped(err))
-			mbfs_xfer_remove_noted(fs, j.dir, note);
-		else
-			mbfs_xfer_dir_gone(fs, note);
-		return mbfs_fail(fs, rc, err);
-	}
-	p->note = note;
-	snprintf(p->dir, sizeof(p->dir), "%s", j.dir);
-	p->sizes = j.sizes;
-	p->n = n;
-	for (size_t i = 0; i < n; i++)
-		p->total += j.sizes[i];
-	return 0;
-}
-
-int mbfs_xfer_fetch(struct mbfs *fs, const struct mbfs_pieces *p,
-		    const size_t *idx, size_t count, int fd, struct mb_err *err)
-{
-	struct job j = { .fs = fs, .fd = fd, .sizes = p->sizes, .idx = idx };
-	mb_err_clear(err);
-	snprintf(j.dir, sizeof(j.dir), "%s", p->dir);
-	pthread_mutex_init(&j.lock, NULL);
-	int rc = mbfs_xfer_parallel(count, dl_part, &j);
-	if (rc && j.err_set)
-		*err = j.err;
-	pthread_mutex_destroy(&j.lock);
-	return mbfs_fail(fs, rc, err);
-}
-
-void mbfs_xfer_pieces_release(struct mbfs *fs, struct mbfs_pieces *p)
-{
-	if (p->sizes)
-		mbfs_xfer_remove_noted(fs, p->dir, p->note);
-	free(p->sizes);
-	memset(p, 0, sizeof(*p));
 }
 
 int mbfs_xfer_download(struct mbfs *fs, const char *path, uint64_t size_hint,
@@ -334,7 +205,7 @@ int mbfs_xfer_download(struct mbfs *fs, const char *path, uint64_t size_hint,
 	rc = mbfs_xfer_split(fs, path, &p, err);
 	if (rc)
 		return rc;
-	rc = mbfs_xfer_fetch(fs, &p, NULL, p.n, fd, err);
+	rc = mbfs_xfer_fetch(fs, &p, NULL, p.n, 0, fd, err);
 	if (!rc)
 		*size_out = p.total;
 	mbfs_xfer_pieces_release(fs, &p);

@@ -1,8 +1,12 @@
 /* xfer.h: moving whole files between a local fd and the guest.
  *
- * Downloads (xfer.c): up to 1 MiB with one GET; larger files are split on
- * the guest into 1 MiB pieces in a private /tmp directory (one exec), the
- * pieces are fetched with parallel GETs and the directory removed.
+ * Downloads (xfer.c): up to 1 MiB with one GET; larger files are cut on
+ * the guest into 1 MiB pieces in a private /tmp directory as they are
+ * fetched with parallel GETs: while some threads GET the pieces cut so far,
+ * one cuts the next ones (an exec, fuse/guest/split.sh, that also removes
+ * the pieces fetched since the last), so the guest's pass over the file
+ * overlaps the transfers and /tmp never holds a second copy of it; the
+ * directory is removed after the last piece.
  * Uploads (xfer_up.c): up to 1 MiB with one PUT (atomic on the guest);
  * larger files are PUT as parts into a staging directory in the guest's
  * /tmp (/tmp/.mbfs-up/HEX, never in the user's tree); while later parts
@@ -24,6 +28,7 @@
 #ifndef MBFS_XFER_H
 #define MBFS_XFER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,25 +45,54 @@ struct mbfs;
 int mbfs_xfer_download(struct mbfs *fs, const char *path, uint64_t size_hint,
 		       int fd, uint64_t *size_out, struct mb_err *err);
 
-/* A file split on the guest into MBFS_CHUNK pieces (the last may be
- * shorter) in a private directory, for fetching piece by piece. */
+/* Where a piece of a file being cut is (mbfs_pieces.state). */
+enum mbfs_piece_state {
+	MBFS_PIECE_UNCUT,
+	MBFS_PIECE_CUTTING,
+	MBFS_PIECE_CUT,       /* on the guest, not fetched (or wanted again) */
+	MBFS_PIECE_FETCHED,   /* fetched, on the guest until the next cut */
+	MBFS_PIECE_GONE,      /* removed after its fetch */
+};
+
+/* A file in MBFS_CHUNK pieces (the last may be shorter) in a private
+ * directory on the guest, for fetching piece by piece. Fetches of one
+ * mbfs_pieces do not overlap (the caller serialises them). */
 struct mbfs_pieces {
 	char dir[4096];
 	uint64_t *sizes;
 	size_t n;
 	uint64_t total;
 	unsigned note;    /* the journal's note of dir (0: none) */
+	/* mbfs_xfer_split: the pieces are cut from src as fetches need them;
+	 * state (n of enum mbfs_piece_state) and src live in sizes' block,
+	 * so freeing sizes frees them. state NULL: every piece is there
+	 * already (prefetch.c's archives). */
+	unsigned char *state;
+	const char *src;
+	char stamp[64];   /* src's "SIZE INODE MTIME" when the first cut */
+	bool stale;       /* src changed since: every fetch fails, -EIO */
+	void *bg;         /* a cut of pieces ahead still running (xfer.c) */
 };
 
-/* Split path (one exec). 0 with *p (release it), or -errno. */
+/* Start a download of path in pieces: makes the directory, sizes the file
+ * and cuts its first pieces (one exec). 0 with *p (release it), or
+ * -errno. */
 int mbfs_xfer_split(struct mbfs *fs, const char *path, struct mbfs_pieces *p,
 		    struct mb_err *err);
-/* Fetch the count pieces listed in idx (NULL: 0..count-1) into fd at
- * index * MBFS_CHUNK, in parallel. 0 or -errno. */
-int mbfs_xfer_fetch(struct mbfs *fs, const struct mbfs_pieces *p,
-		    const size_t *idx, size_t count, int fd, struct mb_err *err);
+/* Fetch the count pieces listed in idx (ascending; NULL: 0..count-1) into
+ * fd at index * MBFS_CHUNK, in parallel, cutting those not cut yet, and
+ * ahead more after the last (not fetched: a sequential reader wants them
+ * next; that cut may go on after the return: a later fetch waits for it
+ * when it needs its pieces or a cut of its own, the release always). Each piece must have the size the first cut gave, and each cut
+ * must find src as the first did: else -EIO (a file changed while read,
+ * and p stays stale). 0 or -errno. */
+int mbfs_xfer_fetch(struct mbfs *fs, struct mbfs_pieces *p, const size_t *idx,
+		    size_t count, size_t ahead, int fd, struct mb_err *err);
 /* Remove the guest directory (best effort) and free. */
 void mbfs_xfer_pieces_release(struct mbfs *fs, struct mbfs_pieces *p);
+/* Free without removing the directory (at exit: the journal's note has
+ * the next mount remove it). */
+void mbfs_xfer_pieces_forget(struct mbfs_pieces *p);
 
 /* Replace path on the guest with the first len bytes of fd. 0 or -errno
  * (already passed through mbfs_fail), with err->msg saying what failed;

@@ -1,5 +1,6 @@
-/* xfer_int.h: what xfer.c (downloads, the worker pool) and xfer_up.c
- * (uploads) share. Not for other modules. */
+/* xfer_int.h: what xfer.c (downloads, the worker pool), xfer_pieces.c
+ * (a large download's pieces) and xfer_up.c (uploads) share, and the
+ * archives of prefetch.c use. Not for other modules. */
 #ifndef MBFS_XFER_INT_H
 #define MBFS_XFER_INT_H
 
@@ -17,6 +18,11 @@ int mbfs_xfer_parallel(size_t n, int (*fn)(void *ud, size_t i), void *ud);
  * (-EIO for a file shorter than expected). */
 int mbfs_pread_all(int fd, void *p, size_t n, uint64_t off);
 int mbfs_pwrite_all(int fd, const void *p, size_t n, uint64_t off);
+
+/* The decimal numbers at the start of s, one a line (empty lines
+ * skipped), up to the first line that is not one: *v (malloc'd, also when
+ * *n is 0: the caller frees it) and *n. 0 or -ENOMEM. */
+int mbfs_xfer_numbers(const char *s, uint64_t **v, size_t *n);
 
 /* Remove a guest directory of ours (recursive), best effort. 0 when it is
  * gone (or was never there), else -errno. */

@@ -10,8 +10,8 @@ import pytest
 
 import mbtest
 
-from test_mbfs_helpers import (MiB, guest_sha, guest_tree_digest, invalidate, read_file, sh, sha,
-                          sync, tree_digest, unique, write_file)
+from test_mbfs_helpers import (MiB, guest_sha, guest_tree_digest, invalidate, no_pieces_left,
+                          read_file, sh, sha, sync, tree_digest, unique, write_file)
 
 
 SIZES = [0, MiB - 1, MiB, MiB + 1, 20 * MiB]
@@ -37,7 +37,7 @@ def test_read_file_made_on_sandbox(service, container, mount, size):
     assert len(data) == size
     assert sha(data) == guest_sha(service, container, "/workspace/" + name)
     # the guest's temporary pieces are cleaned up
-    assert sh(service, container, "ls -A /tmp | grep -c mbfs-dl || true").strip() == "0"
+    assert no_pieces_left(service, container)
 
 
 def test_append_and_partial_overwrite(service, container, mount):
@@ -232,4 +232,4 @@ def test_large_file_read_on_demand(service, container, mount):
     data = read_file(mount.path(name))
     assert sha(data) == want
     assert data[:1000] == head and data[30 * MiB:30 * MiB + 10] == middle
-    assert sh(service, container, "ls -A /tmp | grep -c mbfs-dl || true").strip() == "0"
+    assert no_pieces_left(service, container)

@@ -44,33 +44,60 @@ def run(request):
     return go
 
 
-def test_split_prints_the_piece_sizes(run, tmp_path):
-    data = os.urandom(2500)
-    (tmp_path / "f").write_bytes(data)
+def stamp(path):
+    st = os.stat(path)
+    return "%d %d %d" % (st.st_size, st.st_ino, int(st.st_mtime))
+
+
+def test_split_cuts_the_pieces_asked_for(run, tmp_path):
+    data = os.urandom(4500)
+    f = tmp_path / "f"
+    f.write_bytes(data)
     d = tmp_path / "d"
-    p = run("split", str(tmp_path / "f"), str(d), "1000")
+    # the first round makes DIR and reports the file, then the pieces cut
+    p = run("split", str(f), str(d), "1000", "0", "2")
     assert p.returncode == 0, p.stderr
-    assert p.stdout.split() == ["1000", "1000", "500"]
-    assert sorted(os.listdir(d)) == ["p.00000", "p.00001", "p.00002"]
-    assert b"".join((d / n).read_bytes() for n in sorted(os.listdir(d))) == data
+    assert p.stdout.split("\n")[0] == stamp(f)
+    assert p.stdout.split("\n")[1:] == ["1000", "1000", ""]
+    assert sorted(os.listdir(d)) == ["p.00000", "p.00001"]
     assert os.stat(d).st_mode & 0o777 == 0o700
+    # a later round removes the pieces fetched and cuts the next ones,
+    # none past the end
+    p = run("split", str(f), str(d), "1000", "2", "10", "p.00000")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == stamp(f).split() + ["1000", "1000", "500"]
+    assert sorted(os.listdir(d)) == ["p.00001", "p.00002", "p.00003", "p.00004"]
+    got = b"".join((d / n).read_bytes() for n in sorted(os.listdir(d)))
+    assert got == data[1000:]
 
 
-def test_split_of_an_empty_file_prints_nothing(run, tmp_path):
+def test_split_of_an_empty_file_reports_it_only(run, tmp_path):
     (tmp_path / "e").write_bytes(b"")
-    p = run("split", str(tmp_path / "e"), str(tmp_path / "d"), "1000")
-    assert (p.returncode, p.stdout) == (0, "")
+    p = run("split", str(tmp_path / "e"), str(tmp_path / "d"), "1000", "0", "4")
+    assert (p.returncode, p.stdout) == (0, stamp(tmp_path / "e") + "\n")
+    assert os.listdir(tmp_path / "d") == []
 
 
 def test_split_failures_leave_no_directory(run, tmp_path):
-    p = run("split", str(tmp_path / "missing"), str(tmp_path / "d"), "1000")
+    p = run("split", str(tmp_path / "missing"), str(tmp_path / "d"), "1000", "0", "4")
     assert p.returncode == 1 and "No such file" in p.stderr
     assert not (tmp_path / "d").exists()
-    # an existing directory is not ours: left alone, nothing split into it
+    # an existing directory is not ours: left alone, nothing cut into it
     (tmp_path / "f").write_bytes(b"x" * 10)
     (tmp_path / "d").mkdir()
-    p = run("split", str(tmp_path / "f"), str(tmp_path / "d"), "1000")
+    p = run("split", str(tmp_path / "f"), str(tmp_path / "d"), "1000", "0", "4")
     assert p.returncode == 1 and os.listdir(tmp_path / "d") == []
+
+
+def test_split_later_round_of_a_file_gone_keeps_the_directory(run, tmp_path):
+    # mbfs removes the directory itself when a later round fails
+    (tmp_path / "f").write_bytes(b"x" * 2500)
+    d = tmp_path / "d"
+    assert run("split", str(tmp_path / "f"), str(d), "1000", "0", "1").returncode == 0
+    os.unlink(tmp_path / "f")
+    p = run("split", str(tmp_path / "f"), str(d), "1000", "1", "2")
+    assert p.returncode == 1 and "No such file" in p.stderr
+    assert os.listdir(d) == ["p.00000"]
 
 
 def staged(tmp_path, data, size=1000):

@@ -25,6 +25,18 @@ def sh(service, ident, cmd):
     return doc["stdout"]
 
 
+def no_pieces_left(service, ident, timeout=30):
+    """True once the sandbox's /tmp holds no download pieces. The last
+    ones go when the file is closed, and FUSE sends the close (release)
+    after close() returned: wait for it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = sh(service, ident, "ls -A /tmp | grep -c mbfs-dl || true").strip()
+        if left == "0" or time.monotonic() > deadline:
+            return left == "0"
+        time.sleep(0.1)
+
+
 def guest_sha(service, ident, path):
     out = sh(service, ident, "sha256sum -- '%s'" % path)
     return out.split()[0]

@@ -3,12 +3,14 @@ joining place the ones already PUT, the last exec only the tail; a
 sequential read fetches whole rounds of pieces in parallel. Right bytes and
 bounded requests, also when a part PUT, a round's exec or a piece GET fails
 once."""
+import errno
 import os
 
 import pytest
 
 import mbtest
-from test_mbfs_helpers import CONTROL, MiB, guest_sha, read_file, sh, sha, unique
+from test_mbfs_helpers import (CONTROL, MiB, guest_sha, invalidate, no_pieces_left, read_file, sh,
+                               sha, sync, unique)
 
 PUT = "PUT /containers/files"
 GET = "GET /containers/files"
@@ -109,21 +111,119 @@ def test_large_write_with_an_exec_failing_once(service, container, mount, when, 
     no_staging(service, container)
 
 
+def read_all(path, chunk=MiB):
+    with open(path, "rb") as f:
+        data = b""
+        while True:
+            b = f.read(chunk)
+            if not b:
+                return data
+            data += b
+
+
 def test_large_read_fetches_rounds_and_survives_a_failed_get(service, container, mount):
     name = unique("bigread")
     sh(service, container, "head -c %d /dev/urandom > /workspace/%s" % (SIZE, name))
     want = guest_sha(service, container, "/workspace/" + name)
     service.reset_stats()
     service.fault(route=GET, count=1, match="mbfs-dl", status=503, error="files_unavailable")
+    assert sha(read_all(mount.path(name))) == want
+    # each piece once (plus the failed one), no piece twice; the pieces
+    # are cut in a few rounds (the first with the file's size), while
+    # the ones cut before are fetched
+    assert requests(service, GET) == PARTS + 1
+    assert 2 <= requests(service, EXEC) <= 2 + PARTS // 16
+    assert no_pieces_left(service, container)
+
+
+def test_large_read_survives_a_cut_failing_once(service, container, mount):
+    name = unique("bigcut")
+    sh(service, container, "head -c %d /dev/urandom > /workspace/%s" % (SIZE, name))
+    want = guest_sha(service, container, "/workspace/" + name)
+    service.reset_stats()
+    # the first exec (the file's size, its first pieces) goes through; the
+    # next, a later round of cutting, fails once: a later round only cuts
+    # and removes again what it did before, so it is run once more
+    service.fault(route=EXEC, count=1, delayMs=0)
+    service.fault(route=EXEC, count=1, status=503, error="execution_unavailable")
+    assert sha(read_all(mount.path(name))) == want
+    assert requests(service, GET) == PARTS
+    assert 3 <= requests(service, EXEC) <= 3 + PARTS // 16
+    assert no_pieces_left(service, container)
+
+
+def test_pieces_go_as_they_are_fetched(service, container, mount):
+    name = unique("bigtmp")
+    size = 100 * MiB
+    sh(service, container, "head -c %d /dev/urandom > /workspace/%s" % (size, name))
+    want = guest_sha(service, container, "/workspace/" + name)
+    service.reset_stats()
     with open(mount.path(name), "rb") as f:
         data = b""
-        while True:
-            b = f.read(MiB)
-            if not b:
-                break
-            data += b
+        while len(data) < 70 * MiB:
+            data += f.read(MiB)
+        # the guest's /tmp holds the pieces cut ahead, not the ones
+        # fetched: never a second copy of the whole file
+        left = sh(service, container, "ls -A /tmp/.mbfs-dl-*").split()
+        assert "p.00000" not in left and len(left) < size // MiB - 20, left
+        data += f.read()
     assert sha(data) == want
-    # one split, each piece once (plus the failed one), no piece twice
-    assert requests(service, EXEC) == 1
-    assert requests(service, GET) == PARTS + 1
-    assert sh(service, container, "ls -A /tmp | grep -c mbfs-dl || true").strip() == "0"
+    assert requests(service, GET) == size // MiB
+    assert requests(service, EXEC) <= 2 + size // MiB // 16
+    assert no_pieces_left(service, container)
+
+
+@pytest.mark.parametrize("how", ["replaced", "rewritten"])
+def test_a_file_changed_while_read_is_an_error(service, container, mount, how):
+    name = unique("bigchg")
+    path = "/workspace/" + name
+    size = 80 * MiB + 5         # more than the first read has cut ahead
+    sh(service, container, "head -c %d /dev/urandom > %s" % (size, path))
+    with open(mount.path(name), "rb") as f:
+        head = f.read(MiB)
+        # pieces cut from here on are of another file: never mixed in
+        if how == "replaced":
+            sh(service, container, "head -c %d /dev/urandom > %s.n && mv %s.n %s"
+               % (size, path, path, path))
+        else:
+            sh(service, container, "head -c %d /dev/urandom > %s" % (size + 7, path))
+        with pytest.raises(OSError) as e:
+            while f.read(MiB):
+                pass
+        assert e.value.errno == errno.EIO
+    assert len(head) == MiB
+    # once the mount is told, the next open reads the new file
+    invalidate(mount)
+    assert sha(read_all(mount.path(name))) == guest_sha(service, container, path)
+    assert no_pieces_left(service, container)
+
+
+def test_a_large_file_written_to_is_fetched_whole_first(service, container, mount):
+    # a write needs the whole file: every piece comes at once, cut while
+    # the ones before are fetched
+    name = unique("bigapp")
+    # made on the sandbox, bytes known here: every line differs
+    sh(service, container, "seq 1 9000000 | head -c %d > /workspace/%s" % (SIZE, name))
+    data = "".join("%d\n" % i for i in range(1, 9000001)).encode()[:SIZE]
+    service.reset_stats()
+    with open(mount.path(name), "ab") as f:
+        f.write(b"tail")
+    assert requests(service, GET) == PARTS      # each piece once
+    sync(mount)
+    assert guest_sha(service, container, "/workspace/" + name) == sha(data + b"tail")
+    assert no_pieces_left(service, container)
+
+
+def test_a_read_far_ahead_while_pieces_are_cut_ahead(service, container, mount):
+    # the first read starts cutting the next pieces in the background; a
+    # read far past them needs a cut of its own: it waits for that one
+    name = unique("bigseek")
+    size = 100 * MiB + 3
+    path = "/workspace/" + name
+    sh(service, container, "head -c %d /dev/urandom > %s" % (size, path))
+    want = sh(service, container, "tail -c 10 %s | od -An -v -tx1 | tr -d ' \\n'" % path)
+    with open(mount.path(name), "rb") as f:
+        assert len(f.read(1000)) == 1000
+        f.seek(size - 10)
+        assert f.read(10).hex() == want
+    assert no_pieces_left(service, container)

@@ -1,32 +1,53 @@
 #!/bin/sh
-# split.sh: cut a guest file into pieces that mbfs fetches with parallel GETs (a large download).
+# split.sh: cut pieces of a guest file that mbfs fetches with parallel GETs (a large download).
 #
-# Usage: split.sh FILE DIR SIZE
-# Makes DIR (mode 700; it must not exist yet), cuts FILE into DIR/p.00000,
-# DIR/p.00001, ... of SIZE bytes each (the last one shorter) and prints the
-# size of every piece, in order, one decimal number a line: nothing for an
-# empty FILE. Exits 1 with coreutils' message on stderr when it cannot, and
-# then leaves no DIR behind. mbfs (fuse/xfer.c) GETs DIR/p.NNNNN itself,
-# checks each against the size printed here, and removes DIR afterwards.
+# Usage: split.sh FILE DIR SIZE FIRST COUNT [DONE...]
+# Removes DIR/DONE... (pieces mbfs has fetched), then cuts pieces FIRST to
+# FIRST+COUNT-1 of FILE into DIR/p.NNNNN (five digits): piece K holds SIZE
+# bytes from K * SIZE on, the last one fewer, and none is cut past the end.
+# FIRST 0 begins a download: it makes DIR (mode 700; it must not exist
+# yet); later rounds cut into the DIR it made. Prints one line "SIZE INODE
+# MTIME" of FILE, then the size of every piece cut, in order, one decimal
+# number a line. Exits 1 with coreutils' message on stderr when it cannot,
+# or when FILE changed while its pieces were cut; a first round that fails
+# leaves no DIR behind. mbfs (fuse/xfer_pieces.c) cuts the next pieces while it
+# GETs the ones cut already, checks each piece against the size the first
+# round's line gives and every round's line against the first's (a file
+# changed while read), and removes DIR at the end.
 #
-# LC_ALL=C: the glob below lists the pieces in byte order, which is their
-# numeric order, and the messages stay the English ones mbfs maps to errno.
+# LC_ALL=C: the messages stay the English ones mbfs maps to errno.
 export LC_ALL=C
-f=$1 d=$2
+f=$1 d=$2 size=$3 first=$4 count=$5
+shift 5
 fail() {
-	rm -rf "$d"
+	[ "$first" -eq 0 ] && rm -rf "$d"
 	exit 1
 }
 # DIR is a fresh random name under /tmp: a mkdir that fails (already there,
-# someone else's) stops us rather than splitting into a directory we do not own.
-mkdir -m 700 "$d" || exit 1
-# -a 5 -d: the names mbfs computes (p.%05zu); up to 100000 pieces, past
-# that split fails ("output file suffixes exhausted").
-split -b "$3" -a 5 -d -- "$f" "$d/p." || fail
+# someone else's) stops us rather than cutting into a directory we do not own.
+if [ "$first" -eq 0 ]; then
+	mkdir -m 700 "$d" || exit 1
+fi
 cd "$d" || fail
-# an empty FILE makes no piece
-[ -e p.00000 ] || exit 0
-# one stat for many pieces (a stat each took seconds for a few GiB);
-# printf is a builtin, so the list is not bound by the exec argument
-# limit, and xargs keeps its order
-printf '%s\n' p.* | xargs stat -c %s -- || fail
+[ $# -gt 0 ] && rm -f -- "$@"
+was=$(stat -L -c '%s %i %Y' -- "$f") || fail
+end=$(((${was%% *} + size - 1) / size))
+[ "$end" -gt $((first + count)) ] && end=$((first + count))
+if [ "$end" -gt "$first" ]; then
+	# one pass (dd seeks to the first piece); the names are the ones mbfs
+	# computes (p.%05zu): up to 100000 pieces, past that split fails
+	# ("output file suffixes exhausted")
+	dd if="$f" bs="$size" skip="$first" count=$((end - first)) \
+		iflag=fullblock status=none |
+		split -b "$size" -a 5 --numeric-suffixes="$first" - p. || fail
+fi
+now=$(stat -L -c '%s %i %Y' -- "$f") || fail
+if [ "$now" != "$was" ]; then
+	echo "split.sh: '$f' changed while it was cut" >&2
+	fail
+fi
+echo "$now"
+[ "$end" -gt "$first" ] || exit 0
+# one stat for many pieces; seq and xargs keep their order. A piece dd
+# could not read is missing: stat fails after dd's message.
+seq -f 'p.%05g' "$first" $((end - 1)) | xargs stat -c %s -- || fail
