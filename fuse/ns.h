@@ -13,12 +13,17 @@
 
 struct mbfs;
 
+/* Without -o sync_close, a new directory whose parent and free name the
+ * mount knows is queued for the next write-back batch (wbq.h) and shown
+ * until it lands; otherwise the mkdir route. */
 int mbfs_ns_mkdir(struct mbfs *fs, const char *path, mode_t mode);
 int mbfs_ns_unlink(struct mbfs *fs, const char *path);
 int mbfs_ns_rmdir(struct mbfs *fs, const char *path);
 /* flags: 0 or RENAME_NOREPLACE (others are refused by the caller). */
 int mbfs_ns_rename(struct mbfs *fs, const char *from, const char *to,
 		   unsigned flags);
+/* A directory's mode goes in the next write-back batch, like its mkdir;
+ * a file's is set now (or travels with its queued copy). */
 int mbfs_ns_chmod(struct mbfs *fs, const char *path, mode_t mode);
 /* truncate(2) by path (no open handle). */
 int mbfs_ns_truncate(struct mbfs *fs, const char *path, off_t size);
