@@ -666,6 +666,17 @@ void mbfs_cache_put_dir(struct mbfs_cache *c, const char *path,
 	pthread_mutex_unlock(&c->lock);
 }
 
+static void set_perm(struct stat *st, const void *arg)
+{
+	st->st_mode = (st->st_mode & S_IFMT) | (*(const unsigned *)arg & 07777);
+}
+
+void mbfs_cache_set_perm(struct mbfs_cache *c, const char *path,
+			 unsigned perm)
+{
+	mbfs_cache_modify(c, path, set_perm, &perm);
+}
+
 void mbfs_cache_modify(struct mbfs_cache *c, const char *path,
 		       void (*fn)(struct stat *st, const void *arg),
 		       const void *arg)

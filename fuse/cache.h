@@ -93,6 +93,9 @@ void mbfs_cache_put_dir(struct mbfs_cache *c, const char *path,
 void mbfs_cache_modify(struct mbfs_cache *c, const char *path,
 		       void (*fn)(struct stat *st, const void *arg),
 		       const void *arg);
+/* The same, setting the permission bits of path to perm (a chmod). */
+void mbfs_cache_set_perm(struct mbfs_cache *c, const char *path,
+			 unsigned perm);
 /* path is gone (our unlink, rmdir): negative, out of the parent's listing;
  * tree: everything below it forgotten. */
 void mbfs_cache_removed(struct mbfs_cache *c, const char *path, bool tree);

@@ -269,11 +269,6 @@ int mbfs_ns_rename(struct mbfs *fs, const char *from, const char *to,
 	return rc;
 }
 
-static void set_perm(struct stat *st, const void *arg)
-{
-	st->st_mode = (st->st_mode & S_IFMT) | *(const unsigned *)arg;
-}
-
 int mbfs_ns_chmod(struct mbfs *fs, const char *path, mode_t mode)
 {
 	unsigned perm = mode & 07777;
@@ -283,7 +278,7 @@ int mbfs_ns_chmod(struct mbfs *fs, const char *path, mode_t mode)
 	if (!fs->sync_close && mbfs_cache_getattr(fs, path, &st) == 0 &&
 	    S_ISDIR(st.st_mode) && mbfs_wbq_dir_mode(fs, path, perm)) {
 		/* a directory's mode travels in the next batch */
-		mbfs_cache_modify(fs->cache, path, set_perm, &perm);
+		mbfs_cache_set_perm(fs->cache, path, perm);
 		return 0;
 	}
 	int rc = mbfs_wbq_need_dir(fs, path);
@@ -295,7 +290,7 @@ int mbfs_ns_chmod(struct mbfs *fs, const char *path, mode_t mode)
 	if (rc)
 		mbfs_cache_invalidate(fs->cache, path);
 	else
-		mbfs_cache_modify(fs->cache, path, set_perm, &perm);
+		mbfs_cache_set_perm(fs->cache, path, perm);
 	return rc;
 }
 

@@ -57,42 +57,62 @@ static bool covers(const char *dir, const char *path)
 	return strncmp(dir, path, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
-/* Forget what is older than the window (never an archive in flight).
- * Lock held. */
-static void expire(struct mbfs_prefetch *p, uint64_t now)
+/* Forget the records of tab (n of them) done, and the cold ones, older
+ * than the window (all: whatever their age; never one in flight). Lock
+ * held. */
+static void drop_done(struct rec *tab, size_t n, uint64_t now, bool all)
 {
-	for (size_t i = 0; i < MAX_RECS; i++) {
-		struct rec *r = &p->recs[i];
+	for (size_t i = 0; i < n; i++) {
+		struct rec *r = &tab[i];
 		if (r->dir && r->done &&
-		    now - r->at_ms > MBFS_PREFETCH_WINDOW_MS) {
+		    (all || now - r->at_ms > MBFS_PREFETCH_WINDOW_MS)) {
 			free(r->dir);
 			memset(r, 0, sizeof(*r));
 		}
 	}
-	for (size_t i = 0; i < MAX_WALKS; i++) {
-		struct rec *r = &p->walks[i];
-		if (r->dir && r->done &&
-		    now - r->at_ms > MBFS_PREFETCH_WINDOW_MS) {
-			free(r->dir);
-			memset(r, 0, sizeof(*r));
-		}
-	}
-	for (size_t i = 0; i < 2 * MAX_COLD; i++) {
-		struct cold *c = i < MAX_COLD ? &p->cold[i]
-					      : &p->lcold[i - MAX_COLD];
-		if (c->dir && now - c->at_ms > MBFS_PREFETCH_WINDOW_MS) {
+}
+
+static void drop_cold(struct cold *tab, uint64_t now, bool all)
+{
+	for (size_t i = 0; i < MAX_COLD; i++) {
+		struct cold *c = &tab[i];
+		if (c->dir && (all || now - c->at_ms > MBFS_PREFETCH_WINDOW_MS)) {
 			free(c->dir);
 			memset(c, 0, sizeof(*c));
 		}
 	}
 }
 
-static bool in_flight(struct mbfs_prefetch *p, uint64_t id)
+static void expire(struct mbfs_prefetch *p, uint64_t now)
 {
-	for (size_t i = 0; i < MAX_RECS; i++)
-		if (p->recs[i].dir && p->recs[i].id == id)
-			return !p->recs[i].done;
+	drop_done(p->recs, MAX_RECS, now, false);
+	drop_done(p->walks, MAX_WALKS, now, false);
+	drop_cold(p->cold, now, false);
+	drop_cold(p->lcold, now, false);
+}
+
+/* The record id of tab is still in flight. Lock held. */
+static bool in_flight(const struct rec *tab, size_t n, uint64_t id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (tab[i].dir && tab[i].id == id)
+			return !tab[i].done;
 	return false;
+}
+
+/* Record id of tab ended (complete: nothing was cut); wake the waiters.
+ * Lock held. */
+static void finish(struct mbfs_prefetch *p, struct rec *tab, size_t n,
+		   uint64_t id, bool complete)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (tab[i].dir && tab[i].id == id) {
+			tab[i].done = true;
+			tab[i].complete = complete;
+			tab[i].at_ms = mb_now_ms();
+		}
+	}
+	pthread_cond_broadcast(&p->done);
 }
 
 /* A record whose directory's parent is parent, other than self. */
@@ -170,12 +190,13 @@ static bool choose(struct mbfs_prefetch *p, const char *dir, uint64_t now,
 	return true;
 }
 
-/* A free record (the oldest done one when full), or NULL. Lock held. */
-static struct rec *new_rec(struct mbfs_prefetch *p)
+/* A free record of tab (the oldest done one when full), or NULL. Lock
+ * held. */
+static struct rec *new_rec(struct rec *tab, size_t n)
 {
 	struct rec *slot = NULL;
-	for (size_t i = 0; i < MAX_RECS; i++) {
-		struct rec *r = &p->recs[i];
+	for (size_t i = 0; i < n; i++) {
+		struct rec *r = &tab[i];
 		if (!r->dir)
 			return r;
 		if (r->done && (!slot || r->at_ms < slot->at_ms))
@@ -186,6 +207,22 @@ static struct rec *new_rec(struct mbfs_prefetch *p)
 		memset(slot, 0, sizeof(*slot));
 	}
 	return slot;
+}
+
+/* After mbfs_prefetch_run: its pieces' directory to the next pack.sh,
+ * and j's memory. */
+static void release_job(struct job *j)
+{
+	if (j->pieces.sizes)
+		mbfs_prefetch_leave(j->p, j->fs, strdup(j->pieces.dir),
+				    j->pieces.note);
+	else
+		mbfs_xfer_dir_gone(j->fs, j->pieces.note);   /* none made */
+	free(j->pieces.sizes);
+	for (size_t i = 0; i < j->nexcl; i++)
+		free(j->excl[i]);
+	free(j->excl);
+	free(j->first);
 }
 
 /* ---- the entry point ---- */
@@ -243,7 +280,7 @@ int mbfs_prefetch_miss(struct mbfs *fs, const char *path, uint64_t size)
 		struct rec *r = &p->recs[i];
 		if (r->dir && !r->done && covers(r->dir, dir)) {
 			uint64_t id = r->id;
-			while (in_flight(p, id))
+			while (in_flight(p->recs, MAX_RECS, id))
 				pthread_cond_wait(&p->done, &p->lock);
 			pthread_mutex_unlock(&p->lock);
 			return 1;
@@ -258,7 +295,7 @@ int mbfs_prefetch_miss(struct mbfs *fs, const char *path, uint64_t size)
 	}
 	struct rec *r = NULL;
 	struct job j = { .fs = fs, .p = p, .base = base, .fd = -1 };
-	if (choose(p, dir, now, base) && (r = new_rec(p)) &&
+	if (choose(p, dir, now, base) && (r = new_rec(p->recs, MAX_RECS)) &&
 	    (r->dir = strdup(base)) && (j.first = relative(base, dir))) {
 		r->id = ++p->next_id;
 		exclusions(p, &j);
@@ -275,24 +312,9 @@ int mbfs_prefetch_miss(struct mbfs *fs, const char *path, uint64_t size)
 	bool complete = mbfs_prefetch_run(&j);
 
 	pthread_mutex_lock(&p->lock);
-	for (size_t i = 0; i < MAX_RECS; i++) {
-		if (p->recs[i].dir && p->recs[i].id == id) {
-			p->recs[i].done = true;
-			p->recs[i].complete = complete;
-			p->recs[i].at_ms = mb_now_ms();
-		}
-	}
-	pthread_cond_broadcast(&p->done);
+	finish(p, p->recs, MAX_RECS, id, complete);
 	pthread_mutex_unlock(&p->lock);
-	if (j.pieces.sizes)
-		mbfs_prefetch_leave(p, fs, strdup(j.pieces.dir), j.pieces.note);
-	else
-		mbfs_xfer_dir_gone(fs, j.pieces.note);   /* pack.sh made none */
-	free(j.pieces.sizes);
-	for (size_t i = 0; i < j.nexcl; i++)
-		free(j.excl[i]);
-	free(j.excl);
-	free(j.first);
+	release_job(&j);
 	return 1;
 }
 
@@ -305,24 +327,6 @@ static struct rec *walk_of(struct mbfs_prefetch *p, const char *dir)
 		if (p->walks[i].dir && covers(p->walks[i].dir, dir))
 			return &p->walks[i];
 	return NULL;
-}
-
-/* A free walk record (the oldest done one when full), or NULL. Lock held. */
-static struct rec *new_walk(struct mbfs_prefetch *p)
-{
-	struct rec *slot = NULL;
-	for (size_t i = 0; i < MAX_WALKS; i++) {
-		struct rec *r = &p->walks[i];
-		if (!r->dir)
-			return r;
-		if (r->done && (!slot || r->at_ms < slot->at_ms))
-			slot = r;
-	}
-	if (slot) {
-		free(slot->dir);
-		memset(slot, 0, sizeof(*slot));
-	}
-	return slot;
 }
 
 void mbfs_prefetch_listing(struct mbfs *fs, const char *dir)
@@ -343,15 +347,8 @@ void mbfs_prefetch_listing(struct mbfs *fs, const char *dir)
 		/* in flight: its listings answer; done: this one was cut
 		 * or is new, and is listed alone */
 		uint64_t id = w->id;
-		for (;;) {
-			struct rec *x = NULL;
-			for (size_t i = 0; i < MAX_WALKS && !x; i++)
-				if (p->walks[i].dir && p->walks[i].id == id)
-					x = &p->walks[i];
-			if (!x || x->done)
-				break;
+		while (in_flight(p->walks, MAX_WALKS, id))
 			pthread_cond_wait(&p->done, &p->lock);
-		}
 		pthread_mutex_unlock(&p->lock);
 		return;
 	}
@@ -371,7 +368,7 @@ void mbfs_prefetch_listing(struct mbfs *fs, const char *dir)
 	struct job j = { .fs = fs, .p = p, .base = par, .fd = -1,
 			 .listings = true };
 	uint64_t id = 0;
-	if (walk && (w = new_walk(p)) && (w->dir = strdup(par)) &&
+	if (walk && (w = new_rec(p->walks, MAX_WALKS)) && (w->dir = strdup(par)) &&
 	    (j.first = strdup("."))) {
 		w->id = id = ++p->next_id;
 	} else if (w) {
@@ -385,21 +382,9 @@ void mbfs_prefetch_listing(struct mbfs *fs, const char *dir)
 	bool complete = mbfs_prefetch_run(&j);
 
 	pthread_mutex_lock(&p->lock);
-	for (size_t i = 0; i < MAX_WALKS; i++) {
-		if (p->walks[i].dir && p->walks[i].id == id) {
-			p->walks[i].done = true;
-			p->walks[i].complete = complete;
-			p->walks[i].at_ms = mb_now_ms();
-		}
-	}
-	pthread_cond_broadcast(&p->done);
+	finish(p, p->walks, MAX_WALKS, id, complete);
 	pthread_mutex_unlock(&p->lock);
-	if (j.pieces.sizes)
-		mbfs_prefetch_leave(p, fs, strdup(j.pieces.dir), j.pieces.note);
-	else
-		mbfs_xfer_dir_gone(fs, j.pieces.note);
-	free(j.pieces.sizes);
-	free(j.first);
+	release_job(&j);
 }
 
 void mbfs_prefetch_forget(struct mbfs *fs)
@@ -409,16 +394,7 @@ void mbfs_prefetch_forget(struct mbfs *fs)
 		return;
 	pthread_mutex_lock(&p->lock);
 	/* walks in flight stay: listings wait for them */
-	for (size_t i = 0; i < MAX_WALKS; i++) {
-		struct rec *r = &p->walks[i];
-		if (r->dir && r->done) {
-			free(r->dir);
-			memset(r, 0, sizeof(*r));
-		}
-	}
-	for (size_t i = 0; i < MAX_COLD; i++) {
-		free(p->lcold[i].dir);
-		memset(&p->lcold[i], 0, sizeof(p->lcold[i]));
-	}
+	drop_done(p->walks, MAX_WALKS, 0, true);
+	drop_cold(p->lcold, 0, true);
 	pthread_mutex_unlock(&p->lock);
 }

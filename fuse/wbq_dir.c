@@ -25,11 +25,6 @@ static void set_mtime(struct stat *st, const void *arg)
 	st->st_ctim = st->st_mtim;
 }
 
-static void set_perm(struct stat *st, const void *arg)
-{
-	st->st_mode = (st->st_mode & S_IFMT) | (*(const unsigned *)arg & 07777);
-}
-
 /* The cache learns the directory made (empty: the files of the batch
  * follow) or forgets what it was told, and the guest answers for it from
  * now on (newdir.h). */
@@ -250,5 +245,5 @@ void mbfs_wbq_dir_landed(struct mbfs *fs, const struct mbfs_wbdir *d)
 	if (d->kind == MBFS_WBDIR_TIME)
 		mbfs_cache_modify(fs->cache, d->path, set_mtime, &d->mtime);
 	else if (d->kind == MBFS_WBDIR_MODE)
-		mbfs_cache_modify(fs->cache, d->path, set_perm, &d->mode);
+		mbfs_cache_set_perm(fs->cache, d->path, d->mode);
 }

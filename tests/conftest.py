@@ -4,6 +4,7 @@ import os
 import pytest
 
 import mbtest
+from test_mbfs_helpers import finish
 
 
 def pytest_configure(config):
@@ -38,3 +39,19 @@ def mount(service, container, need_fuse):
     log = m.log()
     assert not mbtest.sanitizer_report(log), log
     assert rc == 0, "mbfs exited %s: %s" % (rc, log[-3000:])
+
+
+@pytest.fixture
+def no_faults_left(service):
+    """Faults a test set on the service end with it (suites that inject
+    faults use it in every test: pytestmark)."""
+    yield
+    service.clear_faults()
+
+
+@pytest.fixture
+def wb(service, container, need_fuse):
+    """A mount with write-back (the default), checked clean at unmount."""
+    m = mbtest.Mount(service, container, writeback=True)
+    yield m
+    finish(m)

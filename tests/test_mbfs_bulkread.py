@@ -24,10 +24,7 @@ REMOVE = "DELETE /containers/files/remove"
 OLD = 1600000000
 
 
-@pytest.fixture(autouse=True)
-def no_faults_left(service):
-    yield
-    service.clear_faults()
+pytestmark = pytest.mark.usefixtures("no_faults_left")
 
 
 @pytest.fixture

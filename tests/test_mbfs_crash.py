@@ -17,10 +17,7 @@ from test_mbfs_helpers import CONTROL, MiB, finish, guest_sha, read_file, sh, sh
 PUT = "PUT /containers/files"
 
 
-@pytest.fixture(autouse=True)
-def no_faults_left(service):
-    yield
-    service.clear_faults()
+pytestmark = pytest.mark.usefixtures("no_faults_left")
 
 
 @pytest.fixture

@@ -23,10 +23,7 @@ PUT = "PUT /containers/files"
 REMOVE = "DELETE /containers/files/remove"
 
 
-@pytest.fixture(autouse=True)
-def no_faults_left(service):
-    yield
-    service.clear_faults()
+pytestmark = pytest.mark.usefixtures("no_faults_left")
 
 
 @pytest.mark.parametrize("fault", [

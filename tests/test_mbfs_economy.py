@@ -22,10 +22,7 @@ PUT = "PUT /containers/files"
 EXEC = "POST /containers/exec"
 
 
-@pytest.fixture(autouse=True)
-def no_faults_left(service):
-    yield
-    service.clear_faults()
+pytestmark = pytest.mark.usefixtures("no_faults_left")
 
 
 @pytest.fixture

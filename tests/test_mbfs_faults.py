@@ -15,10 +15,7 @@ GET = "GET /containers/files"
 PUT = "PUT /containers/files"
 
 
-@pytest.fixture(autouse=True)
-def no_faults_left(service):
-    yield
-    service.clear_faults()
+pytestmark = pytest.mark.usefixtures("no_faults_left")
 
 
 @pytest.mark.parametrize("size", [1000, 3 * MiB + 5])

@@ -72,6 +72,22 @@ def close_fails_or_sync_does(mount, f, writeback):
             f.close()
 
 
+def control(mount):
+    """The mount's control file, parsed."""
+    return json.loads(read_file(mount.path(CONTROL)))
+
+
+def status(mount, *args):
+    """`mbfs --status [ARGS] MOUNTPOINT`, its CompletedProcess."""
+    return subprocess.run([mbtest.MBFS, "--status"] + list(args) + [mount.mountpoint],
+                          capture_output=True, text=True, timeout=120)
+
+
+def requests_of(service, route):
+    """Requests the service took on route since its last reset_stats."""
+    return service.stats().get("requests", {}).get(route, 0)
+
+
 def status_wait(mountpoint):
     """`mbfs --status --wait MOUNTPOINT`: what a user runs to have what is
     queued on the sandbox (for mounts the tests start without Mount)."""

@@ -19,10 +19,7 @@ LIST = "GET /containers/files/list"
 IDLE_MS = 5000      # idle timeout of the short-lived services below
 
 
-@pytest.fixture(autouse=True)
-def no_faults_left(service):
-    yield
-    service.clear_faults()
+pytestmark = pytest.mark.usefixtures("no_faults_left")
 
 
 def spec(ident, root):

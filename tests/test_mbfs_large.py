@@ -20,10 +20,7 @@ SIZE = 40 * MiB + 5          # 41 parts: rounds (of 16 or more) and a tail
 PARTS = 41
 
 
-@pytest.fixture(autouse=True)
-def no_faults_left(service):
-    yield
-    service.clear_faults()
+pytestmark = pytest.mark.usefixtures("no_faults_left")
 
 
 def requests(service, route):

@@ -20,10 +20,7 @@ STAT = "GET /containers/files/stat"
 LIST = "GET /containers/files/list"
 
 
-@pytest.fixture(autouse=True)
-def no_faults_left(service):
-    yield
-    service.clear_faults()
+pytestmark = pytest.mark.usefixtures("no_faults_left")
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ Tests that need a directory to stay queued hold the queue with a first
 batch that the service answers slowly (one batch is in flight at a time):
 no timing is asserted."""
 import errno
-import json
 import os
 import re
 import subprocess
@@ -16,8 +15,8 @@ import subprocess
 import pytest
 
 import mbtest
-from test_mbfs_helpers import (CONTROL, finish, guest_tree_digest, hold_writeback, read_file,
-                               sh, tree_digest, unique, write_file)
+from test_mbfs_helpers import (control, finish, guest_tree_digest, hold_writeback, read_file,
+                               requests_of, sh, status, tree_digest, unique, write_file)
 
 PUT = "PUT /containers/files"
 EXEC = "POST /containers/exec"
@@ -25,37 +24,29 @@ MKDIR = "POST /containers/files/mkdir"
 CHMOD = "PATCH /containers/files/chmod"
 
 
-@pytest.fixture(autouse=True)
-def no_faults_left(service):
-    yield
-    service.clear_faults()
-
-
-@pytest.fixture
-def wb(service, container, need_fuse):
-    m = mbtest.Mount(service, container, writeback=True)
-    yield m
-    finish(m)
-
-
-def control(m):
-    return json.loads(read_file(m.path(CONTROL)))
+pytestmark = pytest.mark.usefixtures("no_faults_left")
 
 
 def wait(m):
-    return subprocess.run([mbtest.MBFS, "--status", "--wait", m.mountpoint],
-                          capture_output=True, text=True, timeout=120)
+    return status(m, "--wait")
 
 
-def requests_of(service, route):
-    return service.stats().get("requests", {}).get(route, 0)
-
-
-def landed_dir(service, container, m, d):
-    """d, made through m, once it is on the sandbox (its guest path)."""
+def landed_dir(m, prefix):
+    """A new directory made through m, once it is on the sandbox: (its
+    path, its guest path)."""
+    d = m.path(unique(prefix))
+    os.mkdir(d)
     r = wait(m)
     assert r.returncode == 0, (r, m.log())
-    return "/workspace/" + os.path.relpath(d, m.mountpoint)
+    return d, "/workspace/" + os.path.relpath(d, m.mountpoint)
+
+
+def held_dir(service, m, prefix):
+    """landed_dir, then the write-back queue held behind its slow first
+    batch (d/blocker): what follows stays queued (hold_writeback)."""
+    d, rd = landed_dir(m, prefix)
+    hold_writeback(service, m, d)
+    return d, rd
 
 
 def absent(service, container, rpath):
@@ -63,9 +54,7 @@ def absent(service, container, rpath):
 
 
 def test_a_tree_of_new_directories_travels_in_the_batch(service, container, wb):
-    d = wb.path(unique("tree"))
-    os.mkdir(d)
-    rd = landed_dir(service, container, wb, d)
+    d, rd = landed_dir(wb, "tree")
     service.reset_stats()
     hold_writeback(service, wb, d)          # d/blocker in flight for 5 s
     os.makedirs(os.path.join(d, "a", "b", "c"))
@@ -87,8 +76,7 @@ def test_a_tree_of_new_directories_travels_in_the_batch(service, container, wb):
     assert os.stat(os.path.join(d, "a")).st_mtime == 1300000000
     assert control(wb)["writeback"]["pendingFiles"] >= 12
     assert control(wb)["writeback"]["pendingDirs"] == 4
-    r = subprocess.run([mbtest.MBFS, "--status", wb.mountpoint], capture_output=True, text=True,
-                       timeout=60)
+    r = status(wb)
     assert " and 4 new directories, " in r.stdout, r.stdout
     r = wait(wb)
     assert r.returncode == 0, (r, wb.log())
@@ -105,10 +93,7 @@ def test_a_tree_of_new_directories_travels_in_the_batch(service, container, wb):
 
 
 def test_what_needs_a_new_directory_on_the_sandbox_sends_it_first(service, container, wb):
-    d = wb.path(unique("needs"))
-    os.mkdir(d)
-    rd = landed_dir(service, container, wb, d)
-    hold_writeback(service, wb, d)
+    d, rd = held_dir(service, wb, "needs")
     # a rename of a queued directory, a symlink and a large file in one
     # wait for its mkdir; a file renamed inside one does not
     t = os.path.join(d, "t")
@@ -132,10 +117,7 @@ def test_what_needs_a_new_directory_on_the_sandbox_sends_it_first(service, conta
 
 
 def test_mbexec_sees_directories_made_before_it(service, container, wb):
-    d = wb.path(unique("seen"))
-    os.mkdir(d)
-    landed_dir(service, container, wb, d)
-    hold_writeback(service, wb, d)
+    d, _ = held_dir(service, wb, "seen")
     os.makedirs(os.path.join(d, "new", "deeper"))
     write_file(os.path.join(d, "new", "deeper", "f"), b"x\n")
     p = mbtest.run_mbexec(service, ["cat", "deeper/f"], cwd=os.path.join(d, "new"))
@@ -149,10 +131,7 @@ def test_a_name_taken_on_the_sandbox_meanwhile_keeps_the_files_and_says_so(servi
     """Another client takes the new directory's name before the batch
     lands: with a file, or with a directory of its own, which is never
     taken over (their mode stays, our files do not land among theirs)."""
-    d = wb.path(unique("refused"))
-    os.mkdir(d)
-    rd = landed_dir(service, container, wb, d)
-    hold_writeback(service, wb, d)
+    d, rd = held_dir(service, wb, "refused")
     sub = os.path.join(d, "sub")
     os.mkdir(sub)
     data = b"must not be lost\n"
@@ -181,10 +160,9 @@ def test_a_name_taken_on_the_sandbox_meanwhile_keeps_the_files_and_says_so(servi
 
 
 def test_a_symlink_put_in_a_directorys_place_keeps_the_queued_mode_and_time(service, container, wb):
-    d = wb.path(unique("swapped"))
-    os.mkdir(d)
+    d, rd = landed_dir(wb, "swapped")
     os.mkdir(os.path.join(d, "D"))
-    rd = landed_dir(service, container, wb, d)
+    assert wait(wb).returncode == 0
     victim = "/tmp/%s" % unique("victim")
     sh(service, container, "mkdir -m 755 %s && touch -d @1000000000 %s" % (victim, victim))
     hold_writeback(service, wb, d)
@@ -200,9 +178,7 @@ def test_a_symlink_put_in_a_directorys_place_keeps_the_queued_mode_and_time(serv
 
 
 def test_renaming_a_directory_that_could_not_be_made_says_eio(service, container, wb):
-    d = wb.path(unique("unmade"))
-    os.mkdir(d)
-    landed_dir(service, container, wb, d)
+    d, _ = landed_dir(wb, "unmade")
     # a definite refusal of every batch (a full /tmp on the sandbox)
     service.fault(route=PUT, count=100, match="wb-", status=403, error="file_access_denied")
     q = os.path.join(d, "q")
@@ -218,10 +194,9 @@ def test_renaming_a_directory_that_could_not_be_made_says_eio(service, container
 
 
 def test_a_new_directory_in_a_setgid_one_shows_setgid(service, container, wb):
-    d = wb.path(unique("sgid"))
-    os.mkdir(d)
+    d, rd = landed_dir(wb, "sgid")
     os.chmod(d, 0o2775)
-    rd = landed_dir(service, container, wb, d)
+    assert wait(wb).returncode == 0
     os.mkdir(os.path.join(d, "inner"), 0o755)
     assert os.stat(os.path.join(d, "inner")).st_mode & 0o7777 == 0o2755
     wait(wb)
@@ -230,12 +205,10 @@ def test_a_new_directory_in_a_setgid_one_shows_setgid(service, container, wb):
 
 def test_kill9_with_a_queued_directory_loses_nothing(service, container, need_fuse, tmp_path):
     cache = str(tmp_path / "cache")
-    name = unique("crash-dir")
     m = mbtest.Mount(service, container, options=["cache_dir=" + cache], writeback=True)
     try:
-        d = m.path(name)
-        os.mkdir(d)
-        landed_dir(service, container, m, d)
+        d, _ = landed_dir(m, "crash-dir")
+        name = os.path.basename(d)
         # every batch fails for now, as a transient fault: all stays queued
         service.fault(route=PUT, count=100000, match="wb-", status=503, error="files_unavailable")
         os.makedirs(os.path.join(d, "a", "b"))

@@ -21,10 +21,7 @@ from test_mbfs_helpers import CONTROL, read_file, sh, status_wait, sync, unique,
 NOBODY = 65534
 
 
-@pytest.fixture(autouse=True)
-def no_faults_left(service):
-    yield
-    service.clear_faults()
+pytestmark = pytest.mark.usefixtures("no_faults_left")
 
 
 def sandbox_requests(service):

@@ -8,7 +8,6 @@ Tests that need a file to stay queued while something else happens hold the
 queue with a first batch that the service answers slowly (one batch is in
 flight at a time): no timing is asserted."""
 import errno
-import json
 import os
 import re
 import signal
@@ -18,8 +17,8 @@ import time
 import pytest
 
 import mbtest
-from test_mbfs_helpers import (CONTROL, finish, guest_tree_digest, hold_writeback, read_file,
-                               sh, tree_digest, unique, write_file)
+from test_mbfs_helpers import (control, finish, guest_tree_digest, hold_writeback,
+                               read_file, requests_of, sh, status, tree_digest, unique, write_file)
 
 UMASK = os.umask(0o022)
 os.umask(UMASK)
@@ -30,35 +29,12 @@ MOVE = "POST /containers/files/move"
 REMOVE = "DELETE /containers/files/remove"
 
 
-@pytest.fixture(autouse=True)
-def no_faults_left(service):
-    yield
-    service.clear_faults()
-
-
-@pytest.fixture
-def wb(service, container, need_fuse):
-    m = mbtest.Mount(service, container, writeback=True)
-    yield m
-    finish(m)
-
-
-def control(m):
-    return json.loads(read_file(m.path(CONTROL)))
-
-
-def status(m, *args):
-    return subprocess.run([mbtest.MBFS, "--status"] + list(args) + [m.mountpoint],
-                          capture_output=True, text=True, timeout=120)
+pytestmark = pytest.mark.usefixtures("no_faults_left")
 
 
 def api_requests(service):
     return sum(n for route, n in service.stats().get("requests", {}).items()
                if " /containers" in route)
-
-
-def requests_of(service, route):
-    return service.stats().get("requests", {}).get(route, 0)
 
 
 def wait_for(cond, what, timeout=60):
