@@ -174,7 +174,7 @@ static int mbfs_getattr(const char *path, struct stat *st,
 		mbfs_kcache_seen(FS->kcache, path, st->st_mode);
 		return 0;
 	}
-	if (!rc && mbfs_cache_lists_for(FS->cache, path)) {
+	if (!rc && FS->prefetch && mbfs_cache_lists_for(FS->cache, path)) {
 		char dir[MB_PATH_MAX + 2];
 		mbfs_parent_path(path, dir);
 		mbfs_prefetch_listing(FS, dir);   /* git's lstats */

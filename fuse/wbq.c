@@ -335,6 +335,16 @@ void mbfs_wbq_stop(struct mbfs *fs)
 
 /* ---- the interface ---- */
 
+void mbfs_wbq_append_locked(struct mbfs_wbq *q, struct entry *e)
+{
+	e->since_ms = mb_now_ms();
+	struct entry **pp = &q->head;
+	while (*pp)
+		pp = &(*pp)->next;
+	*pp = e;
+	q->queued++;
+}
+
 void mbfs_wbq_start_locked(struct mbfs *fs, struct mbfs_wbq *q)
 {
 	if (!q->stop && !q->running &&
@@ -367,12 +377,7 @@ bool mbfs_wbq_add(struct mbfs *fs, struct mbfs_node *n, uint64_t bytes)
 	} else if ((e = calloc(1, sizeof(*e)))) {
 		e->n = n;
 		e->bytes = bytes;
-		e->since_ms = mb_now_ms();
-		struct entry **pp = &q->head;
-		while (*pp)
-			pp = &(*pp)->next;
-		*pp = e;
-		q->queued++;
+		mbfs_wbq_append_locked(q, e);
 		q->queued_bytes += bytes;
 		queued = true;
 		extra = false;

@@ -51,12 +51,7 @@ struct entry *mbfs_wbq_append_dir_locked(struct mbfs_wbq *q, const char *path,
 		return NULL;
 	}
 	e->kind = kind;
-	e->since_ms = mb_now_ms();
-	struct entry **pp = &q->head;
-	while (*pp)
-		pp = &(*pp)->next;
-	*pp = e;
-	q->queued++;
+	mbfs_wbq_append_locked(q, e);
 	if (kind != MBFS_WBDIR_MAKE)
 		q->dirs++;
 	pthread_cond_broadcast(&q->cond);
@@ -201,17 +196,10 @@ void mbfs_wbq_parent_changes(struct mbfs *fs, const char *path, bool local)
 		free(e->dpath);
 		free(e);
 	}
-	struct entry *e = again && dir ? calloc(1, sizeof(*e)) : NULL;
-	if (e) {
-		e->kind = MBFS_WBDIR_TIME;
-		e->dpath = dir;
-		dir = NULL;
+	struct entry *e = again && dir
+		? mbfs_wbq_append_dir_locked(q, dir, MBFS_WBDIR_TIME) : NULL;
+	if (e)
 		clock_gettime(CLOCK_REALTIME, &e->dtime);
-		e->since_ms = mb_now_ms();
-		*pp = e;
-		q->queued++;
-		q->dirs++;
-	}
 	pthread_cond_broadcast(&q->cond);
 	pthread_mutex_unlock(&q->lock);
 	free(dir);

@@ -48,6 +48,9 @@ struct mbfs_wbq {
 	char last_error[256];
 };
 
+/* Queue e (not in flight) at the end, as of now. q->lock held. */
+void mbfs_wbq_append_locked(struct mbfs_wbq *q, struct entry *e);
+
 /* Start the flusher with the first entry. q->lock held. */
 void mbfs_wbq_start_locked(struct mbfs *fs, struct mbfs_wbq *q);
 
