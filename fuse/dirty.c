@@ -221,7 +221,7 @@ void mbfs_node_records_sync(struct mbfs *fs)
 	for (bool more = true; more;) {
 		size_t k = 0;
 		pthread_mutex_lock(&fs->nodes_lock);
-		for (struct mbfs_node *n = fs->nodes; n && k < SYNC_BATCH; n = n->next) {
+		for (struct mbfs_node *n = fs->nodes.head; n && k < SYNC_BATCH; n = n->next) {
 			if (n->rec_stale && n->recorded) {
 				n->refs++;
 				n->rec_stale = false;

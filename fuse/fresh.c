@@ -104,11 +104,10 @@ int mbfs_node_create(struct mbfs *fs, const char *path, unsigned mode,
 	n->version = 1;
 	clock_gettime(CLOCK_REALTIME, &n->mtime);
 	/* nothing is there: a node still shared under this name is older */
-	for (o = fs->nodes; o; o = o->next)
-		if (o->shared && strcmp(o->path, path) == 0)
-			o->shared = false;
-	n->next = fs->nodes;
-	fs->nodes = n;
+	for (o = mbfs_nodeset_find(&fs->nodes, path, NULL); o;
+	     o = mbfs_nodeset_find(&fs->nodes, path, o))
+		o->shared = false;
+	mbfs_nodeset_add(&fs->nodes, n);
 	fresh_stat(fs, n, &st);
 	pthread_mutex_unlock(&fs->nodes_lock);
 	/* in the journal before it is seen: a crash from now on leaves a
@@ -304,8 +303,7 @@ static int copy_new(struct mbfs *fs, struct mbfs_node *n, const char *to)
 	c->size = size;
 	c->mtime = mtime;
 	c->version = 1;
-	c->next = fs->nodes;
-	fs->nodes = c;
+	mbfs_nodeset_add(&fs->nodes, c);
 	struct stat st;
 	fresh_stat(fs, c, &st);
 	pthread_mutex_unlock(&fs->nodes_lock);
@@ -383,7 +381,7 @@ int mbfs_node_list_new(struct mbfs *fs, const char *dir,
 	struct dirents d = { NULL, 0, 0 };
 	int rc = 0;
 	pthread_mutex_lock(&fs->nodes_lock);
-	for (struct mbfs_node *x = fs->nodes; x && !rc; x = x->next) {
+	for (struct mbfs_node *x = fs->nodes.head; x && !rc; x = x->next) {
 		const char *slash = strrchr(x->path, '/');
 		size_t dl = (size_t)(slash - x->path);
 		if (!x->fresh || !x->shared || x->unlinked ||

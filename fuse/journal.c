@@ -1,8 +1,12 @@
 /* journal.c: durable local state of a mount (see journal.h): the run
  * directory, records of dirty copies, kept/, and the replay of ended
  * mounts; staging notes are in journal_stage.c. Records and notes are
- * small JSON files written to a temporary name and renamed, so a reader
- * sees a whole one or none. */
+ * small JSON texts, replaced whole, so a reader sees a whole one or none:
+ * a record is an extended attribute of its working copy (one setxattr,
+ * no file of its own: a file per record doubled the inodes a storm of
+ * small files makes and removes), or, where the cache's filesystem has
+ * no room or no user attributes, a file written to a temporary name and
+ * renamed, as the notes are. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +17,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -173,7 +178,15 @@ int mbfs_journal_put(struct mbfs_journal *j, const char *local,
 	cJSON_Delete(o);
 	if (!text)
 		return -ENOMEM;
-	int rc = mbfs_journal_write_file(path, text);
+	int rc = 0;
+	if (setxattr(local, REC_XATTR, text, strlen(text), 0)) {
+		rc = -errno;
+		/* no user attributes here, or none this long (a long path):
+		 * a file of its own */
+		if (rc == -ENOTSUP || rc == -E2BIG || rc == -ENOSPC ||
+		    rc == -ERANGE)
+			rc = mbfs_journal_write_file(path, text);
+	}
 	free(text);
 	return rc;
 }
@@ -182,10 +195,34 @@ void mbfs_journal_drop(struct mbfs_journal *j, const char *local)
 {
 	char path[PATH_MAX];
 	(void)j;
+	if (removexattr(local, REC_XATTR) == 0)
+		return;   /* it had no file */
+	if (errno != ENODATA && errno != ENOENT && errno != ENOTSUP)
+		mb_log(MB_LOG_WARN, "cannot remove the journal record of '%s': "
+		       "%s", local, strerror(errno));
 	if (snprintf(path, sizeof(path), "%s" REC_SUFFIX, local) < (int)sizeof(path) &&
 	    unlink(path) && errno != ENOENT)
 		mb_log(MB_LOG_WARN, "cannot remove journal record '%s': %s", path,
 		       strerror(errno));
+}
+
+/* The record kept as an attribute of the data file local (malloc'd), or
+ * NULL when it has none. */
+static char *read_rec_xattr(const char *local)
+{
+	char *text = malloc(REC_MAX + 1);
+	ssize_t n = text ? getxattr(local, REC_XATTR, text, REC_MAX) : -1;
+	if (n < 0) {
+		free(text);
+		return NULL;
+	}
+	text[n] = '\0';
+	return text;
+}
+
+static bool has_rec_xattr(const char *local)
+{
+	return getxattr(local, REC_XATTR, NULL, 0) >= 0;
 }
 
 /* ---- kept/ ---- */
@@ -300,7 +337,7 @@ static void sweep_dir(const char *dir, bool keep_state, size_t *left)
 		bool state = ends_with(name, REC_SUFFIX) ||
 			     ends_with(name, STG_SUFFIX) ||
 			     strcmp(name, LOCK_NAME) == 0 ||
-			     access(rec, F_OK) == 0;
+			     access(rec, F_OK) == 0 || has_rec_xattr(p);
 		if (keep_state && state) {
 			(*left)++;
 			continue;
@@ -438,17 +475,22 @@ static enum mbfs_jact replay_stage(struct mbfs_journal *j, const char *file,
 	return act;
 }
 
-/* One record of an ended mount; its data file is the name without .rec. */
+/* One record of an ended mount: file is its data file carrying it as an
+ * attribute (local NULL), or a record file with its data file local. */
 static enum mbfs_jact replay_rec(struct mbfs_journal *j, const char *file,
+				 const char *local,
 				 const struct mbfs_jreplay *ops, bool *foreign)
 {
-	char local[PATH_MAX];
 	struct mbfs_jrec r;
-	snprintf(local, sizeof(local), "%.*s",
-		 (int)(strlen(file) - strlen(REC_SUFFIX)), file);
-	if (access(local, F_OK))
+	char *text;
+	if (!local) {
+		local = file;
+		text = read_rec_xattr(file);
+	} else if (access(local, F_OK)) {
 		return MBFS_J_DONE;   /* no data left to save */
-	char *text = read_small(file);
+	} else {
+		text = read_small(file);
+	}
 	int ok = parse_rec(text, &r) == 0;
 	free(text);
 	if (ok && !same_container(j, &r)) {
@@ -472,12 +514,30 @@ static void replay_dir(struct mbfs_journal *j, const char *dir,
 	if (!dp)
 		return;
 	while ((de = readdir(dp))) {
-		bool rec = ends_with(de->d_name, REC_SUFFIX);
-		if ((!rec && !ends_with(de->d_name, STG_SUFFIX)) ||
-		    snprintf(p, sizeof(p), "%s/%s", dir, de->d_name) >= (int)sizeof(p))
+		const char *name = de->d_name;
+		bool rec = ends_with(name, REC_SUFFIX);
+		bool stg = ends_with(name, STG_SUFFIX);
+		if (snprintf(p, sizeof(p), "%s/%s", dir, name) >= (int)sizeof(p) ||
+		    strcmp(name, LOCK_NAME) == 0 || ends_with(name, TMP_SUFFIX) ||
+		    name[0] == '.')
 			continue;
-		enum mbfs_jact act = rec ? replay_rec(j, p, ops, &foreign)
-					 : replay_stage(j, p, ops, &foreign);
+		enum mbfs_jact act;
+		if (stg) {
+			act = replay_stage(j, p, ops, &foreign);
+		} else if (rec) {
+			char local[PATH_MAX];
+			snprintf(local, sizeof(local), "%.*s",
+				 (int)(strlen(p) - strlen(REC_SUFFIX)), p);
+			if (has_rec_xattr(local))
+				continue;   /* the attribute is newer */
+			act = replay_rec(j, p, local, ops, &foreign);
+		} else if (has_rec_xattr(p)) {
+			/* DONE removed the data with its attribute */
+			replay_rec(j, p, NULL, ops, &foreign);
+			continue;
+		} else {
+			continue;
+		}
 		if (act == MBFS_J_DONE)
 			unlink(p);
 	}

@@ -13,6 +13,7 @@
 #include "fuse/journal.h"
 
 #define REC_SUFFIX ".rec"
+#define REC_XATTR "user.mbfs.rec"   /* a record on its working copy */
 #define STG_SUFFIX ".stg"
 #define TMP_SUFFIX ".tmp"
 #define LOCK_NAME "lock"

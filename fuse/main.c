@@ -559,6 +559,7 @@ static void fs_free(struct mbfs *fs)
 	mbfs_wbq_free(fs->wbq);
 	mbfs_newdirs_free(fs->newdirs);
 	mbfs_node_free_all(fs);
+	mbfs_nodeset_fini(&fs->nodes);
 	mbfs_batch_free(fs->batch);
 	mbfs_cache_free(fs->cache);
 	mbfs_kcache_free(fs->kcache);
@@ -590,8 +591,10 @@ int main(int argc, char *argv[])
 	mb_log_init("mbfs", MB_LOG_INFO);
 	fuse_set_log_func(fuse_log_to_mb);
 	struct mbfs *fs = calloc(1, sizeof(*fs));
-	if (!fs)
+	if (!fs || mbfs_nodeset_init(&fs->nodes)) {
+		free(fs);
 		return fail("out of memory");
+	}
 	pthread_mutex_init(&fs->nodes_lock, NULL);
 	mbfs_fs = fs;
 	if (fuse_opt_parse(&args, &ps, mbfs_opt_spec, opt_proc)) {

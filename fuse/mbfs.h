@@ -81,6 +81,7 @@
 #include "common/api.h"
 #include "common/err.h"
 #include "common/ident.h"
+#include "fuse/nodeset.h"
 
 struct mbfs_batch;
 struct mbfs_wbq;
@@ -164,8 +165,8 @@ struct mbfs {
 	char agent_name[MB_AGENT_NAME_MAX]; /* in the control file; "" none */
 
 	pthread_mutex_t nodes_lock;
-	struct mbfs_node *nodes;        /* open files by path; protected by
-	                                   nodes_lock */
+	struct mbfs_nodeset nodes;      /* open files (nodeset.h); protected
+	                                   by nodes_lock */
 
 	atomic_int stopped;             /* generation gone: fail fast */
 	atomic_int stop_logged;

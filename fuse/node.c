@@ -31,10 +31,10 @@
 
 struct mbfs_node *mbfs_node_find_shared(struct mbfs *fs, const char *path)
 {
-	for (struct mbfs_node *n = fs->nodes; n; n = n->next)
-		if (n->shared && strcmp(n->path, path) == 0)
-			return n;
-	return NULL;
+	struct mbfs_node *n = NULL;
+	while ((n = mbfs_nodeset_find(&fs->nodes, path, n)) && !n->shared)
+		;
+	return n;
 }
 
 void mbfs_node_destroy(struct mbfs_node *n)
@@ -80,8 +80,7 @@ static struct mbfs_node *get_or_insert(struct mbfs *fs, const char *path,
 	if (n) {
 		n->refs++;
 	} else if (fresh) {
-		fresh->next = fs->nodes;
-		fs->nodes = fresh;
+		mbfs_nodeset_add(&fs->nodes, fresh);
 		n = fresh;
 		fresh = NULL;
 	}
@@ -201,12 +200,7 @@ void mbfs_node_release(struct mbfs *fs, struct mbfs_node *n)
 		pthread_mutex_unlock(&fs->nodes_lock);
 		return;
 	}
-	for (struct mbfs_node **pp = &fs->nodes; *pp; pp = &(*pp)->next) {
-		if (*pp == n) {
-			*pp = n->next;
-			break;
-		}
-	}
+	mbfs_nodeset_del(&fs->nodes, n);
 	bool keep = n->loaded && !n->dirty && n->base_known && n->shared &&
 		    !n->unlinked && !n->partial;
 	pthread_mutex_unlock(&fs->nodes_lock);
@@ -349,9 +343,9 @@ bool mbfs_node_busy(struct mbfs *fs, const char *path)
 	pthread_mutex_lock(&fs->nodes_lock);
 	/* a node still loading (the reader that asked for an archive, say)
 	 * takes the guest's content anyway */
-	for (struct mbfs_node *n = fs->nodes; n && !busy; n = n->next)
-		busy = (n->loaded || n->dirty || n->fresh) &&
-		       strcmp(n->path, path) == 0;
+	for (struct mbfs_node *n = mbfs_nodeset_find(&fs->nodes, path, NULL);
+	     n && !busy; n = mbfs_nodeset_find(&fs->nodes, path, n))
+		busy = n->loaded || n->dirty || n->fresh;
 	pthread_mutex_unlock(&fs->nodes_lock);
 	return busy;
 }
@@ -464,7 +458,7 @@ void mbfs_node_renamed(struct mbfs *fs, const char *from, const char *to)
 {
 	size_t fl = strlen(from);
 	pthread_mutex_lock(&fs->nodes_lock);
-	for (struct mbfs_node *n = fs->nodes; n; n = n->next) {
+	for (struct mbfs_node *n = fs->nodes.head; n; n = n->next) {
 		if (strcmp(n->path, to) == 0 && !n->unlinked) {
 			n->unlinked = true;   /* replaced by the rename */
 			n->shared = false;
@@ -477,8 +471,7 @@ void mbfs_node_renamed(struct mbfs *fs, const char *from, const char *to)
 		char *np;
 		if (asprintf(&np, "%s%s", to, n->path + fl) < 0)
 			continue;
-		free(n->path);
-		n->path = np;
+		mbfs_nodeset_move(&fs->nodes, n, np);
 		n->rec_stale = n->recorded;
 	}
 	pthread_mutex_unlock(&fs->nodes_lock);
@@ -488,12 +481,11 @@ void mbfs_node_renamed(struct mbfs *fs, const char *from, const char *to)
 void mbfs_node_unlinked(struct mbfs *fs, const char *path)
 {
 	pthread_mutex_lock(&fs->nodes_lock);
-	for (struct mbfs_node *n = fs->nodes; n; n = n->next) {
-		if (strcmp(n->path, path) == 0) {
-			n->unlinked = true;
-			n->shared = false;
-			n->rec_stale = n->recorded;
-		}
+	for (struct mbfs_node *n = mbfs_nodeset_find(&fs->nodes, path, NULL);
+	     n; n = mbfs_nodeset_find(&fs->nodes, path, n)) {
+		n->unlinked = true;
+		n->shared = false;
+		n->rec_stale = n->recorded;
 	}
 	pthread_mutex_unlock(&fs->nodes_lock);
 	mbfs_node_records_sync(fs);
@@ -507,9 +499,10 @@ void mbfs_node_hide(struct mbfs *fs, const char *path, const char *hidden,
 	 * stay); without it, its handles read the file as gone */
 	for (;;) {
 		pthread_mutex_lock(&fs->nodes_lock);
-		struct mbfs_node *n = fs->nodes;
-		while (n && (n->loaded || n->unlinked || strcmp(n->path, path)))
-			n = n->next;
+		struct mbfs_node *n = NULL;
+		while ((n = mbfs_nodeset_find(&fs->nodes, path, n)) &&
+		       (n->loaded || n->unlinked))
+			;
 		if (n)
 			n->refs++;
 		pthread_mutex_unlock(&fs->nodes_lock);
@@ -539,9 +532,9 @@ void mbfs_node_hide(struct mbfs *fs, const char *path, const char *hidden,
 		pthread_mutex_lock(&n->lock);
 	pthread_mutex_lock(&fs->nodes_lock);
 	*fresh = n && n->fresh;
-	for (struct mbfs_node *o = fs->nodes; o; o = o->next)
-		if (strcmp(o->path, path) == 0)
-			o->unlinked = true;
+	for (struct mbfs_node *o = mbfs_nodeset_find(&fs->nodes, path, NULL);
+	     o; o = mbfs_nodeset_find(&fs->nodes, path, o))
+		o->unlinked = true;
 	pthread_mutex_unlock(&fs->nodes_lock);
 	if (n)
 		pthread_mutex_unlock(&n->lock);
@@ -554,7 +547,7 @@ void mbfs_node_hide(struct mbfs *fs, const char *path, const char *hidden,
 void mbfs_node_invalidate_all(struct mbfs *fs)
 {
 	pthread_mutex_lock(&fs->nodes_lock);
-	for (struct mbfs_node *n = fs->nodes; n; n = n->next)
+	for (struct mbfs_node *n = fs->nodes.head; n; n = n->next)
 		if (!n->dirty && n->loaded)
 			n->shared = false;
 	pthread_mutex_unlock(&fs->nodes_lock);
@@ -564,7 +557,7 @@ void mbfs_node_flush_all(struct mbfs *fs)
 {
 	for (;;) {
 		pthread_mutex_lock(&fs->nodes_lock);
-		struct mbfs_node *n = fs->nodes;
+		struct mbfs_node *n = fs->nodes.head;
 		while (n && !(n->dirty && !n->unlinked && !(n->kept_any)))
 			n = n->next;
 		if (n)
@@ -585,10 +578,9 @@ void mbfs_node_flush_all(struct mbfs *fs)
 
 void mbfs_node_free_all(struct mbfs *fs)
 {
-	struct mbfs_node *n = fs->nodes, *next;
-	fs->nodes = NULL;
-	for (; n; n = next) {
-		next = n->next;
+	while (fs->nodes.head) {
+		struct mbfs_node *n = fs->nodes.head;
+		mbfs_nodeset_del(&fs->nodes, n);
 		mbfs_node_destroy(n);
 	}
 }

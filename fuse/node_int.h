@@ -15,8 +15,10 @@
 
 struct mbfs_node {
 	/* protected by fs->nodes_lock */
-	struct mbfs_node *next;
-	char *path;
+	struct mbfs_node *next;     /* fs->nodes (nodeset.h) */
+	struct mbfs_node **pprev;
+	struct mbfs_node *hnext;
+	char *path;                 /* changed by mbfs_nodeset_move only */
 	int refs;
 	bool closing;          /* a releaser is finishing this node */
 	bool shared;           /* new opens of path may use this node */
@@ -36,6 +38,8 @@ struct mbfs_node {
 	bool kept_any;         /* an upload failed and its data was kept */
 	uint64_t kept_version; /* ... for this version */
 	char base_sha[65];     /* SHA-256 of our last upload, "" if none */
+	struct mbfs_wbq_entry *wbq;  /* its entry in the write-back queue, or
+	                               NULL; protected by the queue's lock */
 	uint64_t times_version; /* mtime was set by utimens (wbnode.c) at
 	                          this version; 0: never */
 	bool recorded;         /* the journal holds a record of the copy */

@@ -37,6 +37,7 @@ struct mbfs_wbq *mbfs_wbq_new(void)
 	pthread_cond_init(&q->cond, &ca);
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&q->lock, NULL);
+	q->tail = &q->head;
 	return q;
 }
 
@@ -47,7 +48,9 @@ void mbfs_wbq_free(struct mbfs_wbq *q)
 	/* entries left only when never started or stopped early: their
 	 * nodes are freed with the rest (mbfs_node_free_all) */
 	while (q->head) {
-		struct entry *e = q->head->next;
+		struct mbfs_wbq_entry *e = q->head->next;
+		if (q->head->n)
+			q->head->n->wbq = NULL;
 		free(q->head->dpath);
 		free(q->head);
 		q->head = e;
@@ -55,14 +58,6 @@ void mbfs_wbq_free(struct mbfs_wbq *q)
 	pthread_cond_destroy(&q->cond);
 	pthread_mutex_destroy(&q->lock);
 	free(q);
-}
-
-static struct entry *find(struct mbfs_wbq *q, const struct mbfs_node *n)
-{
-	for (struct entry *e = q->head; e; e = e->next)
-		if (e->n == n)
-			return e;
-	return NULL;
 }
 
 /* ---- sending one batch ---- */
@@ -82,7 +77,7 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 	size_t k = 0;
 	uint64_t bytes = 0, now = mb_now_ms();
 	bool skipped = false;
-	for (struct entry *e = q->head; e; e = e->next) {
+	for (struct mbfs_wbq_entry *e = q->head; e; e = e->next) {
 		if (e->inflight)
 			continue;
 		/* just closed: a rename or link of it (an editor's save, a
@@ -106,12 +101,12 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 	}
 	if (!k)
 		return;
-	struct entry **ev = malloc(k * sizeof(*ev));
+	struct mbfs_wbq_entry **ev = malloc(k * sizeof(*ev));
 	struct mbfs_wbfile *fv = calloc(k, sizeof(*fv));
 	struct mbfs_wbdir *dv = calloc(k, sizeof(*dv));
 	size_t *fe = malloc(k * sizeof(*fe)), *up = malloc(k * sizeof(*up));
 	if (!ev || !fv || !dv || !fe || !up) {
-		for (struct entry *e = q->head; e; e = e->next)
+		for (struct mbfs_wbq_entry *e = q->head; e; e = e->next)
 			e->inflight = false;
 		free(ev);
 		free(fv);
@@ -121,7 +116,7 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 		return;   /* the flusher tries again after its delay */
 	}
 	size_t i = 0, nd = 0;
-	for (struct entry *e = q->head; e && i < k; e = e->next) {
+	for (struct mbfs_wbq_entry *e = q->head; e && i < k; e = e->next) {
 		if (!e->inflight)
 			continue;
 		ev[i++] = e;
@@ -221,12 +216,11 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 	q->sent_bytes += sent;
 	if (failed)
 		note_failure(q, failed, first_fail, first_why);
-	for (struct entry **pp = &q->head; *pp;) {
-		struct entry *e = *pp;
-		bool mine = false;
-		for (i = 0; i < k && !mine; i++)
-			mine = ev[i] == e;
-		if (!mine) {
+	/* one batch in flight at a time: what is in flight is this one's */
+	struct mbfs_wbq_entry **pp = &q->head;
+	while (*pp) {
+		struct mbfs_wbq_entry *e = *pp;
+		if (!e->inflight) {
 			pp = &e->next;
 			continue;
 		}
@@ -240,14 +234,17 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 			pp = &e->next;
 			continue;
 		}
-		if (e->n)
+		if (e->n) {
+			e->n->wbq = NULL;
 			drop[ndrop++] = e->n;
-		else if (e->kind != MBFS_WBDIR_MAKE)
+		} else if (e->kind != MBFS_WBDIR_MAKE) {
 			q->dirs--;
+		}
 		*pp = e->next;
 		free(e->dpath);
 		free(e);
 	}
+	q->tail = pp;
 	free(ev);
 	pthread_cond_broadcast(&q->cond);
 	pthread_mutex_unlock(&q->lock);
@@ -268,7 +265,7 @@ static uint64_t due_ms(const struct mbfs_wbq *q)
 	if (q->queued_bytes >= MBFS_WBQ_BATCH_BYTES || q->stop)
 		return 1;
 	uint64_t due = 0;
-	for (const struct entry *e = q->head; e; e = e->next) {
+	for (const struct mbfs_wbq_entry *e = q->head; e; e = e->next) {
 		if (e->inflight)
 			continue;
 		if (e->urgent)
@@ -335,13 +332,14 @@ void mbfs_wbq_stop(struct mbfs *fs)
 
 /* ---- the interface ---- */
 
-void mbfs_wbq_append_locked(struct mbfs_wbq *q, struct entry *e)
+void mbfs_wbq_append_locked(struct mbfs_wbq *q, struct mbfs_wbq_entry *e)
 {
 	e->since_ms = mb_now_ms();
-	struct entry **pp = &q->head;
-	while (*pp)
-		pp = &(*pp)->next;
-	*pp = e;
+	e->next = NULL;
+	*q->tail = e;
+	q->tail = &e->next;
+	if (e->n)
+		e->n->wbq = e;
 	q->queued++;
 }
 
@@ -363,7 +361,7 @@ bool mbfs_wbq_add(struct mbfs *fs, struct mbfs_node *n, uint64_t bytes)
 	bool queued = false, extra = true;
 	pthread_mutex_lock(&q->lock);
 	mbfs_wbq_start_locked(fs, q);
-	struct entry *e = q->stop || !q->running ? NULL : find(q, n);
+	struct mbfs_wbq_entry *e = q->stop || !q->running ? NULL : n->wbq;
 	if (q->stop || !q->running) {
 		/* refused: the caller uploads */
 	} else if (e && e->inflight) {
@@ -395,7 +393,7 @@ bool mbfs_wbq_busy(struct mbfs *fs, const struct mbfs_node *n)
 	if (!q)
 		return false;
 	pthread_mutex_lock(&q->lock);
-	struct entry *e = find(q, n);
+	struct mbfs_wbq_entry *e = n->wbq;
 	bool busy = e && e->inflight;
 	pthread_mutex_unlock(&q->lock);
 	return busy;
@@ -407,7 +405,7 @@ bool mbfs_wbq_queued(struct mbfs *fs, const struct mbfs_node *n)
 	if (!q)
 		return false;
 	pthread_mutex_lock(&q->lock);
-	struct entry *e = find(q, n);
+	struct mbfs_wbq_entry *e = n->wbq;
 	bool queued = e && !e->inflight && !q->stop;
 	pthread_mutex_unlock(&q->lock);
 	return queued;
@@ -419,7 +417,7 @@ void mbfs_wbq_wait_idle(struct mbfs *fs, const struct mbfs_node *n)
 	if (!q)
 		return;
 	pthread_mutex_lock(&q->lock);
-	for (struct entry *e; (e = find(q, n)) && e->inflight;)
+	for (struct mbfs_wbq_entry *e; (e = n->wbq) && e->inflight;)
 		pthread_cond_wait(&q->cond, &q->lock);
 	pthread_mutex_unlock(&q->lock);
 }
@@ -430,7 +428,7 @@ void mbfs_wbq_flush_node(struct mbfs *fs, struct mbfs_node *n)
 	if (!q)
 		return;
 	pthread_mutex_lock(&q->lock);
-	for (struct entry *e; (e = find(q, n));) {
+	for (struct mbfs_wbq_entry *e; (e = n->wbq);) {
 		if (!e->inflight) {
 			e->urgent = true;
 			pthread_cond_broadcast(&q->cond);
@@ -442,7 +440,7 @@ void mbfs_wbq_flush_node(struct mbfs *fs, struct mbfs_node *n)
 
 /* Must e land before a change of path on the guest (flush's which)?
  * nodes_lock held. */
-static bool selects(const struct entry *e, const char *path, unsigned which)
+static bool selects(const struct mbfs_wbq_entry *e, const char *path, unsigned which)
 {
 	if (e->n)
 		return mbfs_batch_selects(e->n->path, path, which);
@@ -476,7 +474,7 @@ int mbfs_wbq_flush(struct mbfs *fs, const char *path, unsigned which)
 		bool any = false;
 		pthread_mutex_lock(&fs->nodes_lock);
 		pthread_mutex_lock(&q->lock);
-		for (struct entry *e = q->head; e; e = e->next) {
+		for (struct mbfs_wbq_entry *e = q->head; e; e = e->next) {
 			if (!path || selects(e, path, which)) {
 				any = true;
 				if (!e->inflight)
@@ -529,7 +527,7 @@ char *mbfs_wbq_json(struct mbfs *fs)
 	pthread_mutex_lock(&q->lock);
 	/* directory entries are not files; their mkdirs are counted apart */
 	size_t dirs = 0, dirs_inflight = 0, mkdirs = 0;
-	for (const struct entry *e = q->head; e; e = e->next) {
+	for (const struct mbfs_wbq_entry *e = q->head; e; e = e->next) {
 		dirs += !e->n;
 		dirs_inflight += !e->n && e->inflight;
 		mkdirs += !e->n && e->kind == MBFS_WBDIR_MAKE;

@@ -42,10 +42,10 @@ void mbfs_wbq_made(struct mbfs *fs, const char *path, int rc, const char *why)
 		mbfs_cache_invalidate_tree(fs->cache, path);
 }
 
-struct entry *mbfs_wbq_append_dir_locked(struct mbfs_wbq *q, const char *path,
+struct mbfs_wbq_entry *mbfs_wbq_append_dir_locked(struct mbfs_wbq *q, const char *path,
 					 enum mbfs_wbdir_kind kind)
 {
-	struct entry *e = calloc(1, sizeof(*e));
+	struct mbfs_wbq_entry *e = calloc(1, sizeof(*e));
 	if (!e || !(e->dpath = strdup(path))) {
 		free(e);
 		return NULL;
@@ -68,7 +68,7 @@ bool mbfs_wbq_mkdir(struct mbfs *fs, const char *path, const struct stat *st)
 	mbfs_wbq_start_locked(fs, q);
 	if (q->running && !q->stop &&
 	    mbfs_newdir_add(fs->newdirs, path, st) == 0) {
-		struct entry *e = mbfs_wbq_append_dir_locked(q, path, MBFS_WBDIR_MAKE);
+		struct mbfs_wbq_entry *e = mbfs_wbq_append_dir_locked(q, path, MBFS_WBDIR_MAKE);
 		if (e)
 			e->dmode = st->st_mode & 07777;
 		else
@@ -84,9 +84,9 @@ bool mbfs_wbq_dir_mode(struct mbfs *fs, const char *path, unsigned perm)
 	struct mbfs_wbq *q = fs->wbq;
 	if (!q || !mbfs_wbsend_fits(path))
 		return false;
-	struct entry *mine = NULL;
+	struct mbfs_wbq_entry *mine = NULL;
 	pthread_mutex_lock(&q->lock);
-	for (struct entry *e = q->head; e; e = e->next) {
+	for (struct mbfs_wbq_entry *e = q->head; e; e = e->next) {
 		if (e->n || e->kind == MBFS_WBDIR_TIME ||
 		    strcmp(e->dpath, path) != 0)
 			continue;
@@ -130,10 +130,10 @@ bool mbfs_wbq_dir_time(struct mbfs *fs, const char *dir,
 	if (!q || strchr(dir, '\n'))
 		return false;
 	bool pending = false;
-	struct entry *mine = NULL;
+	struct mbfs_wbq_entry *mine = NULL;
 	pthread_mutex_lock(&fs->nodes_lock);
 	pthread_mutex_lock(&q->lock);
-	for (struct entry *e = q->head; e; e = e->next) {
+	for (struct mbfs_wbq_entry *e = q->head; e; e = e->next) {
 		/* a file or a directory made in dir moves its mtime */
 		if (e->n ? mbfs_batch_selects(e->n->path, dir,
 					      MBFS_BATCH_CHILDREN)
@@ -154,7 +154,7 @@ bool mbfs_wbq_dir_time(struct mbfs *fs, const char *dir,
 		mine->dtime = *mtime;
 	} else if (pending) {
 		/* behind what is queued or in flight: it lands after them */
-		struct entry *e = mbfs_wbq_append_dir_locked(q, dir, MBFS_WBDIR_TIME);
+		struct mbfs_wbq_entry *e = mbfs_wbq_append_dir_locked(q, dir, MBFS_WBDIR_TIME);
 		if (e)
 			e->dtime = *mtime;
 		else
@@ -172,9 +172,13 @@ void mbfs_wbq_parent_changes(struct mbfs *fs, const char *path, bool local)
 	char *dir = NULL;
 	bool again = false;
 	pthread_mutex_lock(&q->lock);
-	struct entry **pp = &q->head;
+	if (!q->dirs) {   /* no time queued: nothing to move */
+		pthread_mutex_unlock(&q->lock);
+		return;
+	}
+	struct mbfs_wbq_entry **pp = &q->head;
 	while (*pp) {
-		struct entry *e = *pp;
+		struct mbfs_wbq_entry *e = *pp;
 		if (e->n || e->kind != MBFS_WBDIR_TIME ||
 		    !mbfs_batch_selects(e->dpath, path, MBFS_BATCH_PARENT)) {
 			pp = &e->next;
@@ -196,7 +200,8 @@ void mbfs_wbq_parent_changes(struct mbfs *fs, const char *path, bool local)
 		free(e->dpath);
 		free(e);
 	}
-	struct entry *e = again && dir
+	q->tail = pp;
+	struct mbfs_wbq_entry *e = again && dir
 		? mbfs_wbq_append_dir_locked(q, dir, MBFS_WBDIR_TIME) : NULL;
 	if (e)
 		clock_gettime(CLOCK_REALTIME, &e->dtime);
@@ -213,7 +218,7 @@ void mbfs_wbq_apply_dir_time(struct mbfs *fs, const char *path,
 		return;
 	pthread_mutex_lock(&q->lock);
 	/* in queue order: the last one is the newest */
-	for (const struct entry *e = q->head; e && q->dirs; e = e->next) {
+	for (const struct mbfs_wbq_entry *e = q->head; e && q->dirs; e = e->next) {
 		if (e->n || strcmp(e->dpath, path) != 0)
 			continue;
 		if (e->kind == MBFS_WBDIR_TIME) {

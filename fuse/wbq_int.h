@@ -17,8 +17,8 @@ struct mbfs_node;
 
 /* An entry is a file (n) or a change of a directory (dpath): its mkdir,
  * its mtime, its mode. */
-struct entry {
-	struct entry *next;
+struct mbfs_wbq_entry {
+	struct mbfs_wbq_entry *next;
 	struct mbfs_node *n;     /* the queue's reference; NULL: a directory */
 	enum mbfs_wbdir_kind kind;   /* a directory's change */
 	char *dpath;             /* the directory */
@@ -34,7 +34,8 @@ struct entry {
 struct mbfs_wbq {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;     /* any change: queued, sent, stop */
-	struct entry *head;      /* protected by lock, oldest first */
+	struct mbfs_wbq_entry *head;      /* protected by lock, oldest first */
+	struct mbfs_wbq_entry **tail;     /* the last entry's next, or &head */
 	size_t queued;           /* entries not in flight */
 	uint64_t queued_bytes;
 	size_t inflight;
@@ -49,14 +50,14 @@ struct mbfs_wbq {
 };
 
 /* Queue e (not in flight) at the end, as of now. q->lock held. */
-void mbfs_wbq_append_locked(struct mbfs_wbq *q, struct entry *e);
+void mbfs_wbq_append_locked(struct mbfs_wbq *q, struct mbfs_wbq_entry *e);
 
 /* Start the flusher with the first entry. q->lock held. */
 void mbfs_wbq_start_locked(struct mbfs *fs, struct mbfs_wbq *q);
 
 /* A new directory entry of kind for path at the end of the queue, or NULL
  * without memory. q->lock held. */
-struct entry *mbfs_wbq_append_dir_locked(struct mbfs_wbq *q, const char *path,
+struct mbfs_wbq_entry *mbfs_wbq_append_dir_locked(struct mbfs_wbq *q, const char *path,
 					 enum mbfs_wbdir_kind kind);
 
 /* After a batch: a queued mkdir of path ran (rc 0) or failed (why). */

@@ -209,3 +209,57 @@ def test_clean_unmount_leaves_no_journal(service, container, need_fuse, cache_di
     finally:
         finish(m)
     assert [d for d in os.listdir(cache_dir) if d.startswith("run.")] == []
+
+
+def list_attrs(p):
+    try:
+        return os.listxattr(p)
+    except OSError:   # no user attributes on this filesystem
+        return []
+
+
+def journal_records(cache_dir):
+    """(files carrying a record attribute, record files) in the run directories."""
+    attrs, files = [], []
+    for run in (d for d in os.listdir(cache_dir) if d.startswith("run.")):
+        for name in os.listdir(os.path.join(cache_dir, run)):
+            p = os.path.join(cache_dir, run, name)
+            if name.endswith(".rec"):
+                files.append(p)
+            elif "user.mbfs.rec" in list_attrs(p):
+                attrs.append(p)
+    return attrs, files
+
+
+@pytest.fixture
+def no_xattr_dir(tmp_path):
+    """A directory on ramfs, which has no user attributes."""
+    d = str(tmp_path / "ramfs")
+    os.mkdir(d)
+    if subprocess.run(["mount", "-t", "ramfs", "none", d], capture_output=True).returncode:
+        pytest.skip("cannot mount ramfs here")
+    yield d
+    subprocess.run(["umount", "-l", d], capture_output=True)
+
+
+@pytest.mark.parametrize("plain", [True, False], ids=["attribute", "record-file"])
+def test_kill9_record_as_attribute_or_file_is_replayed(service, container, need_fuse, request, plain):
+    """A dirty copy's record is an attribute of the copy; on a cache disk
+    without user attributes it is a file of its own. After kill -9 the next
+    mount uploads either."""
+    cache_dir = request.getfixturevalue("cache_dir" if plain else "no_xattr_dir")
+    name = unique("crash-rec")
+    data = os.urandom(300 * 1024)
+    m = mount_with(service, container, cache_dir)
+    fd = write_unclosed(m.path(name), data)
+    attrs, files = journal_records(cache_dir)
+    assert (len(attrs), len(files)) == ((1, 0) if plain else (0, 1))
+    kill9(m)
+    close_quietly(fd)
+    m2 = mount_with(service, container, cache_dir)
+    try:
+        assert guest_sha(service, container, "/workspace/" + name) == sha(data)
+    finally:
+        log = finish(m2)
+    assert "was written before mbfs stopped: uploaded now" in log
+    assert [d for d in os.listdir(cache_dir) if d.startswith("run.")] == []
