@@ -43,6 +43,13 @@ struct mbfs_data {
 	/* local changes, by lock: a stamp per slot of a path's hash, and one
 	 * for the drops of a whole tree */
 	uint64_t stamp, tree_stamp, changed[CHANGE_SLOTS];
+	/* files emptied for reuse, by lock: a storm of small files (git's
+	 * objects, written then renamed or linked and removed) makes and
+	 * deletes one per file, and an inode made costs more than an
+	 * emptied one reused (much more on ext4 without a journal, which
+	 * scans past the inodes deleted in the last seconds) */
+	char *spare[SPARE_MAX];
+	size_t nspare;
 };
 
 static uint64_t *slot_locked(struct mbfs_data *d, const char *path)
@@ -64,11 +71,9 @@ int mbfs_data_new(const char *dir, uint64_t cap, struct mbfs_data **out,
 	return 0;
 }
 
-static void free_dentry(struct dentry *e, bool unlink_file)
+static void free_dentry(struct mbfs_data *d, struct dentry *e)
 {
-	if (unlink_file)
-		unlink(e->local);
-	free(e->local);
+	mbfs_data_recycle(d, e->local);
 	free(e->path);
 	free(e);
 }
@@ -80,15 +85,37 @@ void mbfs_data_free(struct mbfs_data *d)
 	struct dentry *e = d->head, *n;
 	for (; e; e = n) {
 		n = e->next;
-		free_dentry(e, true);
+		free_dentry(NULL, e);
 	}
+	for (size_t i = 0; i < d->nspare; i++)
+		mbfs_data_discard(d->spare[i]);
 	pthread_mutex_destroy(&d->lock);
 	free(d->datadir);
 	free(d);
 }
 
+/* A spare file, open, or -1. */
+static int take_spare(struct mbfs_data *d, char **local)
+{
+	for (;;) {
+		pthread_mutex_lock(&d->lock);
+		char *p = d->nspare ? d->spare[--d->nspare] : NULL;
+		pthread_mutex_unlock(&d->lock);
+		if (!p)
+			return -1;
+		int f = open(p, O_RDWR | O_CLOEXEC);
+		if (f >= 0) {
+			*local = p;
+			return f;
+		}
+		mbfs_data_discard(p);
+	}
+}
+
 int mbfs_data_newfile(struct mbfs_data *d, char **local, int *fd)
 {
+	if ((*fd = take_spare(d, local)) >= 0)
+		return 0;
 	char hex[17];
 	if (mb_random_hex(hex, 8))
 		return -EIO;
@@ -168,7 +195,7 @@ int mbfs_data_take(struct mbfs_data *d, const char *path, uint64_t size,
 	if (!got)
 		return 0;
 	if (got->size != size || got->mtime != mtime) {
-		free_dentry(got, true);
+		free_dentry(d, got);
 		return 0;
 	}
 	*local = got->local;
@@ -196,11 +223,11 @@ static struct dentry *evict_locked(struct mbfs_data *d, uint64_t want,
 	return out;
 }
 
-static void free_list(struct dentry *e)
+static void free_list(struct mbfs_data *d, struct dentry *e)
 {
 	while (e) {
 		struct dentry *n = e->next;
-		free_dentry(e, true);
+		free_dentry(d, e);
 		e = n;
 	}
 }
@@ -239,8 +266,8 @@ void mbfs_data_put(struct mbfs_data *d, const char *path, uint64_t size,
 	evict = evict_locked(d, 0, cap, &freed);
 	pthread_mutex_unlock(&d->lock);
 	if (old)
-		free_dentry(old, true);
-	free_list(evict);
+		free_dentry(d, old);
+	free_list(d, evict);
 }
 
 uint64_t mbfs_data_stamp(struct mbfs_data *d)
@@ -293,7 +320,7 @@ static void drop_matching(struct mbfs_data *d, const char *path, bool tree)
 	pthread_mutex_unlock(&d->lock);
 	while (gone) {
 		struct dentry *nx = gone->next;
-		free_dentry(gone, true);
+		free_dentry(d, gone);
 		gone = nx;
 	}
 }
@@ -321,6 +348,19 @@ void mbfs_data_discard(char *local)
 	free(local);
 }
 
+void mbfs_data_recycle(struct mbfs_data *d, char *local)
+{
+	if (local && d && truncate(local, 0) == 0) {
+		pthread_mutex_lock(&d->lock);
+		if (d->nspare < SPARE_MAX) {
+			d->spare[d->nspare++] = local;
+			local = NULL;
+		}
+		pthread_mutex_unlock(&d->lock);
+	}
+	mbfs_data_discard(local);
+}
+
 uint64_t mbfs_data_evict(struct mbfs_data *d, uint64_t want)
 {
 	uint64_t freed;
@@ -330,6 +370,6 @@ uint64_t mbfs_data_evict(struct mbfs_data *d, uint64_t want)
 	if (gone)
 		mb_log(MB_LOG_DEBUG, "the cache's disk is full: %llu bytes of "
 		       "clean copies removed", (unsigned long long)freed);
-	free_list(gone);
+	free_list(d, gone);
 	return freed;
 }

@@ -57,6 +57,11 @@ void mbfs_data_drop_all(struct mbfs_data *d);
 
 /* Delete a working file (unlink + free). */
 void mbfs_data_discard(char *local);
+/* The same for a file that nothing has open any more and that carries no
+ * journal record: emptied and kept for the next mbfs_data_newfile (up to
+ * SPARE_MAX of them; deleted beyond, or with d NULL). Frees local. */
+#define SPARE_MAX 512
+void mbfs_data_recycle(struct mbfs_data *d, char *local);
 
 /* Remove clean copies, oldest first, until want bytes are freed (the disk
  * is full). Returns the bytes freed, 0 when there was nothing to remove. */

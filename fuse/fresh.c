@@ -86,7 +86,7 @@ int mbfs_node_create(struct mbfs *fs, const char *path, unsigned mode,
 	rc = mbfs_load_empty(fs, n);
 	pthread_mutex_unlock(&n->lock);
 	if (rc) {
-		mbfs_node_destroy(n);
+		mbfs_node_destroy(fs, n);
 		return rc;
 	}
 	struct stat st;
@@ -95,7 +95,7 @@ int mbfs_node_create(struct mbfs *fs, const char *path, unsigned mode,
 	if (o && !o->unlinked) {
 		/* created by another thread meanwhile */
 		pthread_mutex_unlock(&fs->nodes_lock);
-		mbfs_node_destroy(n);
+		mbfs_node_destroy(fs, n);
 		return -EEXIST;
 	}
 	n->fresh = true;
@@ -287,14 +287,14 @@ static int copy_new(struct mbfs *fs, struct mbfs_node *n, const char *to)
 	pthread_mutex_unlock(&c->lock);
 	free(buf);
 	if (rc) {
-		mbfs_node_destroy(c);
+		mbfs_node_destroy(fs, c);
 		return rc;
 	}
 	pthread_mutex_lock(&fs->nodes_lock);
 	struct mbfs_node *o = mbfs_node_find_shared(fs, to);
 	if (o && !o->unlinked) {
 		pthread_mutex_unlock(&fs->nodes_lock);
-		mbfs_node_destroy(c);
+		mbfs_node_destroy(fs, c);
 		return -EEXIST;
 	}
 	c->fresh = true;

@@ -191,19 +191,25 @@ int mbfs_journal_put(struct mbfs_journal *j, const char *local,
 	return rc;
 }
 
-void mbfs_journal_drop(struct mbfs_journal *j, const char *local)
+int mbfs_journal_drop(struct mbfs_journal *j, const char *local)
 {
 	char path[PATH_MAX];
+	int rc = 0;
 	(void)j;
 	if (removexattr(local, REC_XATTR) == 0)
-		return;   /* it had no file */
-	if (errno != ENODATA && errno != ENOENT && errno != ENOTSUP)
+		return 0;   /* it had no file */
+	if (errno != ENODATA && errno != ENOENT && errno != ENOTSUP) {
+		rc = -errno;
 		mb_log(MB_LOG_WARN, "cannot remove the journal record of '%s': "
 		       "%s", local, strerror(errno));
+	}
 	if (snprintf(path, sizeof(path), "%s" REC_SUFFIX, local) < (int)sizeof(path) &&
-	    unlink(path) && errno != ENOENT)
+	    unlink(path) && errno != ENOENT) {
+		rc = -errno;
 		mb_log(MB_LOG_WARN, "cannot remove journal record '%s': %s", path,
 		       strerror(errno));
+	}
+	return rc;
 }
 
 /* The record kept as an attribute of the data file local (malloc'd), or

@@ -68,8 +68,8 @@ const char *mbfs_journal_run_dir(const struct mbfs_journal *j);
 int mbfs_journal_put(struct mbfs_journal *j, const char *local,
 		     const struct mbfs_jrec *r);
 /* Remove the record of local (its data is on the guest, kept, or no longer
- * wanted). */
-void mbfs_journal_drop(struct mbfs_journal *j, const char *local);
+ * wanted). 0, or -errno when a record may be left (logged). */
+int mbfs_journal_drop(struct mbfs_journal *j, const char *local);
 
 /* Move the file local under DIR/kept/, named after rpath (NULL: unknown),
  * by rename; an open fd of it stays valid. why says why, for the control

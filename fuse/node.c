@@ -37,7 +37,7 @@ struct mbfs_node *mbfs_node_find_shared(struct mbfs *fs, const char *path)
 	return n;
 }
 
-void mbfs_node_destroy(struct mbfs_node *n)
+void mbfs_node_destroy(struct mbfs *fs, struct mbfs_node *n)
 {
 	mbfs_xfer_pieces_forget(&n->pieces);   /* left at exit: journal */
 	free(n->have);
@@ -48,9 +48,12 @@ void mbfs_node_destroy(struct mbfs_node *n)
 		 * next mount (dirty.c) */
 		free(n->local);
 	} else {
-		if (n->recorded)
-			mbfs_journal_drop(NULL, n->local);
-		mbfs_data_discard(n->local);
+		/* a file with a record left must never be reused: a later
+		 * mount would take it, emptied, for data not sent */
+		if (n->recorded && mbfs_journal_drop(NULL, n->local))
+			mbfs_data_discard(n->local);
+		else
+			mbfs_data_recycle(fs->data, n->local);
 	}
 	pthread_mutex_destroy(&n->lock);
 	free(n->path);
@@ -86,7 +89,7 @@ static struct mbfs_node *get_or_insert(struct mbfs *fs, const char *path,
 	}
 	pthread_mutex_unlock(&fs->nodes_lock);
 	if (fresh)
-		mbfs_node_destroy(fresh);
+		mbfs_node_destroy(fs, fresh);
 	return n;
 }
 
@@ -213,7 +216,7 @@ void mbfs_node_release(struct mbfs *fs, struct mbfs_node *n)
 			      n->local);
 		n->local = NULL;
 	}
-	mbfs_node_destroy(n);
+	mbfs_node_destroy(fs, n);
 }
 
 void mbfs_node_ref(struct mbfs *fs, struct mbfs_node *n)
@@ -581,6 +584,6 @@ void mbfs_node_free_all(struct mbfs *fs)
 	while (fs->nodes.head) {
 		struct mbfs_node *n = fs->nodes.head;
 		mbfs_nodeset_del(&fs->nodes, n);
-		mbfs_node_destroy(n);
+		mbfs_node_destroy(fs, n);
 	}
 }

@@ -76,7 +76,7 @@ struct mbfs_node *mbfs_node_find_shared(struct mbfs *fs, const char *path);
  * NULL; freed with mbfs_node_destroy (fd, local copy, path) when never
  * listed or once unlisted. */
 struct mbfs_node *mbfs_node_alloc(const char *path);
-void mbfs_node_destroy(struct mbfs_node *n);
+void mbfs_node_destroy(struct mbfs *fs, struct mbfs_node *n);
 
 /* dirty.c: a node's changes in the journal; all with n->lock held. */
 
