@@ -112,18 +112,24 @@ static int take_spare(struct mbfs_data *d, char **local)
 	}
 }
 
+/* A new name in the data directory (malloc'd), or NULL. */
+static char *new_name(struct mbfs_data *d)
+{
+	char hex[17], *p;
+	if (mb_random_hex(hex, 8))
+		return NULL;
+	pthread_mutex_lock(&d->lock);
+	unsigned long seq = ++d->seq;
+	pthread_mutex_unlock(&d->lock);
+	return asprintf(&p, "%s/%lu-%s", d->datadir, seq, hex) < 0 ? NULL : p;
+}
+
 int mbfs_data_newfile(struct mbfs_data *d, char **local, int *fd)
 {
 	if ((*fd = take_spare(d, local)) >= 0)
 		return 0;
-	char hex[17];
-	if (mb_random_hex(hex, 8))
-		return -EIO;
-	pthread_mutex_lock(&d->lock);
-	unsigned long seq = ++d->seq;
-	pthread_mutex_unlock(&d->lock);
-	char *p;
-	if (asprintf(&p, "%s/%lu-%s", d->datadir, seq, hex) < 0)
+	char *p = new_name(d);
+	if (!p)
 		return -ENOMEM;
 	int f = open(p, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (f < 0) {
@@ -136,6 +142,30 @@ int mbfs_data_newfile(struct mbfs_data *d, char **local, int *fd)
 	*local = p;
 	*fd = f;
 	return 0;
+}
+
+int mbfs_data_linkfile(struct mbfs_data *d, const char *from, char **local,
+		       int *fd)
+{
+	char *p = new_name(d);
+	if (!p)
+		return -ENOMEM;
+	int f = link(from, p) ? -1 : open(p, O_RDWR | O_CLOEXEC);
+	if (f < 0) {
+		int e = errno;
+		unlink(p);
+		free(p);
+		return -e;
+	}
+	*local = p;
+	*fd = f;
+	return 0;
+}
+
+bool mbfs_data_shared(int fd)
+{
+	struct stat st;
+	return fstat(fd, &st) || st.st_nlink > 1;
 }
 
 /* The entry of path, or NULL. Lock held. */
@@ -350,7 +380,10 @@ void mbfs_data_discard(char *local)
 
 void mbfs_data_recycle(struct mbfs_data *d, char *local)
 {
-	if (local && d && truncate(local, 0) == 0) {
+	struct stat st;
+	/* another name's data is never emptied */
+	if (local && d && stat(local, &st) == 0 && st.st_nlink == 1 &&
+	    truncate(local, 0) == 0) {
 		pthread_mutex_lock(&d->lock);
 		if (d->nspare < SPARE_MAX) {
 			d->spare[d->nspare++] = local;

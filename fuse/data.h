@@ -13,6 +13,7 @@
 #ifndef MBFS_DATA_H
 #define MBFS_DATA_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -28,6 +29,15 @@ void mbfs_data_free(struct mbfs_data *d);
 
 /* Create a new empty working file; *local malloc'd, *fd open O_RDWR. */
 int mbfs_data_newfile(struct mbfs_data *d, char **local, int *fd);
+
+/* A second name for the working file from (a link, no copy): the two
+ * share their data until one of them takes a copy of its own before a
+ * change (mbfs_data_shared). *local malloc'd, *fd open O_RDWR. 0 or
+ * -errno. */
+int mbfs_data_linkfile(struct mbfs_data *d, const char *from, char **local,
+		       int *fd);
+/* Does the file of fd have another name (or can that not be told)? */
+bool mbfs_data_shared(int fd);
 
 /* Take the clean copy of path if it matches (size, mtime): removed from the
  * index and handed to the caller (*local malloc'd). 1 when taken, 0 if not
@@ -59,7 +69,8 @@ void mbfs_data_drop_all(struct mbfs_data *d);
 void mbfs_data_discard(char *local);
 /* The same for a file that nothing has open any more and that carries no
  * journal record: emptied and kept for the next mbfs_data_newfile (up to
- * SPARE_MAX of them; deleted beyond, or with d NULL). Frees local. */
+ * SPARE_MAX of them; deleted beyond, with d NULL, or when the file has
+ * another name). Frees local. */
 #define SPARE_MAX 512
 void mbfs_data_recycle(struct mbfs_data *d, char *local);
 

@@ -61,8 +61,9 @@ static int copy_all(struct mbfs *fs, int from, int to)
 	return 0;
 }
 
-/* n's file was moved under kept/: give n a file of its own (empty, or a
- * copy), so the kept data never changes. */
+/* n's file was moved under kept/, or is shared with a link: give n a file
+ * of its own (empty, or a copy), so the kept or linked data never
+ * changes. */
 static int own_file(struct mbfs *fs, struct mbfs_node *n, bool empty)
 {
 	char *local;
@@ -75,10 +76,15 @@ static int own_file(struct mbfs *fs, struct mbfs_node *n, bool empty)
 		mbfs_data_discard(local);
 		return rc;
 	}
+	if (n->local) {   /* a link's name: the other keeps the file */
+		mbfs_node_unrecord(fs, n);
+		mbfs_data_discard(n->local);
+	}
 	close(n->fd);
 	n->fd = fd;
 	n->local = local;
 	n->kept_file = false;
+	n->linked = false;
 	return 0;
 }
 
@@ -137,11 +143,13 @@ static int record(struct mbfs *fs, struct mbfs_node *n)
 	return 0;
 }
 
-int mbfs_node_will_change(struct mbfs *fs, struct mbfs_node *n, bool empty)
+static int prepare(struct mbfs *fs, struct mbfs_node *n, bool empty,
+		   bool data)
 {
 	int rc = 0;
 	bool made = false;
-	if (n->fd >= 0 && n->kept_file) {
+	if (n->fd >= 0 && (n->kept_file || (data && n->linked &&
+					    mbfs_data_shared(n->fd)))) {
 		rc = own_file(fs, n, empty);
 	} else if (n->fd < 0) {
 		if (!empty)
@@ -164,6 +172,16 @@ int mbfs_node_will_change(struct mbfs *fs, struct mbfs_node *n, bool empty)
 		n->local = NULL;
 	}
 	return rc;
+}
+
+int mbfs_node_will_change(struct mbfs *fs, struct mbfs_node *n, bool empty)
+{
+	return prepare(fs, n, empty, true);
+}
+
+int mbfs_node_will_record(struct mbfs *fs, struct mbfs_node *n)
+{
+	return prepare(fs, n, false, false);
 }
 
 void mbfs_node_unrecord(struct mbfs *fs, struct mbfs_node *n)

@@ -192,7 +192,7 @@ int mbfs_node_chmod_new(struct mbfs *fs, const char *path, unsigned mode)
 	n->rec_stale = n->recorded;
 	pthread_mutex_unlock(&fs->nodes_lock);
 	/* the journal's record carries the mode to a later mount */
-	mbfs_node_will_change(fs, n, false);
+	mbfs_node_will_record(fs, n);
 	pthread_mutex_unlock(&n->lock);
 	mbfs_node_release(fs, n);
 	mbfs_cache_modify(fs->cache, path, set_mode, &mode);
@@ -253,7 +253,7 @@ int mbfs_node_rename_new(struct mbfs *fs, const char *from, const char *to,
 		 * and its batch puts it under the new name (over what is
 		 * there, atomically) */
 		mbfs_node_renamed(fs, from, to);
-		mbfs_node_will_change(fs, n, false);   /* the record follows */
+		mbfs_node_will_record(fs, n);   /* the record follows */
 		dir_changes(fs, from);
 		dir_changes(fs, to);
 		mbfs_data_drop(fs->data, to);
@@ -265,8 +265,42 @@ int mbfs_node_rename_new(struct mbfs *fs, const char *from, const char *to,
 	return 1;
 }
 
-/* A new fresh node at to holding a copy of n's data (n->lock held), queued
- * for write-back. 0 or -errno. */
+/* c (new, c->lock held) shares n's working file (n->lock held) through a
+ * second name: no copy is made until one of them changes (dirty.c). 0, or
+ * -errno when it cannot (then copy). */
+static int share_file(struct mbfs *fs, struct mbfs_node *n,
+		      struct mbfs_node *c, uint64_t size)
+{
+	struct stat st;
+	if (!n->local || n->kept_file || fstat(n->fd, &st) ||
+	    (uint64_t)st.st_size != size)
+		return -EINVAL;
+	int rc = mbfs_data_linkfile(fs->data, n->local, &c->local, &c->fd);
+	if (rc)
+		return rc;
+	n->linked = c->linked = true;
+	pthread_mutex_lock(&fs->nodes_lock);
+	c->loaded = true;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	return 0;
+}
+
+/* c (new, c->lock held) gets a copy of n's data (n->lock held). */
+static int copy_file(struct mbfs *fs, struct mbfs_node *n,
+		     struct mbfs_node *c, uint64_t size)
+{
+	char *buf = malloc(size ? size : 1);
+	int rc = buf ? mbfs_load_empty(fs, c) : -ENOMEM;
+	if (!rc)
+		rc = mbfs_pread_all(n->fd, buf, size, 0);
+	if (!rc)
+		rc = mbfs_pwrite_all(c->fd, buf, size, 0);
+	free(buf);
+	return rc;
+}
+
+/* A new fresh node at to holding n's data (n->lock held), queued for
+ * write-back. 0 or -errno. */
 static int copy_new(struct mbfs *fs, struct mbfs_node *n, const char *to)
 {
 	struct mbfs_node *c = mbfs_node_alloc(to);
@@ -277,15 +311,11 @@ static int copy_new(struct mbfs *fs, struct mbfs_node *n, const char *to)
 	unsigned mode = n->mode;
 	struct timespec mtime = n->mtime;
 	pthread_mutex_unlock(&fs->nodes_lock);
-	char *buf = malloc(size ? size : 1);
 	pthread_mutex_lock(&c->lock);
-	int rc = buf ? mbfs_load_empty(fs, c) : -ENOMEM;
-	if (!rc)
-		rc = mbfs_pread_all(n->fd, buf, size, 0);
-	if (!rc)
-		rc = mbfs_pwrite_all(c->fd, buf, size, 0);
+	int rc = share_file(fs, n, c, size);
+	if (rc)
+		rc = copy_file(fs, n, c, size);
 	pthread_mutex_unlock(&c->lock);
-	free(buf);
 	if (rc) {
 		mbfs_node_destroy(fs, c);
 		return rc;
@@ -308,7 +338,7 @@ static int copy_new(struct mbfs *fs, struct mbfs_node *n, const char *to)
 	fresh_stat(fs, c, &st);
 	pthread_mutex_unlock(&fs->nodes_lock);
 	pthread_mutex_lock(&c->lock);
-	rc = mbfs_node_will_change(fs, c, false);   /* journaled first */
+	rc = mbfs_node_will_record(fs, c);   /* journaled first */
 	pthread_mutex_unlock(&c->lock);
 	if (rc) {
 		pthread_mutex_lock(&fs->nodes_lock);

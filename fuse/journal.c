@@ -150,6 +150,14 @@ static int parse_rec(const char *text, struct mbfs_jrec *r)
 	return ok ? 0 : -EINVAL;
 }
 
+/* The attribute of local's record: named after local, as a data file
+ * may have two names (a link made here, data.h), each with its record. */
+static void rec_key(const char *local, char key[REC_KEY_MAX])
+{
+	const char *base = strrchr(local, '/');
+	snprintf(key, REC_KEY_MAX, REC_XATTR "%s", base ? base + 1 : local);
+}
+
 int mbfs_journal_put(struct mbfs_journal *j, const char *local,
 		     const struct mbfs_jrec *r)
 {
@@ -179,7 +187,9 @@ int mbfs_journal_put(struct mbfs_journal *j, const char *local,
 	if (!text)
 		return -ENOMEM;
 	int rc = 0;
-	if (setxattr(local, REC_XATTR, text, strlen(text), 0)) {
+	char key[REC_KEY_MAX];
+	rec_key(local, key);
+	if (setxattr(local, key, text, strlen(text), 0)) {
 		rc = -errno;
 		/* no user attributes here, or none this long (a long path):
 		 * a file of its own */
@@ -193,10 +203,11 @@ int mbfs_journal_put(struct mbfs_journal *j, const char *local,
 
 int mbfs_journal_drop(struct mbfs_journal *j, const char *local)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX], key[REC_KEY_MAX];
 	int rc = 0;
 	(void)j;
-	if (removexattr(local, REC_XATTR) == 0)
+	rec_key(local, key);
+	if (removexattr(local, key) == 0)
 		return 0;   /* it had no file */
 	if (errno != ENODATA && errno != ENOENT && errno != ENOTSUP) {
 		rc = -errno;
@@ -216,8 +227,10 @@ int mbfs_journal_drop(struct mbfs_journal *j, const char *local)
  * NULL when it has none. */
 static char *read_rec_xattr(const char *local)
 {
+	char key[REC_KEY_MAX];
+	rec_key(local, key);
 	char *text = malloc(REC_MAX + 1);
-	ssize_t n = text ? getxattr(local, REC_XATTR, text, REC_MAX) : -1;
+	ssize_t n = text ? getxattr(local, key, text, REC_MAX) : -1;
 	if (n < 0) {
 		free(text);
 		return NULL;
@@ -228,7 +241,9 @@ static char *read_rec_xattr(const char *local)
 
 static bool has_rec_xattr(const char *local)
 {
-	return getxattr(local, REC_XATTR, NULL, 0) >= 0;
+	char key[REC_KEY_MAX];
+	rec_key(local, key);
+	return getxattr(local, key, NULL, 0) >= 0;
 }
 
 /* ---- kept/ ---- */

@@ -13,7 +13,8 @@
 #include "fuse/journal.h"
 
 #define REC_SUFFIX ".rec"
-#define REC_XATTR "user.mbfs.rec"   /* a record on its working copy */
+#define REC_XATTR "user.mbfs.rec."  /* + the copy's name: its record */
+#define REC_KEY_MAX 256
 #define STG_SUFFIX ".stg"
 #define TMP_SUFFIX ".tmp"
 #define LOCK_NAME "lock"

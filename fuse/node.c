@@ -209,6 +209,9 @@ void mbfs_node_release(struct mbfs *fs, struct mbfs_node *n)
 	pthread_mutex_unlock(&fs->nodes_lock);
 	if (n->pieces.sizes)     /* last user gone: no one else fetches */
 		mbfs_load_drop_pieces(fs, n);
+	/* a clean copy is changed in place by whoever takes it */
+	if (keep && n->fd >= 0 && n->linked && mbfs_data_shared(n->fd))
+		keep = false;
 	if (keep && n->fd >= 0) {
 		close(n->fd);
 		n->fd = -1;

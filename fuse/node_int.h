@@ -53,6 +53,10 @@ struct mbfs_node {
 	char *local;           /* NULL once moved under kept/ */
 	bool kept_file;        /* fd is the file moved under kept/: never
 	                          change it, take a copy first */
+	bool linked;           /* local may be one of two names of one file
+	                          (a link made here, mbfs_data_linkfile):
+	                          while it is, never change it, take a copy
+	                          first */
 	struct mbfs_pieces pieces;  /* partial: the guest's pieces */
 	unsigned char *have;        /* partial: pieces already in fd */
 	size_t missing;
@@ -80,11 +84,14 @@ void mbfs_node_destroy(struct mbfs *fs, struct mbfs_node *n);
 
 /* dirty.c: a node's changes in the journal; all with n->lock held. */
 
-/* Before a local change of n: a copy of its own when its file was moved
- * under kept/ (an empty one when empty, the change empties it), and a
- * journal record that is current. A full disk first evicts clean copies.
- * 0 or -errno (nothing changed). */
+/* Before a local change of n's data: a copy of its own when its file was
+ * moved under kept/ or is shared with a link (an empty one when empty, the
+ * change empties it), and a journal record that is current. A full disk
+ * first evicts clean copies. 0 or -errno (nothing changed). */
 int mbfs_node_will_change(struct mbfs *fs, struct mbfs_node *n, bool empty);
+/* The same when only what the record says changes (a path, a mode, a
+ * base): a file shared with a link stays shared. */
+int mbfs_node_will_record(struct mbfs *fs, struct mbfs_node *n);
 /* The data is on the guest, kept, or no longer wanted: forget the record. */
 void mbfs_node_unrecord(struct mbfs *fs, struct mbfs_node *n);
 /* After a failed upload of the copy of path (as of version): move it under

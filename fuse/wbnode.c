@@ -148,7 +148,7 @@ void mbfs_node_wb_done(struct mbfs *fs, struct mbfs_node *n,
 		if (same)
 			mbfs_node_unrecord(fs, n);   /* the guest has it */
 		else if (here)
-			mbfs_node_will_change(fs, n, false);   /* new base */
+			mbfs_node_will_record(fs, n);   /* new base */
 		mbfs_data_drop(fs->data, f->path);
 		struct stat st;
 		guest_stat(fs, f, &st);

@@ -12,7 +12,7 @@ import threading
 import pytest
 
 import mbtest
-from test_mbfs_helpers import CONTROL, MiB, finish, guest_sha, read_file, sh, sha, unique
+from test_mbfs_helpers import CONTROL, MiB, finish, guest_sha, hold_writeback, read_file, sh, sha, unique
 
 PUT = "PUT /containers/files"
 
@@ -226,7 +226,7 @@ def journal_records(cache_dir):
             p = os.path.join(cache_dir, run, name)
             if name.endswith(".rec"):
                 files.append(p)
-            elif "user.mbfs.rec" in list_attrs(p):
+            elif any(a.startswith("user.mbfs.rec.") for a in list_attrs(p)):
                 attrs.append(p)
     return attrs, files
 
@@ -263,3 +263,30 @@ def test_kill9_record_as_attribute_or_file_is_replayed(service, container, need_
         log = finish(m2)
     assert "was written before mbfs stopped: uploaded now" in log
     assert [d for d in os.listdir(cache_dir) if d.startswith("run.")] == []
+
+
+def test_kill9_after_a_link_of_a_queued_file_replays_both(service, container, need_fuse, cache_dir):
+    """A queued file and a link of it share one local file with a record for
+    each name; after kill -9 the next mount puts both on the sandbox, and a
+    change made to one after the link is not in the other."""
+    m = mount_with(service, container, cache_dir)
+    d = unique("crash-link")
+    os.mkdir(m.path(d))
+    hold_writeback(service, m, m.path(d))
+    with open(m.path(d, "a"), "wb") as f:
+        f.write(b"shared\n")
+    os.link(m.path(d, "a"), m.path(d, "b"))
+    with open(m.path(d, "c"), "wb") as f:
+        f.write(b"third\n")
+    os.link(m.path(d, "c"), m.path(d, "e"))
+    with open(m.path(d, "e"), "ab") as f:
+        f.write(b"changed\n")
+    kill9(m)
+    m2 = mount_with(service, container, cache_dir)
+    try:
+        assert sh(service, container, "cd /workspace/%s && cat a b c e" % d) == \
+            "shared\nshared\nthird\nthird\nchanged\n"
+    finally:
+        log = finish(m2)
+    assert log.count("was written before mbfs stopped: uploaded now") >= 4, log
+    assert [x for x in os.listdir(cache_dir) if x.startswith("run.")] == []

@@ -163,6 +163,35 @@ def test_git_style_link_of_a_queued_temp_file(service, container, wb):
         "ab12\nblocker\nblob\n444\n"
 
 
+@pytest.mark.parametrize("which", ["source", "link"])
+def test_queued_file_and_its_link_change_apart(service, container, wb, which):
+    """A link of a queued file shares its local copy until one of the two
+    is written: the other keeps its content, here and on the sandbox."""
+    d = wb.path(unique("linked"))
+    os.mkdir(d)
+    hold_writeback(service, wb, d)
+    a, b = os.path.join(d, "a"), os.path.join(d, "b")
+    write_file(a, b"first version\n")
+    os.link(a, b)
+    changed, other = (a, b) if which == "source" else (b, a)
+    with open(changed, "r+b") as f:
+        f.write(b"FIRST")
+    with open(changed, "ab") as f:
+        f.write(b"and more\n")
+    assert read_file(other) == b"first version\n"
+    assert read_file(changed) == b"FIRST version\nand more\n"
+    assert status(wb, "--wait").returncode == 0
+    rel = "/workspace/" + os.path.relpath(d, wb.mountpoint)
+    assert sh(service, container, "cat %s; echo --; cat %s" % (
+        rel + "/" + os.path.basename(other), rel + "/" + os.path.basename(changed))) == \
+        "first version\n--\nFIRST version\nand more\n"
+    # emptied at open (O_TRUNC) after the link: the other still has its bytes
+    os.link(other, os.path.join(d, "c"))
+    with open(other, "wb") as f:
+        f.write(b"")
+    assert read_file(os.path.join(d, "c")) == b"first version\n"
+
+
 def test_file_created_and_removed_in_queue_never_travels(service, container, wb):
     d = wb.path(unique("gone"))
     os.mkdir(d)
