@@ -387,3 +387,46 @@ def test_pack_removes_the_previous_pieces_first(run, tmp_path):
         assert p.returncode == 1 and other.is_dir()
     finally:
         shutil.rmtree(prev, ignore_errors=True)
+
+
+def apply_batch(run, tmp_path, lines, files):
+    """Run apply.sh on one batch: list LINES, FILES {(group, name): bytes}."""
+    import io
+    import tarfile
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        for name, data in [("list", ("\n".join(lines) + "\n").encode())] + \
+                [("%d/%s" % k, v) for k, v in files.items()]:
+            ti = tarfile.TarInfo(name)
+            ti.size, ti.mode = len(data), 0o640
+            t.addfile(ti, io.BytesIO(data))
+    parts = tmp_path / "up"
+    parts.mkdir(exist_ok=True)
+    (parts / "b.00000").write_bytes(buf.getvalue())
+    return run("apply", str(parts / "b"), "1", str(tmp_path / "root" / ".mbfs-up-1"), "-")
+
+
+def test_apply_makes_new_directories_in_one_mkdir_a_mode_and_fails_a_batch_whole(run, tmp_path):
+    root = tmp_path / "root"
+    (root / "taken").mkdir(parents=True)
+    r = str(root)
+    p = apply_batch(run, tmp_path, [
+        "m0750 %s/new1" % r, "m0750 %s/new1/sub" % r,   # one mkdir, parent first
+        "m0755 %s/taken" % r,                            # someone else's
+        "m0700 %s/missing/x" % r, "m0700 %s/new2" % r,   # one mkdir that fails
+        "m0700 %s/new2/below" % r,
+        "d%s/new1/sub" % r, "fa", "d%s/new2" % r, "fb", "d%s/taken" % r, "fc",
+    ], {(0, "a"): b"A", (1, "b"): b"B", (2, "c"): b"C"})
+    assert p.returncode == 0, p.stderr
+    out = p.stdout.splitlines()
+    assert out[:2] == ["y 2 File exists", "y 3 No such file or directory"], out
+    assert out[2] == "y 4 No such file or directory", out
+    assert out[3].startswith("y 5 "), out
+    assert [x.split()[:2] for x in out[4:6]] == [["x", "1"], ["x", "2"]], out
+    assert out[-1] == "ok 3"
+    assert (root / "new1" / "sub" / "a").read_bytes() == b"A"
+    assert oct(os.stat(root / "new1").st_mode & 0o777) == oct(0o750)
+    assert oct(os.stat(root / "new1" / "sub").st_mode & 0o777) == oct(0o750)
+    # mkdir made new2 before it failed on missing/x: it takes nothing
+    assert os.listdir(root / "taken") == []
+    assert not (root / "new2" / "b").exists()

@@ -69,6 +69,7 @@ unmade() {
 	[ -n "$bad" ] || return 1
 	printf '%s\n' "$bad" | {
 		while IFS= read -r b; do
+			[ -n "$b" ] || continue
 			case $1 in "$b" | "$b"/*) exit 0 ;; esac
 		done
 		exit 1
@@ -88,23 +89,57 @@ refusal() {
 		why="its directory is a symlink"
 	fi
 }
+# The directories of "m" lines with one mode go to one mkdir (arguments:
+# the directories; pend: "INDEX DIR" lines of them): a storm of new
+# directories (git's objects/XX) costs one process, not one each. mkdir
+# fails on a name that is there, so when it succeeds every one of them is
+# ours; when it fails, which ones another client made meanwhile cannot be
+# told, and none of them takes files.
+pend=
+mkdirs() {
+	[ $# -gt 0 ] || return 0
+	if ! err=$(mkdir -m "$mmode" -- "$@" 2>&1); then
+		printf '%s' "$pend" | while IFS=' ' read -r i d; do
+			echo "y $i ${err##*: }"
+		done >>"$sd/made"
+		for d; do
+			bad="$bad$d
+"
+		done
+	fi
+	pend=
+}
 # one mv per directory: the files to move pile up in "$@"
 set --
 g=-1
 dir=/
 why=
 mi=0
+mmode=
 while IFS= read -r l; do
 	k=${l%"${l#?}"} v=${l#?}
+	if [ "$k" != m ] && [ -n "$pend" ]; then
+		mkdirs "$@"
+		set --
+	fi
 	if [ "$k" = m ]; then
 		# one there already is someone else's (even a directory): the
 		# files written in the new one must not land among theirs
 		md=${v#* }
+		if [ "${v%% *}" != "$mmode" ] && [ -n "$pend" ]; then
+			mkdirs "$@"
+			set --
+		fi
+		mmode=${v%% *}
 		if unmade "$md"; then
 			echo "y $mi its parent could not be made" >>"$sd/made"
-		elif ! err=$(mkdir -m "${v%% *}" -- "$md" 2>&1); then
-			echo "y $mi ${err##*: }" >>"$sd/made"
+		elif [ -e "$md" ] || [ -L "$md" ]; then
+			echo "y $mi File exists" >>"$sd/made"
 			bad="$bad$md
+"
+		else
+			set -- "$@" "$md"
+			pend="$pend$mi $md
 "
 		fi
 		mi=$((mi + 1))
@@ -126,7 +161,11 @@ while IFS= read -r l; do
 		set -- "$@" "$sd/$g/$v"
 	fi
 done <"$sd/list"
-[ $# -eq 0 ] || mv -f -- "$@" "$dir/" 2>/dev/null || :
+if [ -n "$pend" ]; then
+	mkdirs "$@"
+elif [ $# -gt 0 ]; then
+	mv -f -- "$@" "$dir/" 2>/dev/null || :
+fi
 # what is still staged was not moved
 i=-1
 g=-1
