@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -25,6 +26,7 @@ struct dentry {
 	uint64_t size;
 	time_t mtime;
 	char *local;
+	int mfd;         /* a copy in memory (mbfs_data_memfile), or -1 */
 };
 
 /* Slots of the record of local changes (mbfs_data_put_fetched): a slot
@@ -50,6 +52,7 @@ struct mbfs_data {
 	 * scans past the inodes deleted in the last seconds) */
 	char *spare[SPARE_MAX];
 	size_t nspare;
+	uint64_t mem_total;   /* bytes of the copies in memory; by lock */
 };
 
 static uint64_t *slot_locked(struct mbfs_data *d, const char *path)
@@ -73,6 +76,8 @@ int mbfs_data_new(const char *dir, uint64_t cap, struct mbfs_data **out,
 
 static void free_dentry(struct mbfs_data *d, struct dentry *e)
 {
+	if (e->mfd >= 0)
+		close(e->mfd);
 	mbfs_data_recycle(d, e->local);
 	free(e->path);
 	free(e);
@@ -195,6 +200,8 @@ static struct dentry *unlink_locked(struct mbfs_data *d, struct dentry *e)
 		d->tail = e->prev;
 	e->prev = e->next = e->hnext = NULL;
 	d->total -= e->size;
+	if (e->mfd >= 0)
+		d->mem_total -= e->size;
 	return e;
 }
 
@@ -212,10 +219,12 @@ static void insert_locked(struct mbfs_data *d, struct dentry *e)
 		d->tail = e;
 	d->head = e;
 	d->total += e->size;
+	if (e->mfd >= 0)
+		d->mem_total += e->size;
 }
 
 int mbfs_data_take(struct mbfs_data *d, const char *path, uint64_t size,
-		   time_t mtime, char **local)
+		   time_t mtime, char **local, int *mfd)
 {
 	pthread_mutex_lock(&d->lock);
 	struct dentry *got = find_locked(d, path);
@@ -229,6 +238,7 @@ int mbfs_data_take(struct mbfs_data *d, const char *path, uint64_t size,
 		return 0;
 	}
 	*local = got->local;
+	*mfd = got->mfd;
 	got->local = NULL;
 	free(got->path);
 	free(got);
@@ -271,18 +281,25 @@ static uint64_t disk_avail(const struct mbfs_data *d)
 	return (uint64_t)sv.f_bavail * sv.f_frsize;
 }
 
-void mbfs_data_put(struct mbfs_data *d, const char *path, uint64_t size,
-		   time_t mtime, char *local)
+/* Index the copy (local, or mfd when local is NULL) of path. */
+static void put_copy(struct mbfs_data *d, const char *path, uint64_t size,
+		     time_t mtime, char *local, int mfd)
 {
 	struct dentry *e = calloc(1, sizeof(*e));
-	if (!e || !(e->path = strdup(path))) {
+	if (!e || !(e->path = strdup(path)) ||
+	    (!local && !mbfs_data_mem_room(d, size))) {
+		if (e)
+			free(e->path);
 		free(e);
 		mbfs_data_discard(local);
+		if (!local && mfd >= 0)
+			close(mfd);
 		return;
 	}
 	e->size = size;
 	e->mtime = mtime;
 	e->local = local;
+	e->mfd = local ? -1 : mfd;
 	struct dentry *old = NULL, *evict = NULL;
 	uint64_t avail = disk_avail(d), cap = d->cap, freed;
 	pthread_mutex_lock(&d->lock);
@@ -300,6 +317,34 @@ void mbfs_data_put(struct mbfs_data *d, const char *path, uint64_t size,
 	free_list(d, evict);
 }
 
+void mbfs_data_put(struct mbfs_data *d, const char *path, uint64_t size,
+		   time_t mtime, char *local)
+{
+	put_copy(d, path, size, mtime, local, -1);
+}
+
+void mbfs_data_put_mem(struct mbfs_data *d, const char *path, uint64_t size,
+		       time_t mtime, int mfd)
+{
+	put_copy(d, path, size, mtime, NULL, mfd);
+}
+
+bool mbfs_data_mem_room(struct mbfs_data *d, uint64_t size)
+{
+	if (size > MBFS_DATA_MEM_FILE)
+		return false;
+	pthread_mutex_lock(&d->lock);
+	bool room = d->mem_total + size <= MBFS_DATA_MEM_CAP;
+	pthread_mutex_unlock(&d->lock);
+	return room;
+}
+
+int mbfs_data_memfile(int *fd)
+{
+	*fd = memfd_create("mbfs-copy", MFD_CLOEXEC);
+	return *fd < 0 ? -errno : 0;
+}
+
 uint64_t mbfs_data_stamp(struct mbfs_data *d)
 {
 	pthread_mutex_lock(&d->lock);
@@ -309,7 +354,7 @@ uint64_t mbfs_data_stamp(struct mbfs_data *d)
 }
 
 void mbfs_data_put_fetched(struct mbfs_data *d, const char *path,
-			   uint64_t size, time_t mtime, char *local,
+			   uint64_t size, time_t mtime, char *local, int mfd,
 			   uint64_t since)
 {
 	pthread_mutex_lock(&d->lock);
@@ -318,10 +363,13 @@ void mbfs_data_put_fetched(struct mbfs_data *d, const char *path,
 	pthread_mutex_unlock(&d->lock);
 	/* a copy of our own, or a change made here since the fetch began,
 	 * is newer than what the fetch found: keep it */
-	if (stale)
+	if (stale) {
 		mbfs_data_discard(local);
-	else
-		mbfs_data_put(d, path, size, mtime, local);
+		if (!local && mfd >= 0)
+			close(mfd);
+	} else {
+		put_copy(d, path, size, mtime, local, mfd);
+	}
 }
 
 static void drop_matching(struct mbfs_data *d, const char *path, bool tree)

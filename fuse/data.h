@@ -40,24 +40,41 @@ int mbfs_data_linkfile(struct mbfs_data *d, const char *from, char **local,
 bool mbfs_data_shared(int fd);
 
 /* Take the clean copy of path if it matches (size, mtime): removed from the
- * index and handed to the caller (*local malloc'd). 1 when taken, 0 if not
- * (a mismatching copy is deleted). */
+ * index and handed to the caller: a file (*local malloc'd, *mfd -1) or a
+ * copy in memory (*local NULL, *mfd open O_RDWR: never to be changed, as
+ * a crash would lose the change; copy it to a file first). 1 when taken, 0
+ * if not (a mismatching copy is deleted). */
 int mbfs_data_take(struct mbfs_data *d, const char *path, uint64_t size,
-		   time_t mtime, char **local);
+		   time_t mtime, char **local, int *mfd);
 
 /* Index local (taken over, freed by d) as the clean copy of path. */
 void mbfs_data_put(struct mbfs_data *d, const char *path, uint64_t size,
 		   time_t mtime, char *local);
 
+/* Small clean copies may live in memory instead of the cache's disk (a
+ * bulk read's thousands of small files, each a file made and removed on
+ * the disk before), up to MBFS_DATA_MEM_CAP bytes in all. */
+#define MBFS_DATA_MEM_FILE (64u * 1024u)
+#define MBFS_DATA_MEM_CAP (32u * 1024u * 1024u)
+/* Is there room in memory for a copy of size bytes? */
+bool mbfs_data_mem_room(struct mbfs_data *d, uint64_t size);
+/* A new empty copy in memory (a memfd): 0 with *fd, or -errno. */
+int mbfs_data_memfile(int *fd);
+/* Like mbfs_data_put for a copy in memory (taken over; closed when there
+ * is no room any more). */
+void mbfs_data_put_mem(struct mbfs_data *d, const char *path, uint64_t size,
+		       time_t mtime, int mfd);
+
 /* A stamp for mbfs_data_put_fetched, taken before a fetch begins. */
 uint64_t mbfs_data_stamp(struct mbfs_data *d);
 /* Like mbfs_data_put for a copy fetched from the guest (a bulk read)
- * since stamp `since`, unless the mount changed path since (dropped it, or
- * a tree above it) or holds a copy of it: then local is discarded, as
+ * since stamp `since` (a file local, or with local NULL a copy in memory
+ * mfd), unless the mount changed path since (dropped it, or a tree above
+ * it) or holds a copy of it: then the copy is discarded, as
  * what the fetch found may be older than what the mount sent meanwhile
  * with the same size and whole-second mtime. */
 void mbfs_data_put_fetched(struct mbfs_data *d, const char *path,
-			   uint64_t size, time_t mtime, char *local,
+			   uint64_t size, time_t mtime, char *local, int mfd,
 			   uint64_t since);
 
 /* Delete the clean copy of path / of path and all below / of everything. */

@@ -85,6 +85,7 @@ static int own_file(struct mbfs *fs, struct mbfs_node *n, bool empty)
 	n->local = local;
 	n->kept_file = false;
 	n->linked = false;
+	n->in_memory = false;
 	return 0;
 }
 
@@ -148,8 +149,8 @@ static int prepare(struct mbfs *fs, struct mbfs_node *n, bool empty,
 {
 	int rc = 0;
 	bool made = false;
-	if (n->fd >= 0 && (n->kept_file || (data && n->linked &&
-					    mbfs_data_shared(n->fd)))) {
+	if (n->fd >= 0 && (n->kept_file || n->in_memory ||
+			   (data && n->linked && mbfs_data_shared(n->fd)))) {
 		rc = own_file(fs, n, empty);
 	} else if (n->fd < 0) {
 		if (!empty)

@@ -194,12 +194,14 @@ int mbfs_load(struct mbfs *fs, struct mbfs_node *n, bool whole)
 		return -EINVAL;
 	uint64_t got = 0;
 	/* no clean copy: perhaps one comes with its directory's (prefetch.h) */
+	int mfd = -1;
 	if (mbfs_data_take(fs->data, path, (uint64_t)st.st_size,
-			   st.st_mtim.tv_sec, &n->local) ||
+			   st.st_mtim.tv_sec, &n->local, &mfd) ||
 	    (mbfs_prefetch_miss(fs, path, (uint64_t)st.st_size) &&
 	     mbfs_data_take(fs->data, path, (uint64_t)st.st_size,
-			    st.st_mtim.tv_sec, &n->local))) {
-		n->fd = open(n->local, O_RDWR | O_CLOEXEC);
+			    st.st_mtim.tv_sec, &n->local, &mfd))) {
+		n->in_memory = !n->local;
+		n->fd = n->local ? open(n->local, O_RDWR | O_CLOEXEC) : mfd;
 		got = (uint64_t)st.st_size;
 		if (n->fd < 0) {
 			mbfs_data_discard(n->local);

@@ -212,7 +212,11 @@ void mbfs_node_release(struct mbfs *fs, struct mbfs_node *n)
 	/* a clean copy is changed in place by whoever takes it */
 	if (keep && n->fd >= 0 && n->linked && mbfs_data_shared(n->fd))
 		keep = false;
-	if (keep && n->fd >= 0) {
+	if (keep && n->fd >= 0 && n->in_memory) {
+		mbfs_data_put_mem(fs->data, n->path, n->base_size,
+				  n->base_mtime, n->fd);
+		n->fd = -1;
+	} else if (keep && n->fd >= 0) {
 		close(n->fd);
 		n->fd = -1;
 		mbfs_data_put(fs->data, n->path, n->base_size, n->base_mtime,

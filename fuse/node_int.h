@@ -53,6 +53,9 @@ struct mbfs_node {
 	char *local;           /* NULL once moved under kept/ */
 	bool kept_file;        /* fd is the file moved under kept/: never
 	                          change it, take a copy first */
+	bool in_memory;        /* fd is a clean copy in memory (data.h), local
+	                          NULL: before a change, take a file on disk,
+	                          which the journal can keep */
 	bool linked;           /* local may be one of two names of one file
 	                          (a link made here, mbfs_data_linkfile):
 	                          while it is, never change it, take a copy

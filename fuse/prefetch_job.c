@@ -50,13 +50,17 @@ static int unpack_one(void *ud, const struct mbfs_tar_member *m)
 	int rc = mbfs_pread_all(j->fd, j->buf, (size_t)m->size, m->off);
 	char *local = NULL;
 	int fd = -1;
+	bool mem = mbfs_data_mem_room(j->fs->data, m->size);
 	if (!rc)
-		rc = mbfs_data_newfile(j->fs->data, &local, &fd);
+		rc = mem ? mbfs_data_memfile(&fd)
+			 : mbfs_data_newfile(j->fs->data, &local, &fd);
 	if (!rc)
 		rc = mbfs_pwrite_all(fd, j->buf, (size_t)m->size, 0);
-	if (fd >= 0 && close(fd) && !rc)
+	if (!mem && fd >= 0 && close(fd) && !rc)
 		rc = -errno;
 	if (rc) {
+		if (mem && fd >= 0)
+			close(fd);
 		mbfs_data_discard(local);
 		return rc;
 	}
@@ -64,7 +68,7 @@ static int unpack_one(void *ud, const struct mbfs_tar_member *m)
 	 * walk may have seen the version before, with the same size and
 	 * whole-second mtime */
 	mbfs_data_put_fetched(j->fs->data, path, m->size, m->mtime, local,
-			      j->stamp);
+			      mem ? fd : -1, j->stamp);
 	j->put++;
 	return 0;
 }
