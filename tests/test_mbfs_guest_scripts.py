@@ -406,7 +406,22 @@ def apply_batch(run, tmp_path, lines, files):
     return run("apply", str(parts / "b"), "1", str(tmp_path / "root" / ".mbfs-up-1"), "-")
 
 
-def test_apply_makes_new_directories_in_one_mkdir_a_mode_and_fails_a_batch_whole(run, tmp_path):
+@pytest.fixture(params=["perl", "no-perl"])
+def apply_env(request, tmp_path, monkeypatch):
+    """apply.sh renames with perl when the guest has it, else with mv: a PATH
+    of every program here but perl runs the second way."""
+    if request.param == "no-perl":
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir()
+        for d in ("/usr/local/bin", "/usr/bin", "/bin"):
+            for name in os.listdir(d) if os.path.isdir(d) else []:
+                if not name.startswith("perl") and not (bin_dir / name).exists():
+                    os.symlink(os.path.join(d, name), bin_dir / name)
+        monkeypatch.setenv("PATH", str(bin_dir))
+    return request.param
+
+
+def test_apply_makes_new_directories_in_one_mkdir_a_mode_and_fails_a_batch_whole(run, tmp_path, apply_env):
     root = tmp_path / "root"
     (root / "taken").mkdir(parents=True)
     r = str(root)
@@ -430,3 +445,25 @@ def test_apply_makes_new_directories_in_one_mkdir_a_mode_and_fails_a_batch_whole
     # mkdir made new2 before it failed on missing/x: it takes nothing
     assert os.listdir(root / "taken") == []
     assert not (root / "new2" / "b").exists()
+
+
+def test_apply_renames_over_files_never_into_directories_or_symlinks(run, tmp_path, apply_env):
+    root = tmp_path / "root"
+    (root / "d" / "isdir").mkdir(parents=True)
+    (root / "d" / "old").write_bytes(b"old")
+    os.symlink("/etc/passwd", root / "d" / "link")
+    (root / "d2").mkdir()
+    r = str(root)
+    p = apply_batch(run, tmp_path, ["d%s/d" % r, "fold", "fisdir", "flink", "fnew",
+                                    "d%s/d2" % r, "fx", "t@1577934245"],
+                    {(0, "old"): b"new", (0, "isdir"): b"I", (0, "link"): b"L",
+                     (0, "new"): b"N", (1, "x"): b"X"})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["x 1 not a regular file", "x 2 not a regular file", "ok 5"]
+    assert (root / "d" / "old").read_bytes() == b"new"
+    assert (root / "d" / "new").read_bytes() == b"N"
+    assert os.listdir(root / "d" / "isdir") == []
+    assert os.readlink(root / "d" / "link") == "/etc/passwd"
+    assert (root / "d2" / "x").read_bytes() == b"X"
+    assert int(os.stat(root / "d2").st_mtime) == 1577934245
+    assert not (root / ".mbfs-up-1").exists()

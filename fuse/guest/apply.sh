@@ -109,7 +109,25 @@ mkdirs() {
 	fi
 	pend=
 }
-# one mv per directory: the files to move pile up in "$@"
+# The renames: with perl (every Debian-based image has it: perl-base is
+# essential there) one process renames the batch's files, named in
+# $sd/pairs (source, target, NUL-ended); without it, one mv per directory,
+# its files piled up in "$@". Both are a rename(2) each. A rename that
+# fails leaves its file staged, which the report says.
+byperl=
+if command -v perl >/dev/null 2>&1; then
+	byperl=1
+	exec 3>"$sd/pairs"
+	renames() {
+		exec 3>&-
+		perl -0 -e 'while (defined(my $s = <STDIN>)) {
+			my $t = <STDIN>; chomp($s, $t); rename($s, $t);
+		}' <"$sd/pairs"
+		exec 3>"$sd/pairs"
+	}
+else
+	renames() { :; }
+fi
 set --
 g=-1
 dir=/
@@ -146,6 +164,7 @@ while IFS= read -r l; do
 	elif [ "$k" = c ]; then
 		[ $# -eq 0 ] || mv -f -- "$@" "$dir/" 2>/dev/null || :
 		set --
+		renames
 		[ -n "$why" ] || chmod "$v" -- "$dir" 2>/dev/null || :
 	elif [ "$k" = d ]; then
 		[ $# -eq 0 ] || mv -f -- "$@" "$dir/" 2>/dev/null || :
@@ -156,9 +175,14 @@ while IFS= read -r l; do
 	elif [ "$k" = t ]; then
 		[ $# -eq 0 ] || mv -f -- "$@" "$dir/" 2>/dev/null || :
 		set --
+		renames
 		[ -n "$why" ] || touch -c -m -d "$v" -- "$dir" 2>/dev/null || :
 	elif [ -z "$why" ] && ! [ -L "$dir/$v" ] && ! [ -d "$dir/$v" ]; then
-		set -- "$@" "$sd/$g/$v"
+		if [ -n "$byperl" ]; then
+			printf '%s\0%s\0' "$sd/$g/$v" "$dir/$v" >&3
+		else
+			set -- "$@" "$sd/$g/$v"
+		fi
 	fi
 done <"$sd/list"
 if [ -n "$pend" ]; then
@@ -166,6 +190,8 @@ if [ -n "$pend" ]; then
 elif [ $# -gt 0 ]; then
 	mv -f -- "$@" "$dir/" 2>/dev/null || :
 fi
+renames
+exec 3>&-
 # what is still staged was not moved
 i=-1
 g=-1
