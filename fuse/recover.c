@@ -20,6 +20,7 @@
 #include "fuse/mbfs.h"
 #include "fuse/recover.h"
 #include "fuse/remote.h"
+#include "fuse/wbq.h"
 #include "fuse/xfer.h"
 
 #define EXEC_TIMEOUT_MS 50000L
@@ -46,6 +47,8 @@ static enum mbfs_jact keep(struct replay *x, const char *local,
 	mb_log(MB_LOG_WARN, "'%s' was written before mbfs stopped and not "
 	       "uploaded: %s; data kept in %s", rpath ? rpath : "(unknown path)",
 	       why, out);
+	/* reported as a failed batch's files are: at the next sync */
+	mbfs_wbq_note_failed(x->fs, 1, rpath ? rpath : local, why);
 	x->kept++;
 	return MBFS_J_DONE;
 }

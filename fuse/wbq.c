@@ -504,6 +504,17 @@ void mbfs_wbq_settle(struct mbfs *fs)
 	pthread_mutex_unlock(&q->lock);
 }
 
+void mbfs_wbq_note_failed(struct mbfs *fs, size_t count, const char *path,
+			  const char *why)
+{
+	struct mbfs_wbq *q = fs->wbq;
+	if (!q)
+		return;
+	pthread_mutex_lock(&q->lock);
+	note_failure(q, count, path, why);
+	pthread_mutex_unlock(&q->lock);
+}
+
 int mbfs_wbq_sync(struct mbfs *fs)
 {
 	struct mbfs_wbq *q = fs->wbq;

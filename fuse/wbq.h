@@ -134,6 +134,12 @@ void mbfs_wbq_settle(struct mbfs *fs);
  * batch since the last sync, else 0. */
 int mbfs_wbq_sync(struct mbfs *fs);
 
+/* count files (the last one path) could not be sent (why): the next
+ * mbfs_wbq_sync returns -EIO and the control file says so. For a recovery
+ * that kept files (recover.c). */
+void mbfs_wbq_note_failed(struct mbfs *fs, size_t count, const char *path,
+			  const char *why);
+
 /* The queue for the control file: {"pendingFiles","pendingDirs" (mkdirs),
  * "pendingBytes" (queued or in flight), "inFlightFiles", "sentFiles","sentBatches","sentBytes",
  * "failedFiles","lastError"} (totals since mount; malloc'd JSON object

@@ -119,8 +119,14 @@ def test_kill9_file_changed_on_sandbox_meanwhile_is_kept(service, container, nee
     m2 = mount_with(service, container, cache_dir)
     try:
         ctl = control(m2)
+        # the next sync reports it, as a failed batch's files; once
+        waits = [subprocess.run([mbtest.MBFS, "--status", "--wait", m2.mountpoint],
+                                capture_output=True, text=True, timeout=120) for _ in range(2)]
     finally:
         log = finish(m2)
+    assert [w.returncode for w in waits] == [1, 0], waits
+    assert "could not be uploaded" in waits[0].stdout
+    assert ctl["writeback"]["failedFiles"] == 1 and name in ctl["writeback"]["lastError"]
     # theirs stays; mine is kept, named after its path, and reported
     assert sh(service, container, "cat /workspace/" + name) == "theirs, newer\n"
     kept = kept_of(log, "/workspace/" + name)
