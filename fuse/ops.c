@@ -285,6 +285,7 @@ static int mbfs_opendir(const char *path, struct fuse_file_info *fi)
 static int mbfs_releasedir(const char *path, struct fuse_file_info *fi)
 {
 	(void)path;
+	mbfs_warm_count(FS->warm, MBFS_OP_RELEASEDIR);
 	free((char *)(uintptr_t)fi->fh);
 	return 0;
 }
