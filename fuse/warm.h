@@ -15,10 +15,12 @@
  *
  * What the kernel still sends cannot be skipped with libfuse 3.14's
  * high-level API and a daemon that tracks files by handle (measured on a
- * warm `grep -r` over 2,000 files in 61 directories: 2,000 opens and
- * 2,000 releases, and per directory an opendir, a listing, a releasedir
- * and a getattr; no read, flush or lookup; the daemon's own work is a
- * tenth of its CPU time, the rest is the kernel handing requests over):
+ * warm `grep -r` over 2,000 files in 62 directories: 4,309 requests,
+ * 2,000 opens and 2,000 releases, and per directory an opendir, two
+ * READDIRPLUS (the second, past the end, answered by libfuse from the
+ * first), a releasedir and a getattr; no read, flush or lookup. The
+ * daemon's own work is a tenth of its CPU time, the rest is the kernel
+ * handing requests over):
  *
  * - OPEN and RELEASE: the kernel stops sending them only once an open
  *   answers ENOSYS, then for every file of the mount (fc->no_open): no
