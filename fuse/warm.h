@@ -27,10 +27,11 @@
  *   handle for writers, no RELEASE to end an upload, and libfuse no
  *   longer counts opens, so an unlinked open file would not be hidden.
  * - Directory listings: libfuse 3.14's fuse_lib_opendir drops the
- *   cache_readdir and keep_cache an opendir sets (later libfuse passes
- *   them on), and an ENOSYS opendir (fc->no_opendir, which would cache
- *   listings in the kernel) leaves its readdir without a directory handle
- *   to use. Each opendir lists through the daemon, from its cache.
+ *   cache_readdir and keep_cache an opendir sets (it answers with the
+ *   kernel's own file info, not ours), and an ENOSYS opendir
+ *   (fc->no_opendir, which would also have the kernel cache listings)
+ *   leaves fuse_lib_readdir a NULL directory handle to dereference. Each
+ *   opendir lists through the daemon, from its cache.
  * - A directory's getattr comes with each walk (one per directory, not
  *   per file): what the kernel refreshes around a listing it did not
  *   cache (its atime, at least, is dropped after each such listing).
