@@ -33,8 +33,9 @@
  *   leaves fuse_lib_readdir a NULL directory handle to dereference. Each
  *   opendir lists through the daemon, from its cache.
  * - A directory's getattr comes with each walk (one per directory, not
- *   per file): what the kernel refreshes around a listing it did not
- *   cache (its atime, at least, is dropped after each such listing).
+ *   per file): the kernel drops a directory's atime after each listing it
+ *   did not cache (fuse_readdir_uncached), and glibc's opendir fstat()s
+ *   the directory it opens.
  *
  * It also counts the requests the daemon answered, by kind, for the
  * control file ("ops": what a test checks to prove a warm operation did
