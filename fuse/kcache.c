@@ -5,7 +5,11 @@
  * queue of paths to invalidate (a path is queued once until the thread
  * takes it). "Everything" is a flag: the thread then walks a copy of the
  * set. A path libfuse no longer knows (fuse_invalidate_path: -ENOENT) is
- * forgotten, unless it was seen again after it was queued.
+ * forgotten, unless it was seen again after it was queued or the kernel
+ * may still hold it as missing. A path a lookup said was missing carries
+ * until when the kernel may keep that (missing_until); "every name" is a
+ * flag too, for one epoch notification however often it is asked for.
+ * Expired missing records go with the next invalidation of everything.
  */
 #include <errno.h>
 #include <pthread.h>
