@@ -109,6 +109,15 @@ static void put_attr_locked(struct mbfs_cache *c, const char *path,
 	e->neg_until = 0;
 }
 
+/* Attributes the guest gave for path, which the kernel may hold as
+ * missing (kcache.h). */
+static void put_fetched_locked(struct mbfs_cache *c, const char *path,
+			       const struct stat *st)
+{
+	mbfs_kcache_appeared(c->kc, path);
+	put_attr_locked(c, path, st);
+}
+
 static int fetch_attr(struct mbfs *fs, const char *path, struct stat *st)
 {
 	struct mbfs_cache *c = fs->cache;
@@ -131,7 +140,7 @@ static int fetch_attr(struct mbfs *fs, const char *path, struct stat *st)
 	pthread_mutex_lock(&c->lock);
 	if (c->counter == ctr) {
 		if (rc == 0) {
-			put_attr_locked(c, path, st);
+			put_fetched_locked(c, path, st);
 		} else if (rc == -ENOENT) {
 			struct centry *old = mbfs_cache_find(c, path);
 			if (old && old->attr_until) {
@@ -197,7 +206,7 @@ static void put_listing_locked(struct mbfs_cache *c, const char *path,
 		compare_listing_locked(c, path, old, kids, n);
 	for (size_t i = 0; i < n; i++) {
 		if (join_path(path, kids[i].name, cpath, sizeof(cpath)))
-			put_attr_locked(c, cpath, &kids[i].st);
+			put_fetched_locked(c, cpath, &kids[i].st);
 	}
 	struct centry *e = mbfs_cache_add(c, path);
 	if (!e || !c->dir_ms) {
@@ -449,7 +458,7 @@ static int lookup_listing(struct mbfs *fs, const char *dir,
 		char cpath[MB_PATH_MAX];
 		for (size_t i = 0; i < n; i++) {
 			if (join_path(dir, kids[i].name, cpath, sizeof(cpath)))
-				put_attr_locked(c, cpath, &kids[i].st);
+				put_fetched_locked(c, cpath, &kids[i].st);
 		}
 		struct centry *e = mbfs_cache_add(c, dir);
 		if (e)

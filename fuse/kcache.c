@@ -5,7 +5,11 @@
  * queue of paths to invalidate (a path is queued once until the thread
  * takes it). "Everything" is a flag: the thread then walks a copy of the
  * set. A path libfuse no longer knows (fuse_invalidate_path: -ENOENT) is
- * forgotten, unless it was seen again after it was queued.
+ * forgotten, unless it was seen again after it was queued or the kernel
+ * may still hold it as missing. A path a lookup said was missing carries
+ * until when the kernel may keep that (missing_until); "every name" is a
+ * flag too, for one epoch notification however often it is asked for.
+ * Expired missing records go with the next invalidation of everything.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -15,21 +19,34 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fuse/mbfs.h"
 
 #include <fuse.h>
+#include <fuse_lowlevel.h>
 
 #include "common/log.h"
+#include "common/util.h"
 #include "fuse/kcache.h"
 
 #define JOIN_WAIT_MS 2000
+/* fuse_kernel.h (not installed with libfuse 3.14): protocol 7.44's
+ * notification that every name the kernel holds is to be looked up again,
+ * and the header a notification starts with */
+#define NOTIFY_INC_EPOCH 8
+struct notify_header {
+	uint32_t len;
+	int32_t code;
+	uint64_t unique;        /* 0: a notification */
+};
 
 struct kpath {
 	struct kpath *next;     /* in its bucket */
 	uint64_t hash;
 	uint64_t gen;           /* bumped by every sighting */
 	unsigned type;          /* S_IFMT bits shown, 0 when not known */
+	uint64_t missing_until; /* ms: the kernel may hold it as missing */
 	bool queued;
 	char path[];
 };
@@ -51,6 +68,9 @@ struct mbfs_kcache {
 	uint64_t gen;
 	struct kitem *head, **tail;
 	bool all;               /* every remembered path is stale */
+	bool names;             /* every name, negative ones too */
+	bool epochs;            /* the kernel takes NOTIFY_INC_EPOCH */
+	uint64_t neg_ms;        /* how long the kernel keeps a missing name */
 	uint64_t asked, done;   /* requests queued / invalidated (counts) */
 	bool stop, running, joined, full_logged;
 	/* written by start before the thread runs */
@@ -181,6 +201,7 @@ static struct kpath *add_locked(struct mbfs_kcache *kc, const char *path,
 	p->hash = h;
 	p->gen = ++kc->gen;
 	p->type = type;
+	p->missing_until = 0;
 	p->queued = false;
 	p->next = kc->tab[h % kc->nbuckets];
 	kc->tab[h % kc->nbuckets] = p;
@@ -214,7 +235,9 @@ bool mbfs_kcache_seen(struct mbfs_kcache *kc, const char *path, mode_t mode)
 	pthread_mutex_lock(&kc->lock);
 	struct kpath *p = find_locked(kc, path, hash_path(path));
 	bool retyped = p && p->type && type && p->type != type;
-	add_locked(kc, path, type);
+	p = add_locked(kc, path, type);
+	if (p)
+		p->missing_until = 0;
 	pthread_mutex_unlock(&kc->lock);
 	return retyped;
 }
@@ -265,6 +288,8 @@ bool mbfs_kcache_gone(struct mbfs_kcache *kc, const char *path)
 	for (; *pp; pp = &(*pp)->next) {
 		struct kpath *p = *pp;
 		if (p->hash == h && strcmp(p->path, path) == 0) {
+			if (p->missing_until)
+				break;   /* the kernel holds it as missing */
 			*pp = p->next;
 			free(p);
 			kc->count--;
@@ -306,9 +331,59 @@ void mbfs_kcache_stale_all(struct mbfs_kcache *kc)
 		return;
 	pthread_mutex_lock(&kc->lock);
 	kc->all = true;
+	kc->names = kc->epochs;
 	kc->asked++;
 	pthread_cond_signal(&kc->wake);
 	pthread_mutex_unlock(&kc->lock);
+}
+
+void mbfs_kcache_use_epochs(struct mbfs_kcache *kc, uint64_t neg_ms)
+{
+	if (!kc)
+		return;
+	pthread_mutex_lock(&kc->lock);
+	kc->epochs = true;
+	kc->neg_ms = neg_ms;
+	pthread_mutex_unlock(&kc->lock);
+}
+
+void mbfs_kcache_missing(struct mbfs_kcache *kc, const char *path)
+{
+	if (!kc)
+		return;
+	pthread_mutex_lock(&kc->lock);
+	struct kpath *p = kc->epochs ? add_locked(kc, path, 0) : NULL;
+	if (p)
+		p->missing_until = mb_now_ms() + kc->neg_ms;
+	pthread_mutex_unlock(&kc->lock);
+}
+
+void mbfs_kcache_appeared(struct mbfs_kcache *kc, const char *path)
+{
+	if (!kc)
+		return;
+	pthread_mutex_lock(&kc->lock);
+	struct kpath *p = kc->epochs ? find_locked(kc, path, hash_path(path))
+				     : NULL;
+	if (p && p->missing_until > mb_now_ms()) {
+		p->missing_until = 0;
+		if (!kc->names) {
+			kc->names = true;
+			kc->asked++;
+			pthread_cond_signal(&kc->wake);
+		}
+	}
+	pthread_mutex_unlock(&kc->lock);
+}
+
+/* Every name the kernel holds is to be looked up again. */
+static void new_epoch(struct mbfs_kcache *kc)
+{
+	struct notify_header h = { sizeof(h), NOTIFY_INC_EPOCH, 0 };
+	int fd = fuse_session_fd(fuse_get_session(kc->fuse));
+	if (write(fd, &h, sizeof(h)) != (ssize_t)sizeof(h))
+		mb_log(MB_LOG_DEBUG, "kernel cache: cannot drop names: %s",
+		       strerror(errno));
 }
 
 /* Everything remembered, as items (queued marks cleared); NULL without
@@ -341,7 +416,8 @@ static void forget(struct mbfs_kcache *kc, const char *path, uint64_t gen)
 	for (; *pp; pp = &(*pp)->next) {
 		struct kpath *p = *pp;
 		if (p->hash == h && strcmp(p->path, path) == 0) {
-			if (p->gen == gen && !p->queued) {
+			if (p->gen == gen && !p->queued &&
+			    p->missing_until <= mb_now_ms()) {
 				*pp = p->next;
 				free(p);
 				kc->count--;
@@ -357,11 +433,13 @@ static void *run(void *arg)
 	struct mbfs_kcache *kc = arg;
 	pthread_mutex_lock(&kc->lock);
 	for (;;) {
-		while (!kc->stop && !kc->head && !kc->all)
+		while (!kc->stop && !kc->head && !kc->all && !kc->names)
 			pthread_cond_wait(&kc->wake, &kc->lock);
 		if (kc->stop)
 			break;
 		uint64_t upto = kc->asked;
+		bool names = kc->names;
+		kc->names = false;
 		struct kitem *list = kc->head;
 		kc->head = NULL;
 		kc->tail = &kc->head;
@@ -379,6 +457,8 @@ static void *run(void *arg)
 			}
 		}
 		pthread_mutex_unlock(&kc->lock);
+		if (names)
+			new_epoch(kc);
 		for (struct kitem *it = list; it; it = it->next) {
 			if (__atomic_load_n(&kc->stop, __ATOMIC_RELAXED))
 				break;
@@ -452,6 +532,7 @@ void mbfs_kcache_stop(struct mbfs_kcache *kc)
 	kc->head = NULL;
 	kc->tail = &kc->head;
 	kc->all = false;
+	kc->names = false;
 	pthread_mutex_unlock(&kc->lock);
 }
 

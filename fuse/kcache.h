@@ -11,11 +11,15 @@
  * may wait for a lock the caller holds), so asking from inside an op could
  * deadlock. Callers only queue.
  *
- * Names are never dropped here: the high-level API knows no parent inode
- * to name them by. Once its attributes are dropped, a name that vanished
- * on the guest is found gone by the next getattr (mbfs_kcache_gone), and
- * the kernel caches no negative entries (ops.c), so a name made on the
- * guest shows at once.
+ * Single names are never dropped here: the high-level API knows no
+ * parent inode to name them by. Once its attributes are dropped, a name
+ * that vanished on the guest is found gone by the next getattr
+ * (mbfs_kcache_gone). A name that appeared may be held by the kernel as
+ * missing (a negative entry, kept when the kernel can drop them all, see
+ * mbfs_kcache_use_epochs): then every name is dropped at once (protocol
+ * 7.44's epoch), which costs one lookup per name used next, and is asked
+ * for only when the guest shows a name the kernel was told is missing
+ * within the negative timeout, or on an invalidation (stale_all).
  *
  * Does not know the daemon's own cache (cache.c tells it of changes), the
  * guest, or open files. Thread-safe: every call but _start/_stop/_free may
@@ -74,9 +78,23 @@ bool mbfs_kcache_gone(struct mbfs_kcache *kc, const char *path);
 void mbfs_kcache_stale(struct mbfs_kcache *kc, const char *path);
 /* The same for path and every remembered path below it. */
 void mbfs_kcache_stale_tree(struct mbfs_kcache *kc, const char *path);
-/* The same for every remembered path; paths the kernel no longer holds are
- * forgotten on the way. */
+/* The same for every remembered path, and every name as with
+ * mbfs_kcache_names_stale; paths the kernel no longer holds are forgotten
+ * on the way. */
 void mbfs_kcache_stale_all(struct mbfs_kcache *kc);
+
+/* The kernel takes the epoch notification (FUSE protocol 7.44, Linux
+ * 6.16) and keeps a missing name neg_ms: from the init op, before the
+ * kernel holds any. Without it, the kernel holds no missing names (ops.c)
+ * and the two calls below do nothing. */
+void mbfs_kcache_use_epochs(struct mbfs_kcache *kc, uint64_t neg_ms);
+/* A lookup told the kernel path is missing: remember it for as long as
+ * the kernel may keep that. Cheap. */
+void mbfs_kcache_missing(struct mbfs_kcache *kc, const char *path);
+/* The guest says path exists (a listing, a stat): when the kernel may
+ * hold it as missing, queue dropping every name it holds. Returns at
+ * once; counts for mbfs_kcache_wait. */
+void mbfs_kcache_appeared(struct mbfs_kcache *kc, const char *path);
 
 /* Wait until everything queued before the call has been invalidated, at
  * most timeout_ms (the kernel may wait for a request this caller's thread

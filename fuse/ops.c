@@ -68,8 +68,10 @@ static void *mbfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	/* the kernel keeps what the daemon's cache would answer, as long as
 	 * the daemon would (a name: while both its attributes and its
 	 * listing would be fresh), and is told of every change the mount
-	 * learns of (kcache.h). Negative entries stay here: the kernel could
-	 * not be told of a name made on the guest. Pages are kept across
+	 * learns of (kcache.h). Negative entries are kept as long as the
+	 * daemon's own only when the kernel can be told to drop them (protocol
+	 * 7.44's epoch; kcache.h): `git status` looks for a dozen missing
+	 * files under .git again and again. Pages are kept across
 	 * opens while the size and mtime stay (auto_cache, checked at open,
 	 * and the kernel's own check whenever it refreshes attributes) */
 	uint64_t entry_ms = FS->attr_ms < FS->dir_ms ? FS->attr_ms : FS->dir_ms;
@@ -78,6 +80,10 @@ static void *mbfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	cfg->ac_attr_timeout = cfg->attr_timeout;
 	cfg->ac_attr_timeout_set = 1;
 	cfg->negative_timeout = 0;
+	if (conn->proto_minor >= 44 && FS->neg_ms) {
+		cfg->negative_timeout = (double)FS->neg_ms / 1000.0;
+		mbfs_kcache_use_epochs(FS->kcache, FS->neg_ms);
+	}
 	cfg->kernel_cache = 0;
 	cfg->auto_cache = FS->attr_ms > 0;
 	if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
@@ -185,6 +191,8 @@ static int mbfs_getattr(const char *path, struct stat *st,
 		 * the name up again (kcache.h) */
 		if (rc == -ENOENT && mbfs_kcache_gone(FS->kcache, path))
 			rc = -ESTALE;
+		else if (rc == -ENOENT)   /* a lookup: a negative entry */
+			mbfs_kcache_missing(FS->kcache, path);
 	}
 	if (rc && strcmp(path, "/") == 0) {
 		/* keep the mountpoint stat-able (stopped generation, dead
@@ -285,6 +293,7 @@ static int mbfs_opendir(const char *path, struct fuse_file_info *fi)
 static int mbfs_releasedir(const char *path, struct fuse_file_info *fi)
 {
 	(void)path;
+	mbfs_warm_count(FS->warm, MBFS_OP_RELEASEDIR);
 	free((char *)(uintptr_t)fi->fh);
 	return 0;
 }

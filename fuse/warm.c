@@ -24,6 +24,7 @@ static const char *const op_names[MBFS_OP_COUNT] = {
 	[MBFS_OP_RELEASE] = "release",
 	[MBFS_OP_OPENDIR] = "opendir",
 	[MBFS_OP_READDIR] = "readdir",
+	[MBFS_OP_RELEASEDIR] = "releasedir",
 };
 
 struct mbfs_warm *mbfs_warm_new(void)

@@ -8,7 +8,7 @@ import re
 import time
 
 import mbtest
-from test_mbfs_helpers import read_file, requests, sh, unique, write_file
+from test_mbfs_helpers import control, read_file, requests, sh, unique, write_file
 
 LIST = "GET /containers/files/list"
 STAT = "GET /containers/files/stat"
@@ -217,5 +217,33 @@ def test_expired_names_are_revalidated_with_one_listing(service, container, need
         # stat of the root itself), not one request per file
         assert requests(service, LIST) <= 2
         assert requests(service, STAT) <= 1
+    finally:
+        unmount_clean(m)
+
+
+def test_missing_names_stay_in_the_kernel_until_one_appears(service, container, need_fuse):
+    """The kernel keeps a missing name (`git status` looks for the same
+    missing files under .git again and again) and drops it once the mount
+    learns that the name appeared, here from a listing fetched for a
+    sibling's lookup after the directory's timeout, even though the
+    negative timeout is an hour."""
+    m = mbtest.Mount(service, container,
+                     options=["attr_timeout=1", "dir_timeout=1", "negative_timeout=3600"])
+    try:
+        d = unique("neg")
+        sh(service, container, "mkdir /workspace/%s && echo o > /workspace/%s/other" % (d, d))
+        p = m.path(d, "later")
+        assert not os.path.exists(p)
+        before = control(m)["ops"]["getattr"]
+        for _ in range(3):
+            assert not os.path.exists(p)
+        # the kernel answered; at most one lookup of the directory itself,
+        # should its name have expired meanwhile
+        assert control(m)["ops"]["getattr"] - before <= 1
+        sh(service, container, "echo l > /workspace/%s/later" % d)
+        time.sleep(1.2)   # the listing and the sibling's name expire
+        assert read_file(m.path(d, "other")) == b"o\n"
+        eventually(lambda: os.path.exists(p), "the new name never showed", limit=10)
+        assert read_file(p) == b"l\n"
     finally:
         unmount_clean(m)

@@ -8,6 +8,7 @@ import errno
 import json
 import os
 import re
+import time
 
 import pytest
 
@@ -32,7 +33,8 @@ def seed(service, container, d, n):
 
 def test_control_file_counts_requests(mount):
     o = ops(mount)
-    assert set(o) == {"getattr", "open", "read", "flush", "release", "opendir", "readdir"}
+    assert set(o) == {"getattr", "open", "read", "flush", "release", "opendir", "readdir",
+                      "releasedir"}
     p = mount.path(unique("count"))
     write_file(p, b"abc")
     before = ops(mount)
@@ -68,6 +70,52 @@ def test_warm_reads_ask_the_service_nothing_and_close_without_flush(service, con
     # way around it), but nothing else: no read, no flush, no getattr
     assert d_ops.get("open") == 3 * len(paths), d_ops
     assert set(d_ops) <= {"open", "release"}, d_ops
+
+
+def walk_and_read(top):
+    """What `grep -r` asks of a tree: list each directory, read each file."""
+    n = 0
+    for d, _, names in os.walk(top):
+        for name in names:
+            with open(os.path.join(d, name), "rb") as f:
+                f.read()
+            n += 1
+    return n
+
+
+def settled_ops(m, before, opens):
+    """The counts once the kernel's asynchronous releases are in."""
+    for _ in range(100):
+        d = delta(before, ops(m))
+        if d.get("release", 0) >= opens:
+            return d
+        time.sleep(0.05)
+    return delta(before, ops(m))
+
+
+def test_warm_tree_walk_sends_only_opens_releases_and_listings(service, container, mount):
+    """A warm `grep -r`: per file an open and a release, per directory an
+    opendir, a listing, a releasedir and a getattr, nothing else (what
+    warm.h says libfuse 3.14 and the kernel leave); never the service."""
+    d = unique("walk")
+    sh(service, container, "mkdir -p /workspace/%s && cd /workspace/%s && for s in a b c; do "
+       "mkdir -p $s/in; for i in 1 2 3 4; do echo $s$i > $s/f$i; echo $s$i > $s/in/g$i; done; done"
+       % (d, d))
+    top = mount.path(d)
+    dirs = 1 + 3 * 2
+    for _ in range(2):
+        files = walk_and_read(top)
+    assert files == 24
+    service.reset_stats()
+    before = ops(mount)
+    assert walk_and_read(top) == files
+    d_ops = settled_ops(mount, before, files)
+    assert service.stats()["requests"] == {}
+    assert d_ops.get("open") == files and d_ops.get("release") == files, d_ops
+    assert d_ops.get("opendir") == dirs and d_ops.get("readdir", 0) <= dirs, d_ops
+    assert d_ops.get("getattr", 0) <= dirs, d_ops
+    assert set(d_ops) <= {"open", "release", "opendir", "readdir", "releasedir",
+                          "getattr"}, d_ops
 
 
 def test_writers_still_flush(service, container, mount):
