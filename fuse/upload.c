@@ -65,8 +65,10 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 	mb_err_clear(&err);
 	mbfs_data_drop(fs->data, path);
 	char sha[65];
+	/* a large file's last exec gives it its mode: no chmod after */
+	unsigned give = fresh && mode != 0600 ? mode : 0;
 	if (!rc)
-		rc = mbfs_xfer_upload(fs, path, n->fd, size, sha, &err);
+		rc = mbfs_xfer_upload(fs, path, n->fd, size, &give, sha, &err);
 	if (rc) {
 		mbfs_cache_invalidate(fs->cache, path);
 		mbfs_node_keep(fs, n, path, version, rc, &err);
@@ -80,7 +82,7 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 	struct timespec tv[2] = { { 0, UTIME_OMIT }, n->mtime };
 	pthread_mutex_unlock(&fs->nodes_lock);
 	int mrc = 0;
-	if (fresh && mode != 0600) {
+	if (give) {
 		mrc = mbfs_remote_chmod(fs, path, mode);
 		if (mrc)
 			mb_log(MB_LOG_WARN, "cannot give '%s' mode %04o: %s", path,

@@ -39,6 +39,7 @@ struct up {
 	const char *rpath;
 	int fd;
 	uint64_t len;
+	unsigned mode;             /* for the last join; 0: the target's */
 	_Atomic uint64_t deadline;
 	char dir[MB_PATH_MAX];     /* parts, in the guest's /tmp */
 	char tmp[MB_PATH_MAX];     /* the joined file, next to the target */
@@ -154,20 +155,23 @@ static void part_error(struct up *u, const struct mb_err *e)
 static int join_script(struct mb_buf *b, const struct up *u, size_t from,
 		       size_t to, bool last)
 {
-	char part[24], first[24], size[24];
-	const char *argv[6 + ROUND_MAX];
+	char part[24], first[24], size[24], mode[24] = "-";
+	const char *argv[7 + ROUND_MAX];
 	snprintf(part, sizeof(part), "%u", MBFS_CHUNK);
 	snprintf(first, sizeof(first), "%zu", from);
 	snprintf(size, sizeof(size), "%" PRIu64, u->len);
+	if (u->mode)
+		snprintf(mode, sizeof(mode), "%o", u->mode & 07777);
 	argv[0] = u->dir;
 	argv[1] = u->tmp;
 	argv[2] = part;
 	argv[3] = first;
 	argv[4] = last ? u->rpath : "-";
 	argv[5] = last ? size : "-";
+	argv[6] = mode;
 	for (size_t i = from; i < to; i++)
-		argv[6 + i - from] = u->psha[i];
-	return mbfs_sh_cmd(b, mbfs_sh_join, argv, 6 + to - from);
+		argv[7 + i - from] = u->psha[i];
+	return mbfs_sh_cmd(b, mbfs_sh_join, argv, 7 + to - from);
 }
 
 /* Run the join of parts [from, to) once. Exit status 3: a part is
@@ -452,9 +456,10 @@ static int put_large(struct up *u, char sha[65], struct mb_err *err)
 }
 
 int mbfs_xfer_put(struct mbfs *fs, const char *rpath, int fd, uint64_t len,
-		  char sha[65], struct mb_err *err)
+		  unsigned *mode, char sha[65], struct mb_err *err)
 {
-	struct up u = { .fs = fs, .rpath = rpath, .fd = fd, .len = len };
+	struct up u = { .fs = fs, .rpath = rpath, .fd = fd, .len = len,
+			.mode = mode && len > MBFS_CHUNK ? *mode : 0 };
 	char hex[65];
 	mb_err_clear(err);
 	progress(&u);
@@ -464,20 +469,22 @@ int mbfs_xfer_put(struct mbfs *fs, const char *rpath, int fd, uint64_t len,
 	mb_op_deadline(outer);
 	if (rc == 0 && sha)
 		memcpy(sha, hex, sizeof(hex));
+	if (rc == 0 && u.mode)
+		*mode = 0;   /* the last join gave it */
 	if (rc == 0)
 		mbfs_xfer_sweep(fs);   /* the service answers again */
 	return mbfs_fail(fs, rc, err);
 }
 
 int mbfs_xfer_upload(struct mbfs *fs, const char *path, int fd, uint64_t len,
-		     char sha[65], struct mb_err *err)
+		     unsigned *mode, char sha[65], struct mb_err *err)
 {
 	char rpath[MB_PATH_MAX];
 	mb_err_clear(err);
 	int rc = mbfs_remote_path(fs, path, rpath);
 	if (rc)
 		return mb_err_set(err, -rc, "path too long");
-	return mbfs_xfer_put(fs, rpath, fd, len, sha, err);
+	return mbfs_xfer_put(fs, rpath, fd, len, mode, sha, err);
 }
 
 void mbfs_xfer_sweep(struct mbfs *fs)

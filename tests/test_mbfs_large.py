@@ -69,6 +69,28 @@ def test_large_write_is_one_upload_in_rounds(service, container, mount):
     assert read_file(mount.path(name)) == data
 
 
+def test_a_large_new_file_gets_its_mode_with_the_last_join(service, container, mount):
+    """The mode a file was created with comes with the exec that renames
+    it into place: no chmod request after."""
+    name = unique("bigmode")
+    data = os.urandom(3 * MiB + 7)
+    service.reset_stats()
+    old = os.umask(0o022)
+    try:
+        fd = os.open(mount.path(name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o751)
+    finally:
+        os.umask(old)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    assert requests(service, "PATCH /containers/files/chmod") == 0
+    assert sh(service, container, "stat -c %a /workspace/" + name).strip() == "751"
+    assert guest_sha(service, container, "/workspace/" + name) == sha(data)
+    assert os.stat(mount.path(name)).st_mode & 0o777 == 0o751
+    no_staging(service, container)
+
+
 @pytest.mark.parametrize("when", ["before", "after"])
 def test_large_write_with_a_part_put_failing_once(service, container, mount, when):
     name = unique("bigput")
