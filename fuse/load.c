@@ -31,10 +31,16 @@ void mbfs_load_drop_pieces(struct mbfs *fs, struct mbfs_node *n)
 
 /* Pieces a sequential read at piece first fetches beyond it: the
  * further it came, the more (fewer ends of fetches, where threads idle
- * while the last GETs finish). */
+ * while the last GETs finish), and with the piece it needs a whole number
+ * of rounds of MBFS_XFER_THREADS GETs (no round with threads idle). */
 static size_t seq_window(size_t first)
 {
-	return first < SEQ_AHEAD ? SEQ_AHEAD : first < SEQ_MAX ? first : SEQ_MAX;
+	if (first < SEQ_AHEAD)
+		return SEQ_AHEAD;
+	if (first >= SEQ_MAX)
+		return SEQ_MAX;
+	size_t t = MBFS_XFER_THREADS;
+	return (first + t) / t * t - 1;
 }
 
 /* Fetch the missing pieces overlapping [off, off + len) plus READ_AHEAD
