@@ -36,6 +36,12 @@ struct mbfs_node {
 	bool kept_any;         /* an upload failed and its data was kept */
 	uint64_t kept_version; /* ... for this version */
 	char base_sha[65];     /* SHA-256 of our last upload, "" if none */
+	bool sha_due;          /* base_sha not worked out yet (a large
+	                          upload: a pass over it that recovery needs
+	                          only once the copy changes again): the copy
+	                          holds the upload's base_size bytes until the
+	                          next change, whose record (dirty.c) hashes
+	                          them first */
 	uint64_t times_version; /* mtime was set by utimens (wbnode.c) at
 	                          this version; 0: never */
 	bool recorded;         /* the journal holds a record of the copy */

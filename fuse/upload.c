@@ -64,11 +64,15 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 	struct mb_err err;
 	mb_err_clear(&err);
 	mbfs_data_drop(fs->data, path);
-	char sha[65];
+	char sha[65] = "";
 	/* a large file's last exec gives it its mode: no chmod after */
 	unsigned give = fresh && mode != 0600 ? mode : 0;
+	/* a large file's hash is a pass over all of it that recovery needs
+	 * only if the copy changes again: worked out then (dirty.c) */
+	bool due = size > MBFS_CHUNK;
 	if (!rc)
-		rc = mbfs_xfer_upload(fs, path, n->fd, size, &give, sha, &err);
+		rc = mbfs_xfer_upload(fs, path, n->fd, size, &give,
+				      due ? NULL : sha, &err);
 	if (rc) {
 		mbfs_cache_invalidate(fs->cache, path);
 		mbfs_node_keep(fs, n, path, version, rc, &err);
@@ -95,6 +99,7 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 	n->base_size = size;
 	n->base_mtime = w.mtime;
 	memcpy(n->base_sha, sha, sizeof(n->base_sha));
+	n->sha_due = due;
 	pthread_mutex_unlock(&fs->nodes_lock);
 	mbfs_node_unrecord(fs, n);   /* the guest has it */
 	if (timed)

@@ -96,7 +96,8 @@ void mbfs_xfer_pieces_forget(struct mbfs_pieces *p);
 
 /* Replace path on the guest with the first len bytes of fd. 0 or -errno
  * (already passed through mbfs_fail), with err->msg saying what failed;
- * sha (may be NULL) receives the SHA-256 of what was sent. mode (may be
+ * sha (may be NULL: a file in parts then saves a pass over its bytes)
+ * receives the SHA-256 of what was sent. mode (may be
  * NULL; *mode 0: none): permission bits for the file (one created here)
  * instead of the target's; an upload in parts gives them in its last
  * exec and sets *mode to 0, one PUT cannot (*mode stays: the caller
@@ -107,6 +108,9 @@ int mbfs_xfer_upload(struct mbfs *fs, const char *path, int fd, uint64_t len,
  * mounted directory). */
 int mbfs_xfer_put(struct mbfs *fs, const char *rpath, int fd, uint64_t len,
 		  unsigned *mode, char sha[65], struct mb_err *err);
+
+/* The SHA-256 of the first len bytes of fd, in hex. 0 or -errno. */
+int mbfs_xfer_hash_fd(int fd, uint64_t len, char hex[65]);
 
 /* Remove what failed uploads left staged on the guest (one exec), now that
  * the service answers. Cheap when there is nothing. */
