@@ -6,7 +6,9 @@
  *
  * A file created here (fresh) comes into existence on the guest with this
  * upload: a PUT (a new file is 0600), then the mode asked for at create or
- * chmod when it differs. A failed upload is an error for close()/fsync();
+ * chmod when it differs (a file in parts gets it with its last exec). A
+ * large upload's SHA-256 is left for later (node_int.h, sha_due). A
+ * failed upload is an error for close()/fsync();
  * the data is kept under DIR/kept/ and one line names the file (dirty.c).
  * Once the guest has the data, the journal's record goes.
  * Does not decide when to upload (node.c).

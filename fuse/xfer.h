@@ -13,9 +13,9 @@
  * are PUT, rounds (one exec each) check the parts PUT so far against the
  * SHA-256 of each computed here and write them into a hidden file next to
  * the target (.mbfs-up-HEX, for the upload's time); the last exec does
- * the same for the tail, checks the size, keeps the target's mode and
- * renames it over the target with `mv -fT`: no program on the guest ever
- * sees a half-written file. Every transient failure (a 5xx, a
+ * the same for the tail, checks the size, gives a file created here its
+ * mode (else keeps the target's) and renames it over the target with
+ * `mv -fT`: no program on the guest ever sees a half-written file. Every transient failure (a 5xx, a
  * reset, a timeout) is reconciled (the target read back or hashed, never
  * a blind repeat) and retried until the upload has made no progress for
  * op_timeout. The staging of an upload, and a download's pieces, are
