@@ -64,8 +64,8 @@ struct mbfs_node {
 #define LAZY_MIN (8u * MBFS_CHUNK)
 /* Pieces fetched beyond the one a read needs (with it: one round of
  * MBFS_XFER_THREADS parallel GETs); SEQ_AHEAD when the read goes on from
- * the pieces before (four rounds), growing with the pieces read so far up
- * to SEQ_MAX (sixteen rounds). */
+ * the pieces before (four rounds), fetched in the background and moving
+ * on with the reads (load.c); SEQ_MAX + 1 are cut ahead on the guest. */
 #define READ_AHEAD (MBFS_XFER_THREADS - 1)
 #define SEQ_AHEAD (4 * MBFS_XFER_THREADS - 1)
 #define SEQ_MAX (16 * MBFS_XFER_THREADS - 1)

@@ -6,7 +6,9 @@
  * one cuts the next ones (an exec, fuse/guest/split.sh, that also removes
  * the pieces fetched since the last), so the guest's pass over the file
  * overlaps the transfers and /tmp never holds a second copy of it; the
- * directory is removed after the last piece.
+ * directory is removed after the last piece. A sequential reader's fetch
+ * returns once the pieces it needs are in and goes on in the background,
+ * growing as the reader moves on (mbfs_xfer_fetch_start).
  * Uploads (xfer_up.c): up to 1 MiB with one PUT (atomic on the guest);
  * larger files are PUT as parts into a staging directory in the guest's
  * /tmp (/tmp/.mbfs-up/HEX, never in the user's tree); while later parts
@@ -72,6 +74,7 @@ struct mbfs_pieces {
 	char stamp[64];   /* src's "SIZE INODE MTIME" when the first cut */
 	bool stale;       /* src changed since: every fetch fails, -EIO */
 	void *bg;         /* a cut of pieces ahead still running (xfer.c) */
+	void *fetch;      /* a fetch still running (mbfs_xfer_fetch_start) */
 };
 
 /* Start a download of path in pieces: makes the directory, sizes the file
@@ -88,6 +91,29 @@ int mbfs_xfer_split(struct mbfs *fs, const char *path, struct mbfs_pieces *p,
  * and p stays stale). 0 or -errno. */
 int mbfs_xfer_fetch(struct mbfs *fs, struct mbfs_pieces *p, const size_t *idx,
 		    size_t count, size_t ahead, int fd, struct mb_err *err);
+/* The same, for a sequential reader: returns once the first want pieces
+ * of idx are in fd, while the others go on in the background (as p's
+ * running fetch, which then waits to grow rather than end); a failure of
+ * one of those first is returned (the fetch ended). Every other call on
+ * p (a fetch, the release) ends a running fetch first. 0 or -errno. */
+int mbfs_xfer_fetch_start(struct mbfs *fs, struct mbfs_pieces *p,
+			  const size_t *idx, size_t count, size_t ahead,
+			  size_t want, int fd, struct mb_err *err);
+/* Wait for piece i from p's running fetch: 1 once it is in fd, 0 when
+ * that fetch will not bring it (none, not one of its pieces, failed or
+ * stopped). */
+int mbfs_xfer_fetch_wait(struct mbfs_pieces *p, size_t i);
+/* Have p's running fetch GET the pieces after its last up to upto (those
+ * after a piece in fd already excepted) and cut up to ahead more: a
+ * sequential reader's read-ahead moves on with it, the GETs never
+ * pausing at the end of a window. Nothing when none runs or it ended. */
+void mbfs_xfer_fetch_grow(struct mbfs_pieces *p, size_t upto, size_t ahead);
+/* Stop p's running fetch (the GETs in flight end first) and forget it;
+ * have (may be NULL): the pieces it brought are set, *got counting those
+ * not set before. 0 or its error (fs NULL: not passed through
+ * mbfs_fail). */
+int mbfs_xfer_fetch_end(struct mbfs *fs, struct mbfs_pieces *p,
+			unsigned char *have, size_t *got, struct mb_err *err);
 /* Remove the guest directory (best effort) and free. */
 void mbfs_xfer_pieces_release(struct mbfs *fs, struct mbfs_pieces *p);
 /* Free without removing the directory (at exit: the journal's note has
