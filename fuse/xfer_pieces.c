@@ -1,8 +1,9 @@
 /* xfer_pieces.c: a large download's pieces (xfer.h): cut on the guest
  * (fuse/guest/split.sh) in rounds while the pieces cut before are fetched
  * with parallel GETs, each round removing the pieces fetched since the
- * last. Does not decide which pieces a read needs (load.c) and does not
- * fetch small files whole (xfer.c). */
+ * last. Does not decide which pieces a read needs (load.c), does not
+ * keep a reader's fetch going in the background (xfer_ahead.c) and does
+ * not fetch small files whole (xfer.c). */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -18,6 +19,7 @@
 #include "fuse/mbfs.h"
 #include "fuse/remote.h"
 #include "fuse/xfer.h"
+#include "fuse/xfer_fetch.h"
 #include "fuse/xfer_int.h"
 
 #define EXEC_TIMEOUT_MS 50000L
@@ -32,35 +34,8 @@
  * large file. */
 #define FIRST_CUT 8u
 #define PER_CUT 64u
-#define CUT_AHEAD 24u   /* cut again when fewer cut pieces than this wait */
 #define DONE_MAX 64u    /* fetched pieces one cut removes, at most */
 #define MAX_PIECES 100000u  /* split.sh's five-digit names */
-
-/* One fetch: positions [0, count) of the list are GET, [count, ext) only
- * cut (a sequential reader comes for them next). An async one
- * (mbfs_xfer_fetch_start) runs on after its call returned, as p->fetch:
- * its workers wait for the list to grow rather than end, until it is
- * stopped or has the file's last piece. */
-struct fetch {
-	struct mbfs *fs;
-	struct mbfs_pieces *p;
-	int fd;
-	bool async;
-	pthread_t t;            /* async: the thread running the workers */
-	pthread_mutex_t lock;
-	pthread_cond_t cv;
-	/* protected by lock (and p->state with it): */
-	size_t *list;           /* piece numbers, ascending */
-	size_t count, ext, cap;
-	bool stop;              /* async: hand out no more GETs */
-	bool finished;          /* async: every worker has ended */
-	size_t next;            /* position of the next GET */
-	size_t cutpos;          /* positions below are cut or being cut */
-	bool cutting;           /* a cut of this fetch runs */
-	bool joining;           /* a worker waits for p->bg */
-	struct mb_err err;
-	int rc;                 /* the first error, -errno (0: none) */
-};
 
 static bool needs_cut(const struct mbfs_pieces *p, size_t i)
 {
@@ -76,7 +51,7 @@ static void fetch_error(struct fetch *f, int rc, const struct mb_err *e)
 	}
 }
 
-static void skip_cut(struct fetch *f)
+void mbfs_fetch_skip_cut(struct fetch *f)
 {
 	while (f->cutpos < f->ext && !needs_cut(f->p, f->list[f->cutpos]))
 		f->cutpos++;
@@ -203,7 +178,7 @@ static int cut(struct fetch *f, size_t first, size_t n, struct mb_err *err)
 	cut_finish(p, first, n, rc);
 	p->stale = p->stale || stale;
 	f->cutting = false;
-	skip_cut(f);
+	mbfs_fetch_skip_cut(f);
 	return rc;
 }
 
@@ -291,7 +266,7 @@ static int join_bg(struct fetch *f, struct mb_err *err)
 	f->joining = false;
 	/* its pieces may have to be cut again */
 	f->cutpos = f->next;
-	skip_cut(f);
+	mbfs_fetch_skip_cut(f);
 	return rc;
 }
 
@@ -301,8 +276,8 @@ static bool pick_cut(struct fetch *f, size_t *first, size_t *n)
 {
 	if (f->cutting || f->p->bg || f->cutpos >= f->ext)
 		return false;
-	size_t ready = f->cutpos < f->count ? f->cutpos - f->next : CUT_AHEAD;
-	if (f->cutpos < f->count && ready >= CUT_AHEAD)
+	size_t ready = f->cutpos < f->count ? f->cutpos - f->next : MBFS_FETCH_CUT_AHEAD;
+	if (f->cutpos < f->count && ready >= MBFS_FETCH_CUT_AHEAD)
 		return false;
 	size_t a = f->list[f->cutpos], m = ready ? PER_CUT : FIRST_CUT, c = 1;
 	while (c < m && f->cutpos + c < f->ext &&
@@ -334,7 +309,7 @@ static int get_piece(struct fetch *f, size_t i, struct mb_err *err)
 
 /* A worker: cut when the cut pieces run low, else GET the next one cut,
  * until every piece is fetched or one failed. */
-static int fetch_worker(void *ud, size_t t)
+int mbfs_fetch_worker(void *ud, size_t t)
 {
 	struct fetch *f = ud;
 	struct mb_err err;
@@ -461,9 +436,9 @@ int mbfs_xfer_split(struct mbfs *fs, const char *path, struct mbfs_pieces *p,
 
 /* A fetch of the count pieces of idx (NULL: 0..count-1) into fd, and
  * up to ahead more to cut; NULL with err set when it cannot be. */
-static struct fetch *fetch_new(struct mbfs *fs, struct mbfs_pieces *p,
-			       const size_t *idx, size_t count, size_t ahead,
-			       int fd, struct mb_err *err)
+struct fetch *mbfs_fetch_new(struct mbfs *fs, struct mbfs_pieces *p,
+			      const size_t *idx, size_t count, size_t ahead,
+			      int fd, struct mb_err *err)
 {
 	size_t last = idx ? idx[count - 1] : count - 1;
 	if (!p->state || ahead > p->n - 1 - last)
@@ -488,14 +463,14 @@ static struct fetch *fetch_new(struct mbfs *fs, struct mbfs_pieces *p,
 		    p->state[f->list[k]] == MBFS_PIECE_FETCHED)
 			p->state[f->list[k]] = MBFS_PIECE_CUT;
 	}
-	skip_cut(f);
+	mbfs_fetch_skip_cut(f);
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->cv, NULL);
 	return f;
 }
 
 /* Free f, whose workers have ended: 0 or its error (in *err). */
-static int fetch_free(struct fetch *f, struct mb_err *err)
+int mbfs_fetch_free(struct fetch *f, struct mb_err *err)
 {
 	int rc = f->rc;
 	if (rc && err)
@@ -507,7 +482,8 @@ static int fetch_free(struct fetch *f, struct mb_err *err)
 	return rc;
 }
 
-static bool stale(struct mbfs *fs, struct mbfs_pieces *p, struct mb_err *err)
+bool mbfs_fetch_stale(struct mbfs *fs, struct mbfs_pieces *p,
+		      struct mb_err *err)
 {
 	if (p->stale)
 		mbfs_fail(fs, mb_err_set(err, EIO, "'%s' changed on the sandbox "
@@ -520,171 +496,15 @@ int mbfs_xfer_fetch(struct mbfs *fs, struct mbfs_pieces *p, const size_t *idx,
 {
 	mb_err_clear(err);
 	mbfs_xfer_fetch_end(NULL, p, NULL, NULL, NULL);   /* one at a time */
-	if (stale(fs, p, err))
+	if (mbfs_fetch_stale(fs, p, err))
 		return -EIO;
 	if (!count)
 		return 0;
-	struct fetch *f = fetch_new(fs, p, idx, count, ahead, fd, err);
+	struct fetch *f = mbfs_fetch_new(fs, p, idx, count, ahead, fd, err);
 	if (!f)
 		return mbfs_fail(fs, -ENOMEM, err);
-	mbfs_xfer_parallel(MBFS_XFER_THREADS, fetch_worker, f);
-	return mbfs_fail(fs, fetch_free(f, err), err);
-}
-
-static void *run_main(void *arg)
-{
-	struct fetch *f = arg;
-	mbfs_xfer_parallel(MBFS_XFER_THREADS, fetch_worker, f);
-	pthread_mutex_lock(&f->lock);
-	f->finished = true;
-	pthread_cond_broadcast(&f->cv);
-	pthread_mutex_unlock(&f->lock);
-	return NULL;
-}
-
-/* Piece i is in the fetch's fd (fetched; maybe removed from the guest
- * since). f->lock held. */
-static bool in_fd(const struct mbfs_pieces *p, size_t i)
-{
-	return p->state[i] == MBFS_PIECE_FETCHED ||
-	       p->state[i] == MBFS_PIECE_GONE;
-}
-
-/* Is piece i among f's GETs? f->lock held. */
-static bool listed(const struct fetch *f, size_t i)
-{
-	size_t lo = 0, hi = f->count;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (f->list[mid] < i)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < f->count && f->list[lo] == i;
-}
-
-/* Wait until piece i is in (1) or f will not bring it (0). */
-static int wait_piece(struct fetch *f, size_t i)
-{
-	pthread_mutex_lock(&f->lock);
-	int got = 0;
-	for (;;) {
-		if (in_fd(f->p, i)) {
-			got = 1;
-			break;
-		}
-		if (f->rc || f->stop || f->finished || !listed(f, i))
-			break;
-		pthread_cond_wait(&f->cv, &f->lock);
-	}
-	pthread_mutex_unlock(&f->lock);
-	return got;
-}
-
-int mbfs_xfer_fetch_start(struct mbfs *fs, struct mbfs_pieces *p,
-			  const size_t *idx, size_t count, size_t ahead,
-			  size_t want, int fd, struct mb_err *err)
-{
-	mb_err_clear(err);
-	mbfs_xfer_fetch_end(NULL, p, NULL, NULL, NULL);
-	if (!p->state)
-		return mbfs_xfer_fetch(fs, p, idx, count, ahead, fd, err);
-	if (stale(fs, p, err))
-		return -EIO;
-	if (!count)
-		return 0;
-	struct fetch *f = fetch_new(fs, p, idx, count, ahead, fd, err);
-	if (!f)
-		return mbfs_fail(fs, -ENOMEM, err);
-	f->async = true;
-	if (pthread_create(&f->t, NULL, run_main, f)) {
-		/* no thread: all of it now, as mbfs_xfer_fetch */
-		f->async = false;
-		mbfs_xfer_parallel(MBFS_XFER_THREADS, fetch_worker, f);
-		return mbfs_fail(fs, fetch_free(f, err), err);
-	}
-	p->fetch = f;
-	int rc = 0;
-	for (size_t k = 0; !rc && k < want && k < count; k++)
-		if (!wait_piece(f, f->list[k]))
-			rc = -EIO;
-	if (rc) {
-		mb_err_set(err, EIO, "a piece of '%s' did not come", p->src);
-		rc = mbfs_xfer_fetch_end(fs, p, NULL, NULL, err);
-		if (!rc)
-			rc = mb_err_set(err, EIO, "a piece of '%s' did not "
-					"come", p->src);
-	}
-	return rc;
-}
-
-int mbfs_xfer_fetch_wait(struct mbfs_pieces *p, size_t i)
-{
-	return p->fetch ? wait_piece(p->fetch, i) : 0;
-}
-
-void mbfs_xfer_fetch_grow(struct mbfs_pieces *p, size_t upto, size_t ahead)
-{
-	struct fetch *f = p->fetch;
-	if (!f)
-		return;
-	if (upto > p->n - 1)
-		upto = p->n - 1;
-	pthread_mutex_lock(&f->lock);
-	size_t last = f->list[f->count - 1];
-	/* up to a piece in already (read before, out of order): a GET of
-	 * it could find it removed from the guest */
-	for (size_t i = last + 1; i <= upto; i++)
-		if (in_fd(p, i))
-			upto = i - 1;
-	/* the pieces to cut ahead move on in runs of up to PER_CUT (one
-	 * exec each), not one a read */
-	size_t end = f->list[f->ext - 1];
-	if (end < upto + CUT_AHEAD)
-		end = upto + ahead > p->n - 1 ? p->n - 1 : upto + ahead;
-	if (end < upto)
-		end = upto;
-	/* positions [count, ext) are last + 1 on: they stay */
-	size_t want = f->count + (end - last);
-	size_t *l = f->list;
-	if (upto > last && want > f->cap)
-		l = realloc(f->list, want * sizeof(*l));
-	if (upto > last && l && !f->rc && !f->stop && !f->finished) {
-		f->list = l;
-		f->cap = want > f->cap ? want : f->cap;
-		for (size_t k = f->ext; k < want; k++)
-			f->list[k] = last + 1 + k - f->count;
-		f->ext = want > f->ext ? want : f->ext;
-		f->count += upto - last;
-		skip_cut(f);
-		pthread_cond_broadcast(&f->cv);
-	} else if (l) {
-		f->list = l;
-	}
-	pthread_mutex_unlock(&f->lock);
-}
-
-int mbfs_xfer_fetch_end(struct mbfs *fs, struct mbfs_pieces *p,
-			unsigned char *have, size_t *got, struct mb_err *err)
-{
-	struct fetch *f = p->fetch;
-	if (!f)
-		return 0;
-	pthread_mutex_lock(&f->lock);
-	f->stop = true;
-	pthread_cond_broadcast(&f->cv);
-	pthread_mutex_unlock(&f->lock);
-	pthread_join(f->t, NULL);
-	p->fetch = NULL;
-	/* what it brought, beside what its reader waited for */
-	for (size_t k = 0; have && k < f->count; k++)
-		if (!have[f->list[k]] && in_fd(p, f->list[k])) {
-			have[f->list[k]] = 1;
-			(*got)++;
-		}
-	int rc = fetch_free(f, err);
-	return rc && fs ? mbfs_fail(fs, rc, err) : rc;
+	mbfs_xfer_parallel(MBFS_XFER_THREADS, mbfs_fetch_worker, f);
+	return mbfs_fail(fs, mbfs_fetch_free(f, err), err);
 }
 
 void mbfs_xfer_pieces_forget(struct mbfs_pieces *p)
