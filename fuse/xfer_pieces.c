@@ -276,7 +276,8 @@ static bool pick_cut(struct fetch *f, size_t *first, size_t *n)
 {
 	if (f->cutting || f->p->bg || f->cutpos >= f->ext)
 		return false;
-	size_t ready = f->cutpos < f->count ? f->cutpos - f->next : MBFS_FETCH_CUT_AHEAD;
+	size_t ready = f->cutpos < f->count ? f->cutpos - f->next
+					    : MBFS_FETCH_CUT_AHEAD;
 	if (f->cutpos < f->count && ready >= MBFS_FETCH_CUT_AHEAD)
 		return false;
 	size_t a = f->list[f->cutpos], m = ready ? PER_CUT : FIRST_CUT, c = 1;
