@@ -17,10 +17,10 @@
  * the target (.mbfs-up-HEX, for the upload's time); the last exec does
  * the same for the tail, checks the size, gives a file created here its
  * mode (else keeps the target's) and renames it over the target with
- * `mv -fT`: no program on the guest ever sees a half-written file. Every transient failure (a 5xx, a
- * reset, a timeout) is reconciled (the target read back or hashed, never
- * a blind repeat) and retried until the upload has made no progress for
- * op_timeout. The staging of an upload, and a download's pieces, are
+ * `mv -fT`: no program on the guest ever sees a half-written file. Every
+ * transient failure (a 5xx, a reset, a timeout) is reconciled (the target
+ * read back or hashed, never a blind repeat) and retried until the upload
+ * has made no progress for op_timeout. The staging of an upload, and a download's pieces, are
  * noted in the journal before they exist and removed after; what a
  * failure or a crash left is removed when the service answers again
  * (mbfs_xfer_sweep) or at the next mount.
