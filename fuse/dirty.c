@@ -144,11 +144,30 @@ static int record(struct mbfs *fs, struct mbfs_node *n)
 	return 0;
 }
 
+/* The hash of a large upload, left for now (node_int.h): the copy still
+ * holds what was sent, about to change. Without it, recovery only trusts
+ * the guest's file when its mtime is the one noted. */
+static void work_out_sha(struct mbfs *fs, struct mbfs_node *n)
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	bool due = n->sha_due;
+	uint64_t size = n->base_size;
+	n->sha_due = false;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	char hex[65];
+	if (!due || n->fd < 0 || mbfs_xfer_hash_fd(n->fd, size, hex))
+		return;
+	pthread_mutex_lock(&fs->nodes_lock);
+	memcpy(n->base_sha, hex, sizeof(n->base_sha));
+	pthread_mutex_unlock(&fs->nodes_lock);
+}
+
 static int prepare(struct mbfs *fs, struct mbfs_node *n, bool empty,
 		   bool data)
 {
 	int rc = 0;
 	bool made = false;
+	work_out_sha(fs, n);
 	if (n->fd >= 0 && (n->kept_file || n->in_memory ||
 			   (data && n->linked && mbfs_data_shared(n->fd)))) {
 		rc = own_file(fs, n, empty);

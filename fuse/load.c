@@ -29,17 +29,45 @@ void mbfs_load_drop_pieces(struct mbfs *fs, struct mbfs_node *n)
 	pthread_mutex_unlock(&fs->nodes_lock);
 }
 
-/* Pieces a sequential read at piece first fetches beyond it: the
- * further it came, the more (fewer ends of fetches, where threads idle
- * while the last GETs finish). */
-static size_t seq_window(size_t first)
+/* Pieces [first, need] from the fetch running in the background (a
+ * sequential reader's), waiting for those on their way; a sequential
+ * reader's read-ahead then moves on with it. true when every one is in;
+ * else that fetch is ended (what it brought counted), and the caller
+ * fetches the rest. n->lock held. */
+static bool from_running(struct mbfs *fs, struct mbfs_node *n, size_t first,
+			 size_t need, bool seq)
 {
-	return first < SEQ_AHEAD ? SEQ_AHEAD : first < SEQ_MAX ? first : SEQ_MAX;
+	struct mbfs_pieces *p = &n->pieces;
+	bool all = true;
+	for (size_t i = first; i <= need && all; i++) {
+		if (n->have[i])
+			continue;
+		all = mbfs_xfer_fetch_wait(p, i);
+		if (all) {
+			n->have[i] = 1;
+			n->missing--;
+		}
+	}
+	if (all) {
+		if (seq)
+			mbfs_xfer_fetch_grow(p, need + SEQ_AHEAD, SEQ_MAX + 1);
+		return true;
+	}
+	size_t got = 0;
+	struct mb_err err;
+	mb_err_clear(&err);
+	if (mbfs_xfer_fetch_end(fs, p, n->have, &got, &err))
+		mb_log(MB_LOG_DEBUG, "reading ahead in '%s' failed: %s",
+		       p->dir, err.msg);
+	n->missing -= got;
+	return false;
 }
 
 /* Fetch the missing pieces overlapping [off, off + len) plus READ_AHEAD
- * more, or SEQ_AHEAD to SEQ_MAX more when the read goes on from where the
- * last one ended (len 0: all). n->lock held. */
+ * more, or SEQ_AHEAD more when the read goes on from where the last one
+ * ended (len 0: all); a sequential reader's (or one at the start) go on
+ * in the background while it reads (mbfs_xfer_fetch_start). n->lock
+ * held. */
 int mbfs_load_range(struct mbfs *fs, struct mbfs_node *n, uint64_t off,
 		       uint64_t len)
 {
@@ -49,13 +77,20 @@ int mbfs_load_range(struct mbfs *fs, struct mbfs_node *n, uint64_t off,
 	size_t first = len ? (size_t)(off / MBFS_CHUNK) : 0;
 	if (first >= p->n)
 		return 0;
-	/* a sequential reader waits for each fetch as a whole: long ones
-	 * keep every thread busy (each fetch ends with threads idle while
-	 * the last GETs finish), where one piece ahead per read came one GET
-	 * at a time */
+	/* a sequential reader's fetch goes on in the background, SEQ_AHEAD
+	 * pieces ahead of its reads: its GETs never pause at the end of a
+	 * window, and one that stops reading leaves few GETs going on */
 	bool seq = first > 0 && n->have[first - 1];
+	int rc = 0;
+	if (p->fetch) {
+		size_t upto = len ? (size_t)((off + len - 1) / MBFS_CHUNK) :
+				    p->n - 1;
+		if (from_running(fs, n, first, upto < p->n ? upto : p->n - 1,
+				 seq))
+			goto whole;
+	}
 	size_t last = len ? (size_t)((off + len - 1) / MBFS_CHUNK) +
-			    (seq ? seq_window(first) : READ_AHEAD)
+			    (seq ? SEQ_AHEAD : READ_AHEAD)
 			  : p->n;
 	if (last >= p->n)
 		last = p->n ? p->n - 1 : 0;
@@ -73,14 +108,31 @@ int mbfs_load_range(struct mbfs *fs, struct mbfs_node *n, uint64_t off,
 	 * read that needs one, many at a time rather than one per read */
 	if (!needed)
 		count = 0;
-	int rc = 0;
 	if (count) {
 		struct mb_err err;
 		/* a sequential reader (or one at the start, as most are)
 		 * comes for the next pieces soon: they are cut on the guest
-		 * while these are fetched, up to SEQ_MAX + 1 ahead */
+		 * while these are fetched, up to SEQ_MAX + 1 ahead; it reads
+		 * the first while the others come */
 		size_t ahead = seq || first == 0 ? SEQ_MAX + 1 : 0;
-		rc = mbfs_xfer_fetch(fs, p, idx, count, ahead, n->fd, &err);
+		size_t want = 0;
+		while (want < count && idx[want] <= need)
+			want++;
+		if (len && ahead) {
+			rc = mbfs_xfer_fetch_start(fs, p, idx, count, ahead,
+						   want, n->fd, &err);
+			if (rc)
+				mb_log(MB_LOG_DEBUG, "reading ahead in '%s' "
+				       "failed: %s", p->dir, err.msg);
+			for (size_t k = 0; !rc && k < want; k++)
+				n->have[idx[k]] = 1;
+			if (!rc)
+				n->missing -= want;
+			count = rc ? count : 0;
+		}
+		if (count)
+			rc = mbfs_xfer_fetch(fs, p, idx, count, ahead, n->fd,
+					     &err);
 		/* a full cache disk: clean copies go, then once more */
 		if (rc && mbfs_node_make_room(fs, rc, (uint64_t)count * MBFS_CHUNK))
 			rc = mbfs_xfer_fetch(fs, p, idx, count, ahead, n->fd,
@@ -94,10 +146,12 @@ int mbfs_load_range(struct mbfs *fs, struct mbfs_node *n, uint64_t off,
 			n->missing -= count;
 	}
 	free(idx);
+whole:
 	/* every piece is in: the copy is whole. The guest's directory (the
 	 * pieces of the last rounds) goes when the last user closes the file
 	 * (mbfs_node_release), off the reader's way */
 	if (!rc && n->missing == 0) {
+		mbfs_xfer_fetch_end(fs, p, NULL, NULL, NULL);   /* done */
 		free(n->have);
 		n->have = NULL;
 		pthread_mutex_lock(&fs->nodes_lock);
@@ -248,6 +302,7 @@ int mbfs_load(struct mbfs *fs, struct mbfs_node *n, bool whole)
 	n->base_known = got == (uint64_t)st.st_size;
 	n->base_size = got;
 	n->base_mtime = st.st_mtim.tv_sec;
+	n->sha_due = false;
 	pthread_mutex_unlock(&fs->nodes_lock);
 	return 0;
 }

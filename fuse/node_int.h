@@ -40,6 +40,12 @@ struct mbfs_node {
 	char base_sha[65];     /* SHA-256 of our last upload, "" if none */
 	struct mbfs_wbq_entry *wbq;  /* its entry in the write-back queue, or
 	                               NULL; protected by the queue's lock */
+	bool sha_due;          /* base_sha not worked out yet (a large
+	                          upload: a pass over it that recovery needs
+	                          only once the copy changes again): the copy
+	                          holds the upload's base_size bytes until the
+	                          next change, whose record (dirty.c) hashes
+	                          them first */
 	uint64_t times_version; /* mtime was set by utimens (wbnode.c) at
 	                          this version; 0: never */
 	bool recorded;         /* the journal holds a record of the copy */
@@ -69,8 +75,8 @@ struct mbfs_node {
 #define LAZY_MIN (8u * MBFS_CHUNK)
 /* Pieces fetched beyond the one a read needs (with it: one round of
  * MBFS_XFER_THREADS parallel GETs); SEQ_AHEAD when the read goes on from
- * the pieces before (four rounds), growing with the pieces read so far up
- * to SEQ_MAX (sixteen rounds). */
+ * the pieces before (four rounds), fetched in the background and moving
+ * on with the reads (load.c); SEQ_MAX + 1 are cut ahead on the guest. */
 #define READ_AHEAD (MBFS_XFER_THREADS - 1)
 #define SEQ_AHEAD (4 * MBFS_XFER_THREADS - 1)
 #define SEQ_MAX (16 * MBFS_XFER_THREADS - 1)

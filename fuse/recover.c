@@ -150,20 +150,22 @@ static int upload(struct mbfs *fs, const char *local,
 		return mb_err_set(err, e, "cannot read '%s': %s", local,
 				  strerror(e));
 	}
-	int rc = mbfs_xfer_put(fs, r->rpath, fd, (uint64_t)st.st_size, NULL, err);
+	/* a new file is 0600 on the guest: give it the asked mode */
+	unsigned mode = r->fresh && (r->mode & 0777) != 0600 ? r->mode & 0777 : 0;
+	int rc = mbfs_xfer_put(fs, r->rpath, fd, (uint64_t)st.st_size, &mode,
+			       NULL, err);
 	if (rc == -ENOENT && r->fresh && make_parents(fs, r->rpath) == 0) {
 		mb_err_clear(err);
-		rc = mbfs_xfer_put(fs, r->rpath, fd, (uint64_t)st.st_size, NULL,
-				   err);
+		rc = mbfs_xfer_put(fs, r->rpath, fd, (uint64_t)st.st_size,
+				   &mode, NULL, err);
 	}
 	close(fd);
-	if (rc == 0 && r->fresh && (r->mode & 0777) != 0600) {
-		/* a new file is 0600 on the guest: give it the asked mode */
+	if (rc == 0 && mode) {   /* one PUT: a chmod after */
 		struct mb_err e2;
 		mb_err_clear(&e2);
-		if (mb_fs_chmod(fs->client, &fs->ident, r->rpath, r->mode & 0777, &e2))
+		if (mb_fs_chmod(fs->client, &fs->ident, r->rpath, mode, &e2))
 			mb_log(MB_LOG_WARN, "cannot give '%s' mode %04o: %s",
-			       r->rpath, r->mode & 0777, e2.msg);
+			       r->rpath, mode, e2.msg);
 	}
 	if (rc == 0)
 		mb_log(MB_LOG_INFO, "'%s' was written before mbfs stopped: "

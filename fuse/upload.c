@@ -6,7 +6,9 @@
  *
  * A file created here (fresh) comes into existence on the guest with this
  * upload: a PUT (a new file is 0600), then the mode asked for at create or
- * chmod when it differs. A failed upload is an error for close()/fsync();
+ * chmod when it differs (a file in parts gets it with its last exec). A
+ * large upload's SHA-256 is left for later (node_int.h, sha_due). A
+ * failed upload is an error for close()/fsync();
  * the data is kept under DIR/kept/ and one line names the file (dirty.c).
  * Once the guest has the data, the journal's record goes.
  * Does not decide when to upload (node.c).
@@ -64,9 +66,15 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 	struct mb_err err;
 	mb_err_clear(&err);
 	mbfs_data_drop(fs->data, path);
-	char sha[65];
+	char sha[65] = "";
+	/* a large file's last exec gives it its mode: no chmod after */
+	unsigned give = fresh && mode != 0600 ? mode : 0;
+	/* a large file's hash is a pass over all of it that recovery needs
+	 * only if the copy changes again: worked out then (dirty.c) */
+	bool due = size > MBFS_CHUNK;
 	if (!rc)
-		rc = mbfs_xfer_upload(fs, path, n->fd, size, sha, &err);
+		rc = mbfs_xfer_upload(fs, path, n->fd, size, &give,
+				      due ? NULL : sha, &err);
 	if (rc) {
 		mbfs_cache_invalidate(fs->cache, path);
 		mbfs_node_keep(fs, n, path, version, rc, &err);
@@ -80,7 +88,7 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 	struct timespec tv[2] = { { 0, UTIME_OMIT }, n->mtime };
 	pthread_mutex_unlock(&fs->nodes_lock);
 	int mrc = 0;
-	if (fresh && mode != 0600) {
+	if (give) {
 		mrc = mbfs_remote_chmod(fs, path, mode);
 		if (mrc)
 			mb_log(MB_LOG_WARN, "cannot give '%s' mode %04o: %s", path,
@@ -93,6 +101,7 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 	n->base_size = size;
 	n->base_mtime = w.mtime;
 	memcpy(n->base_sha, sha, sizeof(n->base_sha));
+	n->sha_due = due;
 	pthread_mutex_unlock(&fs->nodes_lock);
 	mbfs_node_unrecord(fs, n);   /* the guest has it */
 	if (timed)

@@ -138,6 +138,7 @@ void mbfs_node_wb_done(struct mbfs *fs, struct mbfs_node *n,
 		n->base_size = f->len;
 		n->base_mtime = timed ? tv[1].tv_sec : f->mtime;
 		memcpy(n->base_sha, sha, sizeof(n->base_sha));
+		n->sha_due = false;
 		if (same)
 			n->dirty = false;
 		else

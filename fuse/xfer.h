@@ -6,19 +6,21 @@
  * one cuts the next ones (an exec, fuse/guest/split.sh, that also removes
  * the pieces fetched since the last), so the guest's pass over the file
  * overlaps the transfers and /tmp never holds a second copy of it; the
- * directory is removed after the last piece.
+ * directory is removed after the last piece. A sequential reader's fetch
+ * returns once the pieces it needs are in and goes on in the background,
+ * growing as the reader moves on (mbfs_xfer_fetch_start).
  * Uploads (xfer_up.c): up to 1 MiB with one PUT (atomic on the guest);
  * larger files are PUT as parts into a staging directory in the guest's
  * /tmp (/tmp/.mbfs-up/HEX, never in the user's tree); while later parts
  * are PUT, rounds (one exec each) check the parts PUT so far against the
  * SHA-256 of each computed here and write them into a hidden file next to
  * the target (.mbfs-up-HEX, for the upload's time); the last exec does
- * the same for the tail, checks the size, keeps the target's mode and
- * renames it over the target with `mv -fT`: no program on the guest ever
- * sees a half-written file. Every transient failure (a 5xx, a
- * reset, a timeout) is reconciled (the target read back or hashed, never
- * a blind repeat) and retried until the upload has made no progress for
- * op_timeout. The staging of an upload, and a download's pieces, are
+ * the same for the tail, checks the size, gives a file created here its
+ * mode (else keeps the target's) and renames it over the target with
+ * `mv -fT`: no program on the guest ever sees a half-written file. Every
+ * transient failure (a 5xx, a reset, a timeout) is reconciled (the target
+ * read back or hashed, never a blind repeat) and retried until the upload
+ * has made no progress for op_timeout. The staging of an upload, and a download's pieces, are
  * noted in the journal before they exist and removed after; what a
  * failure or a crash left is removed when the service answers again
  * (mbfs_xfer_sweep) or at the next mount.
@@ -72,6 +74,7 @@ struct mbfs_pieces {
 	char stamp[64];   /* src's "SIZE INODE MTIME" when the first cut */
 	bool stale;       /* src changed since: every fetch fails, -EIO */
 	void *bg;         /* a cut of pieces ahead still running (xfer.c) */
+	void *fetch;      /* a fetch still running (mbfs_xfer_fetch_start) */
 };
 
 /* Start a download of path in pieces: makes the directory, sizes the file
@@ -88,6 +91,29 @@ int mbfs_xfer_split(struct mbfs *fs, const char *path, struct mbfs_pieces *p,
  * and p stays stale). 0 or -errno. */
 int mbfs_xfer_fetch(struct mbfs *fs, struct mbfs_pieces *p, const size_t *idx,
 		    size_t count, size_t ahead, int fd, struct mb_err *err);
+/* The same, for a sequential reader: returns once the first want pieces
+ * of idx are in fd, while the others go on in the background (as p's
+ * running fetch, which then waits to grow rather than end); a failure of
+ * one of those first is returned (the fetch ended). Every other call on
+ * p (a fetch, the release) ends a running fetch first. 0 or -errno. */
+int mbfs_xfer_fetch_start(struct mbfs *fs, struct mbfs_pieces *p,
+			  const size_t *idx, size_t count, size_t ahead,
+			  size_t want, int fd, struct mb_err *err);
+/* Wait for piece i from p's running fetch: 1 once it is in fd, 0 when
+ * that fetch will not bring it (none, not one of its pieces, failed or
+ * stopped). */
+int mbfs_xfer_fetch_wait(struct mbfs_pieces *p, size_t i);
+/* Have p's running fetch GET the pieces after its last up to upto (those
+ * after a piece in fd already excepted) and cut up to ahead more: a
+ * sequential reader's read-ahead moves on with it, the GETs never
+ * pausing at the end of a window. Nothing when none runs or it ended. */
+void mbfs_xfer_fetch_grow(struct mbfs_pieces *p, size_t upto, size_t ahead);
+/* Stop p's running fetch (the GETs in flight end first) and forget it;
+ * have (may be NULL): the pieces it brought are set, *got counting those
+ * not set before. 0 or its error (fs NULL: not passed through
+ * mbfs_fail). */
+int mbfs_xfer_fetch_end(struct mbfs *fs, struct mbfs_pieces *p,
+			unsigned char *have, size_t *got, struct mb_err *err);
 /* Remove the guest directory (best effort) and free. */
 void mbfs_xfer_pieces_release(struct mbfs *fs, struct mbfs_pieces *p);
 /* Free without removing the directory (at exit: the journal's note has
@@ -96,13 +122,21 @@ void mbfs_xfer_pieces_forget(struct mbfs_pieces *p);
 
 /* Replace path on the guest with the first len bytes of fd. 0 or -errno
  * (already passed through mbfs_fail), with err->msg saying what failed;
- * sha (may be NULL) receives the SHA-256 of what was sent. */
+ * sha (may be NULL: a file in parts then saves a pass over its bytes)
+ * receives the SHA-256 of what was sent. mode (may be
+ * NULL; *mode 0: none): permission bits for the file (one created here)
+ * instead of the target's; an upload in parts gives them in its last
+ * exec and sets *mode to 0, one PUT cannot (*mode stays: the caller
+ * chmods). */
 int mbfs_xfer_upload(struct mbfs *fs, const char *path, int fd, uint64_t len,
-		     char sha[65], struct mb_err *err);
+		     unsigned *mode, char sha[65], struct mb_err *err);
 /* The same for the guest path rpath (recover.c: it may lie outside the
  * mounted directory). */
 int mbfs_xfer_put(struct mbfs *fs, const char *rpath, int fd, uint64_t len,
-		  char sha[65], struct mb_err *err);
+		  unsigned *mode, char sha[65], struct mb_err *err);
+
+/* The SHA-256 of the first len bytes of fd, in hex. 0 or -errno. */
+int mbfs_xfer_hash_fd(int fd, uint64_t len, char hex[65]);
 
 /* Remove what failed uploads left staged on the guest (one exec), now that
  * the service answers. Cheap when there is nothing. */

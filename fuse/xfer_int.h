@@ -1,6 +1,7 @@
 /* xfer_int.h: what xfer.c (downloads, the worker pool), xfer_pieces.c
- * (a large download's pieces) and xfer_up.c (uploads) share, and the
- * archives of prefetch.c use. Not for other modules. */
+ * (a large download's pieces), xfer_ahead.c (a reader's fetch going on)
+ * and xfer_up.c (uploads) share, and the archives of prefetch.c use. Not
+ * for other modules. */
 #ifndef MBFS_XFER_INT_H
 #define MBFS_XFER_INT_H
 

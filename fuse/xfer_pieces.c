@@ -1,8 +1,9 @@
 /* xfer_pieces.c: a large download's pieces (xfer.h): cut on the guest
  * (fuse/guest/split.sh) in rounds while the pieces cut before are fetched
  * with parallel GETs, each round removing the pieces fetched since the
- * last. Does not decide which pieces a read needs (load.c) and does not
- * fetch small files whole (xfer.c). */
+ * last. Does not decide which pieces a read needs (load.c), does not
+ * keep a reader's fetch going in the background (xfer_ahead.c) and does
+ * not fetch small files whole (xfer.c). */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -18,6 +19,7 @@
 #include "fuse/mbfs.h"
 #include "fuse/remote.h"
 #include "fuse/xfer.h"
+#include "fuse/xfer_fetch.h"
 #include "fuse/xfer_int.h"
 
 #define EXEC_TIMEOUT_MS 50000L
@@ -32,28 +34,8 @@
  * large file. */
 #define FIRST_CUT 8u
 #define PER_CUT 64u
-#define CUT_AHEAD 24u   /* cut again when fewer cut pieces than this wait */
 #define DONE_MAX 64u    /* fetched pieces one cut removes, at most */
 #define MAX_PIECES 100000u  /* split.sh's five-digit names */
-
-/* One fetch: positions [0, count) of the list are GET, [count, ext) only
- * cut (a sequential reader comes for them next). */
-struct fetch {
-	struct mbfs *fs;
-	struct mbfs_pieces *p;
-	int fd;
-	size_t *list;           /* piece numbers, ascending */
-	size_t count, ext;
-	pthread_mutex_t lock;
-	pthread_cond_t cv;
-	/* protected by lock (and p->state with it): */
-	size_t next;            /* position of the next GET */
-	size_t cutpos;          /* positions below are cut or being cut */
-	bool cutting;           /* a cut of this fetch runs */
-	bool joining;           /* a worker waits for p->bg */
-	struct mb_err err;
-	int rc;                 /* the first error, -errno (0: none) */
-};
 
 static bool needs_cut(const struct mbfs_pieces *p, size_t i)
 {
@@ -69,7 +51,7 @@ static void fetch_error(struct fetch *f, int rc, const struct mb_err *e)
 	}
 }
 
-static void skip_cut(struct fetch *f)
+void mbfs_fetch_skip_cut(struct fetch *f)
 {
 	while (f->cutpos < f->ext && !needs_cut(f->p, f->list[f->cutpos]))
 		f->cutpos++;
@@ -196,7 +178,7 @@ static int cut(struct fetch *f, size_t first, size_t n, struct mb_err *err)
 	cut_finish(p, first, n, rc);
 	p->stale = p->stale || stale;
 	f->cutting = false;
-	skip_cut(f);
+	mbfs_fetch_skip_cut(f);
 	return rc;
 }
 
@@ -284,7 +266,7 @@ static int join_bg(struct fetch *f, struct mb_err *err)
 	f->joining = false;
 	/* its pieces may have to be cut again */
 	f->cutpos = f->next;
-	skip_cut(f);
+	mbfs_fetch_skip_cut(f);
 	return rc;
 }
 
@@ -294,8 +276,9 @@ static bool pick_cut(struct fetch *f, size_t *first, size_t *n)
 {
 	if (f->cutting || f->p->bg || f->cutpos >= f->ext)
 		return false;
-	size_t ready = f->cutpos < f->count ? f->cutpos - f->next : CUT_AHEAD;
-	if (f->cutpos < f->count && ready >= CUT_AHEAD)
+	size_t ready = f->cutpos < f->count ? f->cutpos - f->next
+					    : MBFS_FETCH_CUT_AHEAD;
+	if (f->cutpos < f->count && ready >= MBFS_FETCH_CUT_AHEAD)
 		return false;
 	size_t a = f->list[f->cutpos], m = ready ? PER_CUT : FIRST_CUT, c = 1;
 	while (c < m && f->cutpos + c < f->ext &&
@@ -327,14 +310,14 @@ static int get_piece(struct fetch *f, size_t i, struct mb_err *err)
 
 /* A worker: cut when the cut pieces run low, else GET the next one cut,
  * until every piece is fetched or one failed. */
-static int fetch_worker(void *ud, size_t t)
+int mbfs_fetch_worker(void *ud, size_t t)
 {
 	struct fetch *f = ud;
 	struct mb_err err;
 	size_t first, n;
 	(void)t;
 	pthread_mutex_lock(&f->lock);
-	while (!f->rc) {
+	while (!f->rc && !f->stop) {
 		mb_err_clear(&err);
 		if (pick_cut(f, &first, &n)) {
 			if (f->cutpos >= f->count && bg_start(f, first, n) == 0)
@@ -357,9 +340,14 @@ static int fetch_worker(void *ud, size_t t)
 				fetch_error(f, rc, &err);
 			else if (f->p->state)
 				f->p->state[i] = MBFS_PIECE_FETCHED;
+			if (f->async)   /* a reader may wait for it */
+				pthread_cond_broadcast(&f->cv);
 			continue;
 		}
-		if (f->next >= f->count)
+		/* an async fetch may grow while its reader reads: its workers
+		 * wait for that, unless it has the file's last piece */
+		if (f->next >= f->count &&
+		    (!f->async || f->list[f->count - 1] + 1 >= f->p->n))
 			break;
 		/* the next GET, or the cut it needs, waits for the cut in
 		 * the background (cutting its piece, or cutting elsewhere:
@@ -447,47 +435,82 @@ int mbfs_xfer_split(struct mbfs *fs, const char *path, struct mbfs_pieces *p,
 	return 0;
 }
 
+/* A fetch of the count pieces of idx (NULL: 0..count-1) into fd, and
+ * up to ahead more to cut; NULL with err set when it cannot be. */
+struct fetch *mbfs_fetch_new(struct mbfs *fs, struct mbfs_pieces *p,
+			      const size_t *idx, size_t count, size_t ahead,
+			      int fd, struct mb_err *err)
+{
+	size_t last = idx ? idx[count - 1] : count - 1;
+	if (!p->state || ahead > p->n - 1 - last)
+		ahead = p->state ? p->n - 1 - last : 0;
+	struct fetch *f = calloc(1, sizeof(*f));
+	if (f)
+		f->list = malloc((count + ahead) * sizeof(*f->list));
+	if (!f || !f->list) {
+		free(f);
+		mb_err_set(err, ENOMEM, "out of memory");
+		return NULL;
+	}
+	f->fs = fs;
+	f->p = p;
+	f->fd = fd;
+	f->count = count;
+	f->ext = f->cap = count + ahead;
+	for (size_t k = 0; k < f->ext; k++) {
+		f->list[k] = k < count ? (idx ? idx[k] : k) : last + 1 + k - count;
+		/* wanted again (a fetch that failed): not for removal */
+		if (k < count && p->state &&
+		    p->state[f->list[k]] == MBFS_PIECE_FETCHED)
+			p->state[f->list[k]] = MBFS_PIECE_CUT;
+	}
+	mbfs_fetch_skip_cut(f);
+	pthread_mutex_init(&f->lock, NULL);
+	pthread_cond_init(&f->cv, NULL);
+	return f;
+}
+
+/* Free f, whose workers have ended: 0 or its error (in *err). */
+int mbfs_fetch_free(struct fetch *f, struct mb_err *err)
+{
+	int rc = f->rc;
+	if (rc && err)
+		*err = f->err;
+	pthread_cond_destroy(&f->cv);
+	pthread_mutex_destroy(&f->lock);
+	free(f->list);
+	free(f);
+	return rc;
+}
+
+bool mbfs_fetch_stale(struct mbfs *fs, struct mbfs_pieces *p,
+		      struct mb_err *err)
+{
+	if (p->stale)
+		mbfs_fail(fs, mb_err_set(err, EIO, "'%s' changed on the sandbox "
+					 "while it was read", p->src), err);
+	return p->stale;
+}
+
 int mbfs_xfer_fetch(struct mbfs *fs, struct mbfs_pieces *p, const size_t *idx,
 		    size_t count, size_t ahead, int fd, struct mb_err *err)
 {
 	mb_err_clear(err);
-	if (p->stale)
-		return mbfs_fail(fs, mb_err_set(err, EIO, "'%s' changed on "
-					"the sandbox while it was read",
-					p->src), err);
+	mbfs_xfer_fetch_end(NULL, p, NULL, NULL, NULL);   /* one at a time */
+	if (mbfs_fetch_stale(fs, p, err))
+		return -EIO;
 	if (!count)
 		return 0;
-	size_t last = idx ? idx[count - 1] : count - 1;
-	if (!p->state || ahead > p->n - 1 - last)
-		ahead = p->state ? p->n - 1 - last : 0;
-	struct fetch f = { .fs = fs, .p = p, .fd = fd, .count = count,
-			   .ext = count + ahead };
-	f.list = malloc(f.ext * sizeof(*f.list));
-	if (!f.list)
-		return mbfs_fail(fs, mb_err_set(err, ENOMEM, "out of memory"),
-				 err);
-	for (size_t k = 0; k < f.ext; k++) {
-		f.list[k] = k < count ? (idx ? idx[k] : k) : last + 1 + k - count;
-		/* wanted again (a fetch that failed): not for removal */
-		if (k < count && p->state &&
-		    p->state[f.list[k]] == MBFS_PIECE_FETCHED)
-			p->state[f.list[k]] = MBFS_PIECE_CUT;
-	}
-	skip_cut(&f);
-	pthread_mutex_init(&f.lock, NULL);
-	pthread_cond_init(&f.cv, NULL);
-	mbfs_xfer_parallel(MBFS_XFER_THREADS, fetch_worker, &f);
-	int rc = f.rc;
-	if (rc)
-		*err = f.err;
-	pthread_cond_destroy(&f.cv);
-	pthread_mutex_destroy(&f.lock);
-	free(f.list);
-	return mbfs_fail(fs, rc, err);
+	struct fetch *f = mbfs_fetch_new(fs, p, idx, count, ahead, fd, err);
+	if (!f)
+		return mbfs_fail(fs, -ENOMEM, err);
+	mbfs_xfer_parallel(MBFS_XFER_THREADS, mbfs_fetch_worker, f);
+	return mbfs_fail(fs, mbfs_fetch_free(f, err), err);
 }
 
 void mbfs_xfer_pieces_forget(struct mbfs_pieces *p)
 {
+	mbfs_xfer_fetch_end(NULL, p, NULL, NULL, NULL);
 	bg_join(p, NULL);
 	free(p->sizes);
 	memset(p, 0, sizeof(*p));
@@ -495,6 +518,7 @@ void mbfs_xfer_pieces_forget(struct mbfs_pieces *p)
 
 void mbfs_xfer_pieces_release(struct mbfs *fs, struct mbfs_pieces *p)
 {
+	mbfs_xfer_fetch_end(fs, p, NULL, NULL, NULL);
 	bg_join(p, NULL);
 	if (p->sizes)
 		mbfs_xfer_remove_noted(fs, p->dir, p->note);

@@ -39,6 +39,7 @@ struct up {
 	const char *rpath;
 	int fd;
 	uint64_t len;
+	unsigned mode;             /* for the last join; 0: the target's */
 	_Atomic uint64_t deadline;
 	char dir[MB_PATH_MAX];     /* parts, in the guest's /tmp */
 	char tmp[MB_PATH_MAX];     /* the joined file, next to the target */
@@ -154,20 +155,23 @@ static void part_error(struct up *u, const struct mb_err *e)
 static int join_script(struct mb_buf *b, const struct up *u, size_t from,
 		       size_t to, bool last)
 {
-	char part[24], first[24], size[24];
-	const char *argv[6 + ROUND_MAX];
+	char part[24], first[24], size[24], mode[24] = "-";
+	const char *argv[7 + ROUND_MAX];
 	snprintf(part, sizeof(part), "%u", MBFS_CHUNK);
 	snprintf(first, sizeof(first), "%zu", from);
 	snprintf(size, sizeof(size), "%" PRIu64, u->len);
+	if (u->mode)
+		snprintf(mode, sizeof(mode), "%o", u->mode & 07777);
 	argv[0] = u->dir;
 	argv[1] = u->tmp;
 	argv[2] = part;
 	argv[3] = first;
 	argv[4] = last ? u->rpath : "-";
 	argv[5] = last ? size : "-";
+	argv[6] = mode;
 	for (size_t i = from; i < to; i++)
-		argv[6 + i - from] = u->psha[i];
-	return mbfs_sh_cmd(b, mbfs_sh_join, argv, 6 + to - from);
+		argv[7 + i - from] = u->psha[i];
+	return mbfs_sh_cmd(b, mbfs_sh_join, argv, 7 + to - from);
 }
 
 /* Run the join of parts [from, to) once. Exit status 3: a part is
@@ -280,7 +284,7 @@ static int put_part(void *ud, size_t i)
 	return rc;
 }
 
-static int hash_fd(int fd, uint64_t len, char hex[65])
+int mbfs_xfer_hash_fd(int fd, uint64_t len, char hex[65])
 {
 	struct mb_sha256 s;
 	mb_sha256_init(&s);
@@ -311,15 +315,26 @@ struct hasher {
 static void *hash_main(void *arg)
 {
 	struct hasher *h = arg;
-	h->rc = hash_fd(h->fd, h->len, h->hex);
+	h->rc = mbfs_xfer_hash_fd(h->fd, h->len, h->hex);
 	return NULL;
+}
+
+/* After an unconfirmed last join: does the target hold what we sent?
+ * hex: our bytes' hash, or "" (not worked out: worked out now). */
+static bool landed(struct up *u, char hex[65])
+{
+	char got[65];
+	if (!hex[0] && mbfs_xfer_hash_fd(u->fd, u->len, hex))
+		return false;
+	return mbfs_remote_sha256(u->fs, u->rpath, got) == 0 &&
+	       strcmp(got, hex) == 0;
 }
 
 /* Place what the rounds left, ROUND_MAX parts a call, the last call with
  * the rename. Placing is idempotent, so a transient failure is simply
  * repeated; the last call is not (it renames and removes the parts):
  * after an unconfirmed one, the target is hashed first. */
-static int join_rest(struct up *u, const char *hex, struct mb_err *err)
+static int join_rest(struct up *u, char hex[65], struct mb_err *err)
 {
 	bool unsure = false;
 	unsigned tries = 0;
@@ -338,11 +353,8 @@ static int join_rest(struct up *u, const char *hex, struct mb_err *err)
 			return 0;
 		/* after an unconfirmed last call: did the rename happen? (a
 		 * repeat of one that did finds the parts gone) */
-		char got[65];
 		if (last && (err->ambiguous || unsure) &&
-		    !mb_err_is_stopped(err) &&
-		    mbfs_remote_sha256(u->fs, u->rpath, got) == 0 &&
-		    strcmp(got, hex) == 0) {
+		    !mb_err_is_stopped(err) && landed(u, hex)) {
 			if (mbfs_xfer_remove_dir(u->fs, u->dir) == 0)
 				return 0;
 			return mb_err_set(err, EIO, "cannot remove the staging "
@@ -388,7 +400,9 @@ static int put_parts(struct up *u, struct mb_err *err)
 	return rc;
 }
 
-static int put_large(struct up *u, char sha[65], struct mb_err *err)
+/* sha: the whole file's hash when want (worked out while the parts go),
+ * else "" (or what a check of an unconfirmed last join worked out). */
+static int put_large(struct up *u, bool want, char sha[65], struct mb_err *err)
 {
 	char hex[17];
 	struct mbfs *fs = u->fs;
@@ -400,12 +414,12 @@ static int put_large(struct up *u, char sha[65], struct mb_err *err)
 	if (snprintf(u->tmp, sizeof(u->tmp), "%.*s/" MBFS_STAGING_PREFIX "-%s",
 		     dl, u->rpath, hex) >= (int)sizeof(u->tmp))
 		return mb_err_set(err, ENAMETOOLONG, "path too long");
-	/* the whole file's hash (what the caller records, and what an
-	 * unconfirmed last join is checked against) while the parts go */
+	/* the whole file's hash, when the caller records it, while the parts
+	 * go: a pass over the file, as long as the parts' own */
 	struct hasher h = { .fd = u->fd, .len = u->len };
 	pthread_t ht;
-	bool threaded = pthread_create(&ht, NULL, hash_main, &h) == 0;
-	if (!threaded)
+	bool threaded = want && pthread_create(&ht, NULL, hash_main, &h) == 0;
+	if (want && !threaded)
 		hash_main(&h);
 	/* noted before it exists: a crash from here on leaves a note that
 	 * the next mount acts on */
@@ -437,7 +451,7 @@ static int put_large(struct up *u, char sha[65], struct mb_err *err)
 		rc = mb_err_set(err, -h.rc, "cannot read the local copy: %s",
 				strerror(-h.rc));
 	if (rc == 0) {
-		memcpy(sha, h.hex, sizeof(h.hex));
+		memcpy(sha, want ? h.hex : "", want ? sizeof(h.hex) : 1);
 		rc = join_rest(u, sha, err);
 	}
 	free(u->psha);
@@ -452,32 +466,35 @@ static int put_large(struct up *u, char sha[65], struct mb_err *err)
 }
 
 int mbfs_xfer_put(struct mbfs *fs, const char *rpath, int fd, uint64_t len,
-		  char sha[65], struct mb_err *err)
+		  unsigned *mode, char sha[65], struct mb_err *err)
 {
-	struct up u = { .fs = fs, .rpath = rpath, .fd = fd, .len = len };
+	struct up u = { .fs = fs, .rpath = rpath, .fd = fd, .len = len,
+			.mode = mode && len > MBFS_CHUNK ? *mode : 0 };
 	char hex[65];
 	mb_err_clear(err);
 	progress(&u);
 	uint64_t outer = mb_op_deadline(0);
 	int rc = len <= MBFS_CHUNK ? put_small(&u, hex, err)
-				   : put_large(&u, hex, err);
+				   : put_large(&u, sha != NULL, hex, err);
 	mb_op_deadline(outer);
 	if (rc == 0 && sha)
 		memcpy(sha, hex, sizeof(hex));
+	if (rc == 0 && u.mode)
+		*mode = 0;   /* the last join gave it */
 	if (rc == 0)
 		mbfs_xfer_sweep(fs);   /* the service answers again */
 	return mbfs_fail(fs, rc, err);
 }
 
 int mbfs_xfer_upload(struct mbfs *fs, const char *path, int fd, uint64_t len,
-		     char sha[65], struct mb_err *err)
+		     unsigned *mode, char sha[65], struct mb_err *err)
 {
 	char rpath[MB_PATH_MAX];
 	mb_err_clear(err);
 	int rc = mbfs_remote_path(fs, path, rpath);
 	if (rc)
 		return mb_err_set(err, -rc, "path too long");
-	return mbfs_xfer_put(fs, rpath, fd, len, sha, err);
+	return mbfs_xfer_put(fs, rpath, fd, len, mode, sha, err);
 }
 
 void mbfs_xfer_sweep(struct mbfs *fs)

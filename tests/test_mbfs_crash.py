@@ -105,6 +105,33 @@ def test_kill9_existing_file_unchanged_on_sandbox_is_uploaded(service, container
     assert "uploaded now" in log
 
 
+def test_kill9_after_a_large_upload_and_a_change_still_knows_the_upload(service, container,
+                                                                       need_fuse, cache_dir):
+    """A large upload leaves its whole-file hash for later: the change
+    after it works it out for the journal, so the next mount knows the
+    sandbox's file (its mtime not the one noted) for our own upload and
+    uploads the change rather than keeping it."""
+    name = unique("crash-bigbase")
+    data = os.urandom(3 * MiB + 5)
+    m = mount_with(service, container, cache_dir)
+    fd = os.open(m.path(name), os.O_RDWR | os.O_CREAT, 0o644)
+    os.write(fd, data)
+    os.fsync(fd)                      # uploaded; the copy stays open
+    assert guest_sha(service, container, "/workspace/" + name) == sha(data)
+    os.pwrite(fd, b"changed after the upload", 10)
+    want = os.pread(fd, len(data) + 1, 0)
+    kill9(m)
+    close_quietly(fd)
+    # the same bytes, another mtime: only the hash says it is our upload
+    sh(service, container, "touch -d @1000000000 /workspace/" + name)
+    m2 = mount_with(service, container, cache_dir)
+    try:
+        assert guest_sha(service, container, "/workspace/" + name) == sha(want)
+    finally:
+        log = finish(m2)
+    assert "'/workspace/%s' was written before mbfs stopped: uploaded now" % name in log
+
+
 def test_kill9_file_changed_on_sandbox_meanwhile_is_kept(service, container, need_fuse, cache_dir):
     name = unique("crash-changed")
     service.put_file(container, "/workspace/" + name, b"original\n")

@@ -112,11 +112,11 @@ def sums(data, size=1000):
     return [hashlib.sha256(data[i:i + size]).hexdigest() for i in range(0, len(data), size)]
 
 
-def join(run, d, a, first, target, data, hashes, size=1000):
+def join(run, d, a, first, target, data, hashes, size=1000, mode="-"):
     """join.sh as xfer_up.c calls it: target None for a round."""
     return run("join", str(d), str(a), str(size), str(first),
                "-" if target is None else str(target),
-               "-" if target is None else str(len(data)), *hashes)
+               "-" if target is None else str(len(data)), mode, *hashes)
 
 
 def test_join_replaces_the_target_keeping_its_mode(run, tmp_path):
@@ -156,7 +156,7 @@ def test_join_without_openssl_uses_sha256sum(tmp_path):
     """A guest without openssl: the same checks through sha256sum."""
     tools = tmp_path / "bin"
     tools.mkdir()
-    for t in ("cat", "dd", "stat", "chmod", "mv", "rm", "cut", "sha256sum"):
+    for t in ("cat", "truncate", "stat", "chmod", "mv", "rm", "cut", "sha256sum"):
         os.symlink(shutil.which(t), tools / t)
     data = os.urandom(2500)
     d = staged(tmp_path, data)
@@ -167,12 +167,44 @@ def test_join_without_openssl_uses_sha256sum(tmp_path):
     def go(*hashes):
         return subprocess.run([DASH, os.path.join(GUEST, "join.sh"), str(d),
                                str(tmp_path / ".mbfs-up-5"), "1000", "0", str(t),
-                               str(len(data))] + list(hashes),
+                               str(len(data)), "-"] + list(hashes),
                               capture_output=True, text=True, timeout=60, env=env)
     p = go(h[0], hashlib.sha256(b"other").hexdigest(), h[2])
     assert p.returncode == 3 and "checksum mismatch" in p.stderr
     p = go(*h)
     assert (p.returncode, p.stderr) == (0, "") and t.read_bytes() == data
+
+
+def test_join_gives_the_mode_asked_for(run, tmp_path):
+    """A file created here: its mode comes with the last call, whatever
+    the target had (no chmod request after)."""
+    data = os.urandom(2500)
+    d = staged(tmp_path, data)
+    t = tmp_path / "target"
+    t.write_bytes(b"old")
+    os.chmod(t, 0o600)
+    h = sums(data)
+    a = tmp_path / ".mbfs-up-6"
+    p = join(run, d, a, 0, None, data, h[:1], mode="755")
+    assert p.returncode == 0, p.stderr
+    assert os.stat(a).st_mode & 0o777 == 0o600 and os.stat(t).st_mode & 0o777 == 0o600
+    p = join(run, d, a, 1, t, data, h[1:], mode="755")
+    assert p.returncode == 0, p.stderr
+    assert t.read_bytes() == data and os.stat(t).st_mode & 0o777 == 0o755
+
+
+def test_join_repeated_after_a_longer_round_cuts_it_back(run, tmp_path):
+    """A call repeated after its answer was lost, or one after a round
+    that placed more: what lies past FIRST's parts is written anew."""
+    data = os.urandom(4000)
+    d = staged(tmp_path, data)
+    t = tmp_path / "target"
+    h = sums(data)
+    a = tmp_path / ".mbfs-up-7"
+    a.write_bytes(data[:2000] + b"junk" * 500)
+    p = join(run, d, a, 2, t, data, h[2:])
+    assert p.returncode == 0, p.stderr
+    assert t.read_bytes() == data
 
 
 def test_join_of_a_missing_target_makes_it_private(run, tmp_path):

@@ -1,10 +1,11 @@
 """Large files at the API's pace: an upload PUTs its parts while rounds of
 joining place the ones already PUT, the last exec only the tail; a
-sequential read fetches whole rounds of pieces in parallel. Right bytes and
+sequential read's pieces come in the background while it reads. Right bytes and
 bounded requests, also when a part PUT, a round's exec or a piece GET fails
 once."""
 import errno
 import os
+import time
 
 import pytest
 
@@ -67,6 +68,28 @@ def test_large_write_is_one_upload_in_rounds(service, container, mount):
     assert guest_sha(service, container, "/workspace/" + name) == sha(data)
     no_staging(service, container)
     assert read_file(mount.path(name)) == data
+
+
+def test_a_large_new_file_gets_its_mode_with_the_last_join(service, container, mount):
+    """The mode a file was created with comes with the exec that renames
+    it into place: no chmod request after."""
+    name = unique("bigmode")
+    data = os.urandom(3 * MiB + 7)
+    service.reset_stats()
+    old = os.umask(0o022)
+    try:
+        fd = os.open(mount.path(name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o751)
+    finally:
+        os.umask(old)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    assert requests(service, "PATCH /containers/files/chmod") == 0
+    assert sh(service, container, "stat -c %a /workspace/" + name).strip() == "751"
+    assert guest_sha(service, container, "/workspace/" + name) == sha(data)
+    assert os.stat(mount.path(name)).st_mode & 0o777 == 0o751
+    no_staging(service, container)
 
 
 @pytest.mark.parametrize("when", ["before", "after"])
@@ -170,6 +193,59 @@ def test_pieces_go_as_they_are_fetched(service, container, mount):
     assert no_pieces_left(service, container)
 
 
+def test_a_reader_that_stops_early_stops_its_read_ahead(service, container, mount):
+    """A sequential reader's pieces come in the background while it reads;
+    when it closes the file part way, the GETs stop (only those in flight
+    end) and the pieces go."""
+    name = unique("bighead")
+    size = 200 * MiB
+    sh(service, container, "head -c %d /dev/urandom > /workspace/%s" % (size, name))
+    want = sh(service, container, "head -c %d /workspace/%s | sha256sum" % (8 * MiB, name)).split()[0]
+    service.reset_stats()
+    with open(mount.path(name), "rb") as f:
+        head = f.read(8 * MiB)
+    cuts = requests(service, EXEC)   # before the test's own below
+    assert sha(head) == want
+    assert no_pieces_left(service, container)
+    # the read-ahead of 8 pieces read (up to 15 further), not the file
+    assert 8 <= requests(service, GET) <= 8 + 16 + 4
+    assert cuts <= 3
+
+
+def test_a_write_while_pieces_come_in_the_background(service, container, mount):
+    """A write needs the whole file: it waits for the pieces on their way
+    and fetches the rest; each piece is fetched once."""
+    name = unique("bigrw")
+    sh(service, container, "head -c %d /dev/urandom > /workspace/%s" % (SIZE, name))
+    with open(mount.path(name), "rb") as f:
+        data = bytearray(f.read())
+    service.reset_stats()
+    invalidate(mount)
+    with open(mount.path(name), "r+b") as f:
+        assert f.read(3 * MiB) == data[:3 * MiB]
+        f.seek(20 * MiB)
+        f.write(b"written while read ahead")
+    data[20 * MiB:20 * MiB + 24] = b"written while read ahead"
+    assert requests(service, GET) == PARTS
+    sync(mount)
+    assert guest_sha(service, container, "/workspace/" + name) == sha(bytes(data))
+    assert no_pieces_left(service, container)
+
+
+def sh_when_free(service, container, cmd, timeout=30):
+    """sh, resent while the sandbox's 4 operations are taken (429
+    execution_limit), as mbfs and mbexec do: a reader's read-ahead goes
+    on in the background between its reads."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status, doc = service.request("POST", "/containers/exec", query=service.ident_query(container),
+                                      body={"command": cmd, "timeoutMs": 30000})
+        if status != 429 or time.monotonic() > deadline:
+            assert status == 200 and doc["exitCode"] == 0, (status, doc)
+            return doc["stdout"]
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize("how", ["replaced", "rewritten"])
 def test_a_file_changed_while_read_is_an_error(service, container, mount, how):
     name = unique("bigchg")
@@ -180,10 +256,10 @@ def test_a_file_changed_while_read_is_an_error(service, container, mount, how):
         head = f.read(MiB)
         # pieces cut from here on are of another file: never mixed in
         if how == "replaced":
-            sh(service, container, "head -c %d /dev/urandom > %s.n && mv %s.n %s"
-               % (size, path, path, path))
+            sh_when_free(service, container, "head -c %d /dev/urandom > %s.n && mv %s.n %s"
+                         % (size, path, path, path))
         else:
-            sh(service, container, "head -c %d /dev/urandom > %s" % (size + 7, path))
+            sh_when_free(service, container, "head -c %d /dev/urandom > %s" % (size + 7, path))
         with pytest.raises(OSError) as e:
             while f.read(MiB):
                 pass

@@ -1,14 +1,15 @@
 #!/bin/sh
 # join.sh: place parts of a large upload in the file that replaces its target; the last call renames it over the target.
 #
-# Usage: join.sh DIR TMP PART FIRST TARGET SIZE SHA256...
+# Usage: join.sh DIR TMP PART FIRST TARGET SIZE MODE SHA256...
 # Checks DIR/p.FIRST, the next part and so on (mbfs PUT them as
 # DIR/p.00000, p.00001, ..., PART bytes each but the last) against the
 # SHA256s (hex, one per part, in order; none: no part), then writes them
-# into TMP from byte FIRST * PART on (TMP holds the parts before already). With TARGET "-" that is all: a round,
+# into TMP from byte FIRST * PART on (TMP holds the parts before already;
+# whatever it holds past them goes). With TARGET "-" that is all: a round,
 # run while later parts are still being PUT. Otherwise it then checks that
-# TMP holds SIZE bytes, gives it TARGET's mode, renames it over TARGET and
-# removes DIR. Prints nothing. Exits 0 when done; 3 when a part is missing
+# TMP holds SIZE bytes, gives it MODE (octal; "-": TARGET's mode), renames
+# it over TARGET and removes DIR. Prints nothing. Exits 0 when done; 3 when a part is missing
 # or its checksum differs, or TMP's size is wrong (mbfs reports EIO); 1 on
 # any other failure, with coreutils' message on stderr. TMP and DIR stay
 # on failure: mbfs removes them.
@@ -24,8 +25,8 @@
 # LC_ALL=C: the messages stay the English ones mbfs maps to errno.
 export LC_ALL=C
 umask 077
-d=$1 a=$2 part=$3 first=$4 t=$5 size=$6
-shift 6
+d=$1 a=$2 part=$3 first=$4 t=$5 size=$6 mode=$7
+shift 7
 cd "$d" || exit 1
 bad() {
 	echo "$1" >&2
@@ -46,7 +47,7 @@ for h; do
 done
 # the parts before FIRST were placed by earlier calls: a joined file that
 # lacks them (removed or cut meanwhile) must not pass the size check with a
-# hole that dd's seek left
+# hole that the cut below would leave
 if [ "$first" -gt 0 ]; then
 	s=$(stat -c %s -- "$a") || bad 'the joined file is missing'
 	[ "$s" -ge $((first * part)) ] ||
@@ -63,16 +64,22 @@ if [ $# -gt 0 ]; then
 	# both print "HEX NAME" lines (one or two spaces, maybe a *)
 	got=$(printf '%s\n' "$sums" | cut -d' ' -f1) || exit 1
 	[ "$got" = "$want" ] || bad 'checksum mismatch in the parts'
-	# fullblock: dd reads the pipe until each block of PART bytes is whole
-	cat -- "$@" | dd of="$a" bs="$part" seek="$first" conv=notrunc \
-		iflag=fullblock status=none || exit 1
+	# rounds go in order, so the parts land at their offsets by appending
+	# to the parts before: one pass, no pipe. The cut first drops what a
+	# repeated call (its answer lost) placed already.
+	truncate -s $((first * part)) -- "$a" || exit 1
+	cat -- "$@" >>"$a" || exit 1
 fi
 [ "$t" = - ] && exit 0
 s=$(stat -c %s -- "$a") || exit 1
 [ "$s" = "$size" ] || bad "the joined parts are $s bytes, not $size"
-# keep the mode of the file we replace; a target removed meanwhile comes
-# back private (600) rather than with whatever the guest's umask gives
-if [ -e "$t" ]; then
+# a file created by mbfs gets the mode it was created with (no chmod
+# request after); else keep the mode of the file we replace, and a target
+# removed meanwhile comes back private (600) rather than with whatever the
+# guest's umask gives
+if [ "$mode" != - ]; then
+	chmod "$mode" "$a"
+elif [ -e "$t" ]; then
 	chmod --reference="$t" "$a"
 else
 	chmod 600 "$a"
