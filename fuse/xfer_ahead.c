@@ -62,17 +62,13 @@ int mbfs_xfer_fetch_start(struct mbfs *fs, struct mbfs_pieces *p,
 			  const size_t *idx, size_t count, size_t ahead,
 			  size_t want, int fd, struct mb_err *err)
 {
-	mb_err_clear(err);
-	mbfs_xfer_fetch_end(NULL, p, NULL, NULL, NULL);
 	if (!p->state)
 		return mbfs_xfer_fetch(fs, p, idx, count, ahead, fd, err);
-	if (mbfs_fetch_stale(fs, p, err))
-		return -EIO;
-	if (!count)
-		return 0;
-	struct fetch *f = mbfs_fetch_new(fs, p, idx, count, ahead, fd, err);
+	int rc;
+	struct fetch *f = mbfs_fetch_begin(fs, p, idx, count, ahead, fd, err,
+					   &rc);
 	if (!f)
-		return mbfs_fail(fs, -ENOMEM, err);
+		return rc;
 	f->async = true;
 	if (pthread_create(&f->t, NULL, run_main, f)) {
 		/* no thread: all of it now, as mbfs_xfer_fetch */
@@ -81,7 +77,6 @@ int mbfs_xfer_fetch_start(struct mbfs *fs, struct mbfs_pieces *p,
 		return mbfs_fail(fs, mbfs_fetch_free(f, err), err);
 	}
 	p->fetch = f;
-	int rc = 0;
 	for (size_t k = 0; !rc && k < want && k < count; k++)
 		if (!wait_piece(f, f->list[k]))
 			rc = -EIO;

@@ -46,6 +46,12 @@ struct fetch {
 struct fetch *mbfs_fetch_new(struct mbfs *fs, struct mbfs_pieces *p,
 			      const size_t *idx, size_t count, size_t ahead,
 			      int fd, struct mb_err *err);
+/* The start of a fetch either way (now, or in the background): the one
+ * before ended, the file checked unchanged, then mbfs_fetch_new. NULL
+ * with *rc 0 when there is nothing to fetch, or -errno (err set). */
+struct fetch *mbfs_fetch_begin(struct mbfs *fs, struct mbfs_pieces *p,
+			       const size_t *idx, size_t count, size_t ahead,
+			       int fd, struct mb_err *err, int *rc);
 /* Free f, whose workers have ended: 0 or its error (in *err if not
  * NULL). */
 int mbfs_fetch_free(struct fetch *f, struct mb_err *err);

@@ -492,18 +492,31 @@ bool mbfs_fetch_stale(struct mbfs *fs, struct mbfs_pieces *p,
 	return p->stale;
 }
 
-int mbfs_xfer_fetch(struct mbfs *fs, struct mbfs_pieces *p, const size_t *idx,
-		    size_t count, size_t ahead, int fd, struct mb_err *err)
+struct fetch *mbfs_fetch_begin(struct mbfs *fs, struct mbfs_pieces *p,
+			       const size_t *idx, size_t count, size_t ahead,
+			       int fd, struct mb_err *err, int *rc)
 {
 	mb_err_clear(err);
 	mbfs_xfer_fetch_end(NULL, p, NULL, NULL, NULL);   /* one at a time */
+	*rc = 0;
 	if (mbfs_fetch_stale(fs, p, err))
-		return -EIO;
-	if (!count)
-		return 0;
+		*rc = -EIO;
+	if (*rc || !count)
+		return NULL;
 	struct fetch *f = mbfs_fetch_new(fs, p, idx, count, ahead, fd, err);
 	if (!f)
-		return mbfs_fail(fs, -ENOMEM, err);
+		*rc = mbfs_fail(fs, -ENOMEM, err);
+	return f;
+}
+
+int mbfs_xfer_fetch(struct mbfs *fs, struct mbfs_pieces *p, const size_t *idx,
+		    size_t count, size_t ahead, int fd, struct mb_err *err)
+{
+	int rc;
+	struct fetch *f = mbfs_fetch_begin(fs, p, idx, count, ahead, fd, err,
+					   &rc);
+	if (!f)
+		return rc;
 	mbfs_xfer_parallel(MBFS_XFER_THREADS, mbfs_fetch_worker, f);
 	return mbfs_fail(fs, mbfs_fetch_free(f, err), err);
 }

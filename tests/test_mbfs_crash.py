@@ -53,6 +53,17 @@ def close_quietly(fd):
         pass
 
 
+def remount_has(service, container, cache_dir, name, data):
+    """Mount again after a kill -9: the sandbox's /workspace/NAME is then
+    DATA. The second mount's log."""
+    m2 = mount_with(service, container, cache_dir)
+    try:
+        assert guest_sha(service, container, "/workspace/" + name) == sha(data)
+    finally:
+        log = finish(m2)
+    return log
+
+
 def kept_of(log, rpath):
     return re.findall(r"'%s' was written before mbfs stopped and not uploaded: "
                       r"([^;]*); data kept in (\S+)" % re.escape(rpath), log)
@@ -97,11 +108,7 @@ def test_kill9_existing_file_unchanged_on_sandbox_is_uploaded(service, container
     assert len(want) == 3 * MiB
     kill9(m)
     close_quietly(fd)
-    m2 = mount_with(service, container, cache_dir)
-    try:
-        assert guest_sha(service, container, "/workspace/" + name) == sha(want)
-    finally:
-        log = finish(m2)
+    log = remount_has(service, container, cache_dir, name, want)
     assert "uploaded now" in log
 
 
@@ -289,11 +296,7 @@ def test_kill9_record_as_attribute_or_file_is_replayed(service, container, need_
     assert (len(attrs), len(files)) == ((1, 0) if plain else (0, 1))
     kill9(m)
     close_quietly(fd)
-    m2 = mount_with(service, container, cache_dir)
-    try:
-        assert guest_sha(service, container, "/workspace/" + name) == sha(data)
-    finally:
-        log = finish(m2)
+    log = remount_has(service, container, cache_dir, name, data)
     assert "was written before mbfs stopped: uploaded now" in log
     assert [d for d in os.listdir(cache_dir) if d.startswith("run.")] == []
 
