@@ -4,8 +4,10 @@
 # file ops and spawn/wait/kill for processes. stop() closes the lifeline and
 # kills PID 1, so the kernel kills every guest process.
 
+import fcntl
 import logging
 import os
+import struct
 import shutil
 import signal
 import socket
@@ -23,6 +25,32 @@ _PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def isolation_available():
     """True when we can create the guest's namespaces (root with unshare)."""
     return os.geteuid() == 0 and shutil.which("unshare") is not None
+
+
+FS_IOC_GETFLAGS, FS_IOC_SETFLAGS, FS_TOPDIR_FL = 0x80086601, 0x40086602, 0x00020000
+
+
+def spread_children(path):
+    """Ask ext2/3/4 to give each directory made in path a block group of its
+    own (chattr +T), as a hosted container has a disk of its own: a
+    container's files are then made away from the thousands the containers
+    before it removed, which ext4 without a journal scans at every file it
+    makes in their group. Best effort; other file systems have no such
+    flag."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        buf = bytearray(8)
+        fcntl.ioctl(fd, FS_IOC_GETFLAGS, buf)
+        flags = struct.unpack("i", bytes(buf[:4]))[0]
+        if not flags & FS_TOPDIR_FL:
+            fcntl.ioctl(fd, FS_IOC_SETFLAGS, struct.pack("i", flags | FS_TOPDIR_FL) + b"\0" * 4)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 class GuestSpec:
@@ -61,6 +89,8 @@ class Guest:
 
     # --- lifecycle ---
     def _command(self, ctrl_fd, life_fd):
+        os.makedirs(os.path.dirname(self.root), exist_ok=True)
+        spread_children(os.path.dirname(self.root))
         if not self.isolated:
             uid = gid = -1
             os.makedirs(self.workspace, mode=0o755)
