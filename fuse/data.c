@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -53,6 +54,8 @@ struct mbfs_data {
 	char *spare[SPARE_MAX];
 	size_t nspare;
 	uint64_t mem_total;   /* bytes of the copies in memory; by lock */
+	size_t mem_count;     /* copies in memory (an open fd each); by lock */
+	size_t mem_files;     /* at most this many: a quarter of the fds */
 };
 
 static uint64_t *slot_locked(struct mbfs_data *d, const char *path)
@@ -70,6 +73,11 @@ int mbfs_data_new(const char *dir, uint64_t cap, struct mbfs_data **out,
 	}
 	pthread_mutex_init(&d->lock, NULL);
 	d->cap = cap;
+	struct rlimit rl;
+	d->mem_files = MBFS_DATA_MEM_FILES;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur / 4 < d->mem_files)
+		d->mem_files = (size_t)(rl.rlim_cur / 4);
 	*out = d;
 	return 0;
 }
@@ -200,8 +208,10 @@ static struct dentry *unlink_locked(struct mbfs_data *d, struct dentry *e)
 		d->tail = e->prev;
 	e->prev = e->next = e->hnext = NULL;
 	d->total -= e->size;
-	if (e->mfd >= 0)
+	if (e->mfd >= 0) {
 		d->mem_total -= e->size;
+		d->mem_count--;
+	}
 	return e;
 }
 
@@ -219,8 +229,10 @@ static void insert_locked(struct mbfs_data *d, struct dentry *e)
 		d->tail = e;
 	d->head = e;
 	d->total += e->size;
-	if (e->mfd >= 0)
+	if (e->mfd >= 0) {
 		d->mem_total += e->size;
+		d->mem_count++;
+	}
 }
 
 int mbfs_data_take(struct mbfs_data *d, const char *path, uint64_t size,
@@ -334,7 +346,8 @@ bool mbfs_data_mem_room(struct mbfs_data *d, uint64_t size)
 	if (size > MBFS_DATA_MEM_FILE)
 		return false;
 	pthread_mutex_lock(&d->lock);
-	bool room = d->mem_total + size <= MBFS_DATA_MEM_CAP;
+	bool room = d->mem_total + size <= MBFS_DATA_MEM_CAP &&
+		    d->mem_count < d->mem_files;
 	pthread_mutex_unlock(&d->lock);
 	return room;
 }

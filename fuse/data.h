@@ -53,9 +53,12 @@ void mbfs_data_put(struct mbfs_data *d, const char *path, uint64_t size,
 
 /* Small clean copies may live in memory instead of the cache's disk (a
  * bulk read's thousands of small files, each a file made and removed on
- * the disk before), up to MBFS_DATA_MEM_CAP bytes in all. */
+ * the disk before), up to MBFS_DATA_MEM_CAP bytes and MBFS_DATA_MEM_FILES
+ * copies in all (each holds a file descriptor: at most a quarter of the
+ * process's limit). */
 #define MBFS_DATA_MEM_FILE (64u * 1024u)
 #define MBFS_DATA_MEM_CAP (32u * 1024u * 1024u)
+#define MBFS_DATA_MEM_FILES 4096u
 /* Is there room in memory for a copy of size bytes? */
 bool mbfs_data_mem_room(struct mbfs_data *d, uint64_t size);
 /* A new empty copy in memory (a memfd): 0 with *fd, or -errno. */

@@ -21,6 +21,7 @@
 #include "fuse/node.h"
 #include "fuse/node_int.h"
 #include "fuse/remote.h"
+#include "fuse/xfer_int.h"
 
 #define SYNC_BATCH 16   /* stale records settled per pass */
 
@@ -41,6 +42,28 @@ static int new_file(struct mbfs *fs, char **local, int *fd)
 	return rc;
 }
 
+/* Copy [*in, size) of from to to at *out with read and write: for files on
+ * two file systems (a copy in memory, data.h), where copy_file_range says
+ * EXDEV. */
+static int copy_by_hand(struct mbfs *fs, int from, int to, off_t *in,
+			off_t *out, off_t size)
+{
+	char buf[65536];
+	while (*in < size) {
+		size_t want = (size_t)(size - *in) < sizeof(buf)
+			? (size_t)(size - *in) : sizeof(buf);
+		int rc = mbfs_pread_all(from, buf, want, *in);
+		while (!rc && (rc = mbfs_pwrite_all(to, buf, want, *out)) &&
+		       mbfs_node_make_room(fs, rc, want))
+			;
+		if (rc)
+			return rc;
+		*in += (off_t)want;
+		*out += (off_t)want;
+	}
+	return 0;
+}
+
 /* Copy all of from into to (both open), making room when needed. */
 static int copy_all(struct mbfs *fs, int from, int to)
 {
@@ -53,6 +76,9 @@ static int copy_all(struct mbfs *fs, int from, int to)
 					    (size_t)(st.st_size - in), 0);
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n < 0 && (errno == EXDEV || errno == EINVAL ||
+			      errno == EOPNOTSUPP || errno == ENOSYS))
+			return copy_by_hand(fs, from, to, &in, &out, st.st_size);
 		if (n < 0 && mbfs_node_make_room(fs, -errno, (uint64_t)(st.st_size - in)))
 			continue;
 		if (n <= 0)

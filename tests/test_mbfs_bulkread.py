@@ -100,6 +100,72 @@ def test_all_files_of_a_directory_come_in_one_archive(service, container, bmount
     assert counts(service)[GET] == 0
 
 
+def test_files_read_in_bulk_can_be_changed_every_way(service, container, bmount):
+    """The archive's small files are kept in memory; a change of one (write
+    in place, append, truncate, mmap) first moves it to a file the journal
+    keeps, and reaches the sandbox."""
+    import mmap
+    d, files = small_dir(n=12)
+    seed(service, container, files)
+    for name in sorted(files):
+        assert read_file(bmount.path(name)) == files[name], name
+    names = sorted(files)
+    want = dict(files)
+    with open(bmount.path(names[0]), "r+b") as f:
+        f.write(b"IN PLACE")
+    want[names[0]] = b"IN PLACE" + files[names[0]][8:]
+    with open(bmount.path(names[1]), "ab") as f:
+        f.write(b"appended\n")
+    want[names[1]] = files[names[1]] + b"appended\n"
+    os.truncate(bmount.path(names[2]), 5)
+    want[names[2]] = files[names[2]][:5]
+    with open(bmount.path(names[3]), "r+b") as f:
+        with mmap.mmap(f.fileno(), 0) as mm:
+            mm[0:6] = b"MAPPED"
+    want[names[3]] = b"MAPPED" + files[names[3]][6:]
+    fd = os.open(bmount.path(names[4]), os.O_RDWR)
+    os.pwrite(fd, b"!", len(files[names[4]]) - 1)
+    os.fsync(fd)
+    os.close(fd)
+    want[names[4]] = files[names[4]][:-1] + b"!"
+    sync(bmount)
+    for name in names:
+        assert read_file(bmount.path(name)) == want[name], name
+    got = {n: service.get_file(container, "/workspace/" + n)[1] for n in names[:5]}
+    assert got == {n: want[n] for n in names[:5]}
+
+
+def test_copies_in_memory_stay_within_a_quarter_of_the_fd_limit(service, container, need_fuse):
+    """Each small copy kept in memory holds a file descriptor: a mount whose
+    limit is 256 keeps at most 64 of them, and reads and writes go on."""
+    import resource
+    dirs = {}
+    for k in range(4):
+        d, files = small_dir(n=60, size=lambda i: 50 + i)
+        dirs.update(files)
+    seed(service, container, dirs)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+    try:
+        m = mbtest.Mount(service, container)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    try:
+        for name in sorted(dirs):
+            assert read_file(m.path(name)) == dirs[name], name
+        fd_dir = "/proc/%d/fd" % m.proc.pid
+        mem = [f for f in os.listdir(fd_dir)
+               if os.readlink(os.path.join(fd_dir, f)).startswith("/memfd:")]
+        assert 0 < len(mem) <= 64, len(mem)
+        name = sorted(dirs)[-1]
+        with open(m.path(name), "ab") as f:
+            f.write(b"more\n")
+        sync(m)
+        assert service.get_file(container, "/workspace/" + name)[1] == dirs[name] + b"more\n"
+    finally:
+        finish(m)
+
+
 def test_reads_during_an_archive_wait_for_it(service, container, bmount):
     d, files = small_dir(30)
     seed(service, container, files)
