@@ -499,3 +499,29 @@ def test_apply_renames_over_files_never_into_directories_or_symlinks(run, tmp_pa
     assert (root / "d2" / "x").read_bytes() == b"X"
     assert int(os.stat(root / "d2").st_mtime) == 1577934245
     assert not (root / ".mbfs-up-1").exists()
+
+
+def test_apply_never_goes_through_a_directory_swapped_for_a_symlink(run, tmp_path, apply_env):
+    """Another client replaced sub (below the mounted directory) by a symlink
+    to a directory elsewhere: nothing is made or moved through it, at any
+    depth; the mounted directory itself may be a symlink."""
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "deep").mkdir(parents=True)
+    real = tmp_path / "real"
+    real.mkdir()
+    root = tmp_path / "root"
+    os.symlink(real, root)   # the mounted directory may be one
+    os.symlink(elsewhere, real / "sub")
+    r = str(root)
+    p = apply_batch(run, tmp_path, [
+        "m0755 %s/sub/nd" % r, "m0755 %s/ok" % r,
+        "d%s/sub/deep" % r, "fa", "d%s/sub/nd" % r, "fb", "d%s/ok" % r, "fc",
+    ], {(0, "a"): b"A", (1, "b"): b"B", (2, "c"): b"C"})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == [
+        "y 0 a directory above it is a symlink",
+        "x 0 its directory is a symlink",
+        "x 1 its directory could not be made",
+        "ok 3"], p.stdout
+    assert sorted(os.listdir(elsewhere)) == ["deep"] and os.listdir(elsewhere / "deep") == []
+    assert (real / "ok" / "c").read_bytes() == b"C"

@@ -75,17 +75,27 @@ unmade() {
 		exit 1
 	}
 }
-# why: why files may not go into $dir ("" when they may): gone, not made,
-# or a symlink put in its place (the mount's paths never pass through one;
-# its root may be one)
+# Does the path $1 pass through a symlink below the mounted directory (one
+# another client put in place of a directory)? The mount's paths never do;
+# the mounted directory itself may be one.
 root=${sd%/*}
+swapped() {
+	s=$1
+	while [ "${#s}" -gt "${#root}" ]; do
+		[ -L "$s" ] && return 0
+		s=${s%/*}
+	done
+	return 1
+}
+# why: why files may not go into $dir ("" when they may): gone, not made,
+# or a symlink put in its place or above it
 refusal() {
 	why=
 	if unmade "$dir"; then
 		why="its directory could not be made"
 	elif ! [ -d "$dir" ]; then
 		why="no such directory"
-	elif [ -L "$dir" ] && [ "$dir" != "$root" ]; then
+	elif swapped "$dir"; then
 		why="its directory is a symlink"
 	fi
 }
@@ -151,6 +161,10 @@ while IFS= read -r l; do
 		mmode=${v%% *}
 		if unmade "$md"; then
 			echo "y $mi its parent could not be made" >>"$sd/made"
+		elif swapped "${md%/*}"; then
+			echo "y $mi a directory above it is a symlink" >>"$sd/made"
+			bad="$bad$md
+"
 		elif [ -e "$md" ] || [ -L "$md" ]; then
 			echo "y $mi File exists" >>"$sd/made"
 			bad="$bad$md
