@@ -261,6 +261,14 @@ int mbfs_ns_rename(struct mbfs *fs, const char *from, const char *to,
 		/* the move route never overwrites; mv -fT replaces a file or
 		 * an empty directory atomically (rename(2) on the guest) */
 		rc = mbfs_remote_rename_over(fs, from, to);
+		if (rc == 1) {
+			/* one file under both names: rename(2) leaves both;
+			 * the mount looks both up again */
+			mbfs_batch_move_end(fs, from, to, false);
+			mbfs_cache_invalidate(fs->cache, from);
+			mbfs_cache_invalidate(fs->cache, to);
+			return 0;
+		}
 		renamed(fs, from, to, rc, false);
 		return rc;
 	}

@@ -357,10 +357,46 @@ int mbfs_remote_rename_over(struct mbfs *fs, const char *from, const char *to)
 {
 	struct mb_buf b;
 	mb_buf_init(&b, MBFS_CMD_MAX);
-	int rc = two_arg_cmd(fs, &b, "mv -fT", from, false, to);
-	/* done when the source is gone and the destination is there */
-	struct outcome o = { .kind = CHK_MOVED, .path = from, .path2 = to };
-	return run_checked(fs, &b, rc, &o);
+	/* two names of one file (hard links): mv refuses them, rename(2)
+	 * leaves both and succeeds; the command says so instead */
+	int rc = mb_buf_appends(&b, "if [ ");
+	if (!rc)
+		rc = append_rpath(fs, &b, from);
+	if (!rc)
+		rc = mb_buf_appends(&b, " -ef ");
+	if (!rc)
+		rc = append_rpath(fs, &b, to);
+	if (!rc)
+		rc = mb_buf_appends(&b, " ]; then echo same; else ");
+	if (!rc)
+		rc = two_arg_cmd(fs, &b, "mv -fT", from, false, to);
+	if (!rc)
+		rc = mb_buf_appends(&b, "; fi");
+	if (rc) {
+		mb_buf_release(&b);
+		return rc == -E2BIG ? -ENAMETOOLONG : rc;
+	}
+	struct mb_exec_result res;
+	struct mb_err err;
+	rc = mbfs_exec(fs, b.data, EXEC_TIMEOUT_MS, &res, &err);
+	mb_buf_release(&b);
+	if (rc) {
+		/* done when the source is gone and the destination is there */
+		struct outcome o = { .kind = CHK_MOVED, .path = from, .path2 = to };
+		if (err.ambiguous && !mb_err_is_stopped(&err) &&
+		    took_effect(fs, &o)) {
+			mb_log(MB_LOG_INFO, "an unconfirmed command on '%s' took "
+			       "effect", from);
+			return 0;
+		}
+		return mbfs_fail(fs, rc, &err);
+	}
+	if (!mbfs_exec_ok(&res))
+		rc = res.timed_out ? -ETIMEDOUT : mbfs_stderr_errno(res.errout);
+	else if (res.out_len >= 4 && memcmp(res.out, "same", 4) == 0)
+		rc = 1;
+	mb_exec_result_release(&res);
+	return rc;
 }
 
 int mbfs_remote_chmod_exec(struct mbfs *fs, const char *path, unsigned mode)

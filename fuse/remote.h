@@ -71,7 +71,9 @@ int mbfs_remote_sha256(struct mbfs *fs, const char *rpath, char hex[65]);
 int mbfs_remote_symlink(struct mbfs *fs, const char *target, const char *path);
 int mbfs_remote_link(struct mbfs *fs, const char *from, const char *to);
 int mbfs_remote_truncate(struct mbfs *fs, const char *path, uint64_t size);
-/* Rename replacing an existing destination (mv -fT). */
+/* Rename replacing an existing destination (mv -fT): 0, or 1 when the two
+ * are one file (hard links; nothing is done, as rename(2) does), or
+ * -errno. */
 int mbfs_remote_rename_over(struct mbfs *fs, const char *from, const char *to);
 /* chmod including special bits (the chmod route takes 0NNN only). */
 int mbfs_remote_chmod_exec(struct mbfs *fs, const char *path, unsigned mode);

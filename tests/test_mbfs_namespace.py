@@ -83,6 +83,23 @@ def test_rename_onto_existing_file(service, container, mount, d):
     assert sh(service, container, "cat " + rel(mount, b)) == "A"
 
 
+def test_rename_onto_another_name_of_the_same_file_does_nothing(service, container, mount, d):
+    """rename(2) between two hard links of one file succeeds and leaves both
+    (the sandbox's mv refuses them)."""
+    a, b = os.path.join(d, "a"), os.path.join(d, "b")
+    write_file(a, b"one file\n")
+    sync(mount)
+    os.link(a, b)
+    sync(mount)
+    assert sh(service, container, "stat -c %h " + rel(mount, a)) == "2\n"
+    os.rename(a, b)
+    assert sorted(os.listdir(d)) == ["a", "b"]
+    assert read_file(a) == read_file(b) == b"one file\n"
+    sync(mount)
+    assert sh(service, container, "cd %s && ls && cat a b" % rel(mount, d)) == \
+        "a\nb\none file\none file\n"
+
+
 def test_rename_directory_onto_empty_and_nonempty_dir(mount, d):
     src, empty, full = (os.path.join(d, n) for n in ("src", "empty", "full"))
     for p in (src, empty, full):
