@@ -40,7 +40,7 @@ struct mbfs_data {
 	char *datadir;
 	struct dentry *head, *tail; /* newest first; protected by lock */
 	struct dentry *tab[BUCKETS];   /* by path; protected by lock */
-	uint64_t total;             /* bytes indexed; protected by lock */
+	uint64_t total;             /* bytes of the copies on disk; by lock */
 	uint64_t cap;
 	unsigned long seq;          /* protected by lock */
 	/* local changes, by lock: a stamp per slot of a path's hash, and one
@@ -207,10 +207,11 @@ static struct dentry *unlink_locked(struct mbfs_data *d, struct dentry *e)
 	else
 		d->tail = e->prev;
 	e->prev = e->next = e->hnext = NULL;
-	d->total -= e->size;
 	if (e->mfd >= 0) {
 		d->mem_total -= e->size;
 		d->mem_count--;
+	} else {
+		d->total -= e->size;
 	}
 	return e;
 }
@@ -228,10 +229,11 @@ static void insert_locked(struct mbfs_data *d, struct dentry *e)
 	else
 		d->tail = e;
 	d->head = e;
-	d->total += e->size;
 	if (e->mfd >= 0) {
 		d->mem_total += e->size;
 		d->mem_count++;
+	} else {
+		d->total += e->size;
 	}
 }
 
@@ -268,7 +270,8 @@ static struct dentry *evict_locked(struct mbfs_data *d, uint64_t want,
 	while (d->tail && (*freed < want || d->total > cap) &&
 	       (want || d->tail != d->head)) {
 		struct dentry *t = unlink_locked(d, d->tail);
-		*freed += t->size;
+		if (t->mfd < 0)   /* a copy in memory frees no disk */
+			*freed += t->size;
 		t->next = out;
 		out = t;
 	}
@@ -293,6 +296,15 @@ static uint64_t disk_avail(const struct mbfs_data *d)
 	return (uint64_t)sv.f_bavail * sv.f_frsize;
 }
 
+/* Delete a copy that is not indexed: the file local, or with local NULL
+ * the copy in memory mfd. */
+static void discard_copy(char *local, int mfd)
+{
+	if (!local && mfd >= 0)
+		close(mfd);
+	mbfs_data_discard(local);
+}
+
 /* Index the copy (local, or mfd when local is NULL) of path. */
 static void put_copy(struct mbfs_data *d, const char *path, uint64_t size,
 		     time_t mtime, char *local, int mfd)
@@ -303,9 +315,7 @@ static void put_copy(struct mbfs_data *d, const char *path, uint64_t size,
 		if (e)
 			free(e->path);
 		free(e);
-		mbfs_data_discard(local);
-		if (!local && mfd >= 0)
-			close(mfd);
+		discard_copy(local, mfd);
 		return;
 	}
 	e->size = size;
@@ -376,13 +386,10 @@ void mbfs_data_put_fetched(struct mbfs_data *d, const char *path,
 	pthread_mutex_unlock(&d->lock);
 	/* a copy of our own, or a change made here since the fetch began,
 	 * is newer than what the fetch found: keep it */
-	if (stale) {
-		mbfs_data_discard(local);
-		if (!local && mfd >= 0)
-			close(mfd);
-	} else {
+	if (stale)
+		discard_copy(local, mfd);
+	else
 		put_copy(d, path, size, mtime, local, mfd);
-	}
 }
 
 static void drop_matching(struct mbfs_data *d, const char *path, bool tree)
