@@ -67,15 +67,39 @@ bool mbfs_name_reserved(const char *path)
 	return reserved_in(root ? "/" : "", name);
 }
 
+/* name for a log line: at most max bytes of it, control bytes and '\'
+ * escaped (a name must not forge a line of the log). */
+static void quote(const char *name, bool cut, size_t max, char *out,
+		  size_t size)
+{
+	size_t n = 0;
+	for (const char *p = name; *p && n + 8 < size; p++) {
+		unsigned char c = (unsigned char)*p;
+		if ((size_t)(p - name) >= max) {
+			n += (size_t)snprintf(out + n, size - n, "...");
+			break;
+		}
+		if (c < 0x20 || c == 0x7f || c == '\\')
+			n += (size_t)snprintf(out + n, size - n, "\\x%02x", c);
+		else
+			out[n++] = (char)c;
+	}
+	out[n] = '\0';
+	if (cut && n + 8 < size)
+		snprintf(out + n, size - n, "\\x00...");
+}
+
 int mbfs_name_check_new(const char *path)
 {
 	int rc = mbfs_name_check(path);
 	if (rc || !mbfs_name_reserved(path) ||
 	    strcmp(path, "/" MB_CONTROL_NAME) == 0)
 		return rc;
-	mb_log(MB_LOG_WARN, "cannot make '%.256s': names beginning '"
+	char q[320];
+	quote(path, false, 256, q, sizeof(q));
+	mb_log(MB_LOG_WARN, "cannot make '%s': names beginning '"
 	       MBFS_PRIVATE_PREFIX "' or '" MBFS_HIDDEN_PREFIX "' are "
-	       "reserved for mbfs (EPERM)", path);
+	       "reserved for mbfs (EPERM)", q);
 	return -EPERM;
 }
 
@@ -83,9 +107,9 @@ int mbfs_name_check_new(const char *path)
  * .mbfs-XX- followed by the 16 hex digits of mb_random_hex(8)? */
 static bool ours(const char *name)
 {
-	const char *p = name + strlen(MBFS_PRIVATE_PREFIX);
 	if (!has_prefix(name, MBFS_PRIVATE_PREFIX))
 		return false;
+	const char *p = name + strlen(MBFS_PRIVATE_PREFIX);
 	if (strcmp(p, "up") == 0)
 		return true;
 	return strlen(p) == 19 && p[0] >= 'a' && p[0] <= 'z' &&
@@ -119,27 +143,6 @@ static bool first_time(const char *dir, const char *name, const char *why)
 	return first;
 }
 
-/* name for a log line: at most 64 bytes of it, control bytes and '\'
- * escaped (a name must not forge a line of the log). */
-static void quote(const char *name, bool cut, char *out, size_t size)
-{
-	size_t n = 0;
-	for (const char *p = name; *p && n + 8 < size; p++) {
-		unsigned char c = (unsigned char)*p;
-		if (p - name >= 64) {
-			n += (size_t)snprintf(out + n, size - n, "...");
-			break;
-		}
-		if (c < 0x20 || c == 0x7f || c == '\\')
-			n += (size_t)snprintf(out + n, size - n, "\\x%02x", c);
-		else
-			out[n++] = (char)c;
-	}
-	out[n] = '\0';
-	if (cut && n + 8 < size)
-		snprintf(out + n, size - n, "\\x00...");
-}
-
 /* Why e cannot be shown after prev (the last entry kept), or NULL. */
 static const char *impossible(const struct mb_entry *e, const char *prev)
 {
@@ -167,7 +170,7 @@ static int by_name(const void *a, const void *b)
 
 void mbfs_name_filter(const char *dir, struct mb_entry_list *list)
 {
-	char q[96];
+	char q[96], qd[320];
 	size_t m = 0;
 	if (list->n > 1)
 		qsort(list->v, list->n, sizeof(*list->v), by_name);
@@ -184,9 +187,10 @@ void mbfs_name_filter(const char *dir, struct mb_entry_list *list)
 			continue;
 		}
 		if (quiet || first_time(dir, e->name, why)) {
-			quote(e->name, e->name_cut, q, sizeof(q));
+			quote(dir, false, 256, qd, sizeof(qd));
+			quote(e->name, e->name_cut, 64, q, sizeof(q));
 			mb_log(quiet ? MB_LOG_DEBUG : MB_LOG_WARN, "listing of "
-			       "'%.256s': not showing '%s': %s", dir, q, why);
+			       "'%s': not showing '%s': %s", qd, q, why);
 		}
 		mb_entry_release(e);
 	}

@@ -50,7 +50,9 @@ int mbfs_name_check_new(const char *path);
  * not show, releasing each, and sort the rest by name (strcmp): names no
  * directory can hold ("", ".", "..", one with '/', one that held a NUL
  * byte as sent (mb_entry.name_cut), one longer than MBFS_NAME_MAX), the
- * second and later entries of one name, and reserved names. Each is
+ * second and later entries of one name (the kernel would reject the whole
+ * listing for the first kind, and show a repeated name twice), and
+ * reserved names. Each is
  * logged once per directory and name (a warning; mbfs's own staging names,
  * which a listing may catch mid-upload, at debug level only), not at every
  * listing. Thread-safe. */
