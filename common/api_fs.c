@@ -132,6 +132,19 @@ static int parse_entry(const cJSON *o, bool keepnul, struct mb_entry *out,
 	return 0;
 }
 
+/* A list page's JSON into *doc. A page holding a \u0000 escape is parsed
+ * so that the NUL stays visible to parse_entry (*keepnul): cJSON would cut
+ * the name there and show its prefix. */
+static int parse_page(const struct mb_call *k, const struct mb_http_resp *resp,
+		      cJSON **doc, bool *keepnul, struct mb_err *err)
+{
+	*keepnul = mb_json_count_nuls(resp->body.data, resp->body.len) > 0;
+	if (*keepnul)
+		return mb_json_parse_keepnul(resp->body.data, resp->body.len,
+					     doc, k->what, err);
+	return mb_call_json(k, resp, doc, err);
+}
+
 static int list_page(struct mb_client *c, const struct mb_ident *who,
 		     const char *path, unsigned limit, unsigned long offset,
 		     struct mb_entry_list *out, long *next_offset,
@@ -161,9 +174,7 @@ static int list_page(struct mb_client *c, const struct mb_ident *who,
 	snprintf(off, sizeof(off), "%lu", offset);
 	mb_http_resp_init(&resp);
 	if ((r = mb_call_run(c, &k, &resp, err)) ||
-	    (r = (nuls = mb_json_count_nuls(resp.body.data, resp.body.len) > 0) ?
-		 mb_json_parse_keepnul(resp.body.data, resp.body.len, &doc, what, err) :
-		 mb_call_json(&k, &resp, &doc, err)) ||
+	    (r = parse_page(&k, &resp, &doc, &nuls, err)) ||
 	    (r = mb_json_get_arr(doc, "entries", true, &arr, what, err)) ||
 	    (r = mb_json_get_int(doc, "nextOffset", false, &next, &has_next, what, err)))
 		goto out;
