@@ -175,6 +175,8 @@ struct mb_entry {
 	unsigned mode;             /* mode & 07777 */
 	unsigned uid, gid;
 	time_t mtime;              /* whole seconds */
+	bool name_cut;             /* the name as sent held a NUL byte
+				    * ("\u0000"): name is what came before it */
 };
 
 void mb_entry_release(struct mb_entry *e);
@@ -187,12 +189,15 @@ struct mb_entry_list {
 void mb_entry_list_release(struct mb_entry_list *l);
 
 /* One page of GET /containers/files/list (limit 1..1000). *next_offset is
- * -1 when nothing follows. */
+ * -1 when nothing follows. The entries are as the service sent them, in
+ * its order: which names a directory can hold is the caller's rule
+ * (name_cut marks a name that held a NUL byte). */
 int mb_fs_list(struct mb_client *c, const struct mb_ident *who,
 	       const char *path, unsigned limit, unsigned long offset,
 	       struct mb_entry_list *out, long *next_offset, struct mb_err *err);
 
-/* All pages (1000 entries each), following nextOffset: within
+/* All pages (1000 entries each), following nextOffset (a name may be on
+ * two pages of a directory that changes meanwhile): within
  * op_timeout_ms for the whole listing, and never past the offset window of
  * the API (1000000): a nextOffset that never ends is an error (EPROTO or
  * ETIMEDOUT), not an endless loop. */

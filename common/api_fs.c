@@ -73,8 +73,10 @@ static int parse_mode(const char *s, unsigned *out)
 	return 0;
 }
 
-static int parse_entry(const cJSON *o, struct mb_entry *out, const char *what,
-		       struct mb_err *err)
+/* One entry of §4.5. keepnul: the tree was parsed with
+ * mb_json_parse_keepnul(), so a name's NUL bytes can be seen (name_cut). */
+static int parse_entry(const cJSON *o, bool keepnul, struct mb_entry *out,
+		       const char *what, struct mb_err *err)
 {
 	const char *name = NULL, *type = NULL, *mode = NULL, *mtime = NULL,
 		   *target = NULL;
@@ -105,8 +107,22 @@ static int parse_entry(const cJSON *o, struct mb_entry *out, const char *what,
 	e.size = (uint64_t)size;
 	e.uid = (unsigned)uid;
 	e.gid = (unsigned)gid;
-	e.name = strdup(name);
-	if (e.type == MB_FT_SYMLINK)
+	if (keepnul) {
+		size_t n = 0;
+		if ((r = mb_json_get_bytes(o, "name", true, &e.name, &n, what, err)))
+			return r;
+		e.name_cut = memchr(e.name, '\0', n) != NULL;
+		/* a target is still cut at its first NUL, as cJSON cuts it */
+		if (e.type == MB_FT_SYMLINK && target &&
+		    (r = mb_json_get_bytes(o, "linkTarget", false, &e.link_target,
+					   &n, what, err))) {
+			mb_entry_release(&e);
+			return r;
+		}
+	} else {
+		e.name = strdup(name);
+	}
+	if (e.type == MB_FT_SYMLINK && !e.link_target)
 		e.link_target = strdup(target ? target : "");
 	if (!e.name || (e.type == MB_FT_SYMLINK && !e.link_target)) {
 		mb_entry_release(&e);
@@ -116,40 +132,17 @@ static int parse_entry(const cJSON *o, struct mb_entry *out, const char *what,
 	return 0;
 }
 
-static int entry_name_cmp(const void *a, const void *b)
+/* A list page's JSON into *doc. A page holding a \u0000 escape is parsed
+ * so that the NUL stays visible to parse_entry (*keepnul): cJSON would cut
+ * the name there and show its prefix. */
+static int parse_page(const struct mb_call *k, const struct mb_http_resp *resp,
+		      cJSON **doc, bool *keepnul, struct mb_err *err)
 {
-	return strcmp(((const struct mb_entry *)a)->name,
-		      ((const struct mb_entry *)b)->name);
-}
-
-/* Drop the entries no directory can hold ("", ".", "..", a name with a
- * '/') and repeated names, with one warning, instead of failing: the
- * kernel rejects a whole listing for one such name, and would show a
- * repeated one twice. (Pages of a directory that changes while it is
- * listed may legitimately repeat a name.) Sorts l by name, which is the
- * service's order anyway (LC_ALL=C). */
-static void drop_bad_entries(struct mb_entry_list *l, const char *path)
-{
-	size_t bad = 0, dup = 0, m = 0;
-
-	if (l->n > 1)
-		qsort(l->v, l->n, sizeof(*l->v), entry_name_cmp);
-	for (size_t i = 0; i < l->n; i++) {
-		const char *nm = l->v[i].name;
-		bool invalid = !nm[0] || strcmp(nm, ".") == 0 ||
-			       strcmp(nm, "..") == 0 || strchr(nm, '/');
-		if (invalid || (m && strcmp(l->v[m - 1].name, nm) == 0)) {
-			*(invalid ? &bad : &dup) += 1;
-			mb_entry_release(&l->v[i]);
-			continue;
-		}
-		l->v[m++] = l->v[i];
-	}
-	l->n = m;
-	if (bad || dup)
-		mb_log(MB_LOG_WARN, "listing of '%.256s': dropped %zu entries "
-		       "with an impossible name (\"\", \".\", \"..\" or one "
-		       "with '/') and %zu repeated names", path, bad, dup);
+	*keepnul = mb_json_count_nuls(resp->body.data, resp->body.len) > 0;
+	if (*keepnul)
+		return mb_json_parse_keepnul(resp->body.data, resp->body.len,
+					     doc, k->what, err);
+	return mb_call_json(k, resp, doc, err);
 }
 
 static int list_page(struct mb_client *c, const struct mb_ident *who,
@@ -169,7 +162,7 @@ static int list_page(struct mb_client *c, const struct mb_ident *who,
 	struct mb_http_resp resp;
 	const cJSON *arr = NULL, *it;
 	long long next = -1;
-	bool has_next = false;
+	bool has_next = false, nuls = false;
 	cJSON *doc = NULL;
 	size_t cnt;
 	int r;
@@ -181,7 +174,7 @@ static int list_page(struct mb_client *c, const struct mb_ident *who,
 	snprintf(off, sizeof(off), "%lu", offset);
 	mb_http_resp_init(&resp);
 	if ((r = mb_call_run(c, &k, &resp, err)) ||
-	    (r = mb_call_json(&k, &resp, &doc, err)) ||
+	    (r = parse_page(&k, &resp, &doc, &nuls, err)) ||
 	    (r = mb_json_get_arr(doc, "entries", true, &arr, what, err)) ||
 	    (r = mb_json_get_int(doc, "nextOffset", false, &next, &has_next, what, err)))
 		goto out;
@@ -192,12 +185,11 @@ static int list_page(struct mb_client *c, const struct mb_ident *who,
 		goto out;
 	}
 	cJSON_ArrayForEach(it, arr) {
-		r = parse_entry(it, &l.v[l.n], what, err);
+		r = parse_entry(it, nuls, &l.v[l.n], what, err);
 		if (r)
 			goto out;
 		l.n++;
 	}
-	drop_bad_entries(&l, path);
 	if (has_next && next <= (long long)offset) {
 		r = mb_err_set(err, EPROTO, "%s: nextOffset does not advance", what);
 		goto out;
@@ -279,7 +271,6 @@ int mb_fs_list_all(struct mb_client *c, const struct mb_ident *who,
 		free(page.v);   /* the entries moved into all */
 		offset = (unsigned long)next;
 	} while (next >= 0);
-	drop_bad_entries(&all, path);   /* a name on two pages */
 	*out = all;
 	all.v = NULL;
 	all.n = 0;
@@ -310,7 +301,7 @@ int mb_fs_stat(struct mb_client *c, const struct mb_ident *who,
 	if ((r = mb_call_run(c, &k, &resp, err)) ||
 	    (r = mb_call_json(&k, &resp, &doc, err)))
 		goto out;
-	r = parse_entry(doc, out, what, err);
+	r = parse_entry(doc, false, out, what, err);
 out:
 	cJSON_Delete(doc);
 	mb_http_resp_release(&resp);

@@ -12,6 +12,8 @@ int mb_json_parse(const char *text, size_t len, cJSON **out, const char *what,
 
 	if (!text || len == 0)
 		return mb_err_set(err, EPROTO, "%s: empty answer", what);
+	if (memchr(text, '\0', len))
+		return mb_err_set(err, EPROTO, "%s: answer holds a NUL byte", what);
 	o = cJSON_ParseWithLength(text, len);
 	if (!o)
 		return mb_err_set(err, EPROTO, "%s: answer is not valid JSON", what);
@@ -27,24 +29,32 @@ int mb_json_parse(const char *text, size_t len, cJSON **out, const char *what,
 #define NUL_ESC "\\uDBFF\\uDFFF"
 #define NUL_UTF8 "\xF4\x8F\xBF\xBF"
 
-int mb_json_parse_keepnul(const char *text, size_t len, cJSON **out,
-			  const char *what, struct mb_err *err)
+size_t mb_json_count_nuls(const char *text, size_t len)
 {
-	size_t i, n = 0, nuls = 0;
-	char *copy;
-	int r;
+	size_t i, nuls = 0;
 
-	if (!text)
-		return mb_json_parse(text, len, out, what, err);
 	/* Outside strings valid JSON has no backslash, so a left-to-right
 	 * scan that skips each escape pair sees every \u0000 exactly. */
-	for (i = 0; i + 1 < len; i++) {
+	for (i = 0; text && i + 1 < len; i++) {
 		if (text[i] != '\\')
 			continue;
 		if (text[i + 1] == 'u' && i + 5 < len && memcmp(text + i + 2, "0000", 4) == 0)
 			nuls++;
 		i++;
 	}
+	return nuls;
+}
+
+int mb_json_parse_keepnul(const char *text, size_t len, cJSON **out,
+			  const char *what, struct mb_err *err)
+{
+	size_t i, n = 0, nuls;
+	char *copy;
+	int r;
+
+	if (!text)
+		return mb_json_parse(text, len, out, what, err);
+	nuls = mb_json_count_nuls(text, len);
 	if (!nuls)
 		return mb_json_parse(text, len, out, what, err);
 	copy = malloc(len + nuls * 6 + 1);

@@ -17,7 +17,9 @@
 
 #include "common/err.h"
 
-/* Parse text as a JSON object. On success *out is the tree (caller frees). */
+/* Parse text as a JSON object. On success *out is the tree (caller frees).
+ * A NUL byte in text is -EPROTO: JSON has none (a string says \u0000),
+ * and cJSON would keep one inside a string, cutting it there. */
 int mb_json_parse(const char *text, size_t len, cJSON **out, const char *what,
 		  struct mb_err *err);
 
@@ -26,6 +28,9 @@ int mb_json_parse(const char *text, size_t len, cJSON **out, const char *what,
  * mb_json_get_bytes(). For command output, which may hold NUL bytes. */
 int mb_json_parse_keepnul(const char *text, size_t len, cJSON **out,
 			  const char *what, struct mb_err *err);
+
+/* How many \u0000 escapes (NULs inside strings) text holds. */
+size_t mb_json_count_nuls(const char *text, size_t len);
 
 /* String field as bytes: *out is malloc'd (caller frees), NUL-terminated
  * after *len bytes, with the NULs kept by mb_json_parse_keepnul() restored.

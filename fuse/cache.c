@@ -27,8 +27,8 @@
 #include "fuse/cache_int.h"
 #include "fuse/kcache.h"
 #include "fuse/mbfs.h"
+#include "fuse/name.h"
 #include "fuse/newdir.h"
-#include "fuse/xfer.h"
 
 void mbfs_parent_path(const char *path, char *out)
 {
@@ -222,17 +222,16 @@ static void put_listing_locked(struct mbfs_cache *c, const char *path,
 	e->dir_until = now + c->dir_ms;
 }
 
-/* The children of a listing from the API (released) into *kids, *n
- * (the caller frees them). 0 or -ENOMEM. */
-static int take_kids(struct mbfs *fs, struct mb_entry_list *list,
-		     struct child **kids, size_t *n)
+/* The children of path's listing (released), from the list route or a
+ * bulk listing, into *kids, *n (the caller frees them): only the names the
+ * mount shows (name.h). 0 or -ENOMEM. */
+static int take_kids(struct mbfs *fs, const char *path,
+		     struct mb_entry_list *list, struct child **kids, size_t *n)
 {
+	mbfs_name_filter(path, list);
 	struct child *k = calloc(list->n ? list->n : 1, sizeof(*k));
 	size_t m = 0;
 	for (size_t i = 0; k && i < list->n; i++) {
-		/* upload staging is ours, never the user's (xfer.h) */
-		if (mbfs_xfer_is_staging(list->v[i].name))
-			continue;
 		k[m].name = strdup(list->v[i].name);
 		if (!k[m].name)
 			continue;
@@ -291,7 +290,7 @@ static int fetch_listing(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
 		return mbfs_fail(fs, rc, &err);
 	struct child *kids;
 	size_t n;
-	rc = take_kids(fs, &list, &kids, &n);
+	rc = take_kids(fs, path, &list, &kids, &n);
 	if (rc)
 		return rc;
 
@@ -316,7 +315,7 @@ void mbfs_cache_put_listing(struct mbfs *fs, const char *path,
 	struct mbfs_cache *c = fs->cache;
 	struct child *kids;
 	size_t n;
-	if (take_kids(fs, list, &kids, &n))
+	if (take_kids(fs, path, list, &kids, &n))
 		return;
 	store_listing(c, path, kids, n, ctr);
 }
@@ -386,6 +385,8 @@ bool mbfs_cache_lists_for(struct mbfs_cache *c, const char *path)
 {
 	char parent[MB_PATH_MAX + 2];
 	struct stat st;
+	if (mbfs_name_reserved(path))
+		return false;   /* ENOENT without a request */
 	pthread_mutex_lock(&c->lock);
 	bool lists = lookup_locked(c, path, &st) == 0 &&
 		     on_miss_locked(c, path, parent) == MISS_LIST;
@@ -426,7 +427,7 @@ static int lookup_listing(struct mbfs *fs, const char *dir,
 		rc = mb_fs_list(fs->client, &fs->ident, rpath,
 				MB_MAX_LIST_ENTRIES, 0, &list, &next, &err);
 		if (rc == 0)
-			rc = take_kids(fs, &list, &kids, &n);
+			rc = take_kids(fs, dir, &list, &kids, &n);
 		else if (rc == -ENOENT || rc == -ENOTDIR ||
 			 err.http_status == 0 || mb_err_is_stopped(&err))
 			ans = mbfs_fail(fs, rc, &err);
@@ -480,9 +481,8 @@ int mbfs_cache_getattr(struct mbfs *fs, const char *path, struct stat *st)
 {
 	struct mbfs_cache *c = fs->cache;
 	char parent[MB_PATH_MAX];
-	const char *base = strrchr(path, '/');
-	if (base && mbfs_xfer_is_staging(base + 1))
-		return -ENOENT;   /* upload staging never shows (xfer.h) */
+	if (mbfs_name_reserved(path))
+		return -ENOENT;   /* mbfs's own names never show (name.h) */
 	int hit = mbfs_newdir_stat(fs->newdirs, path, st);
 	if (hit)
 		return hit > 0 ? 0 : hit;   /* not on the guest yet */

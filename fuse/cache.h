@@ -6,9 +6,10 @@
  * at once and bumps a write counter; an answer fetched while the counter
  * moved is returned but not stored, so a stat that raced with our own write
  * never caches the old attributes. Paths are mount-relative ("/", "/a/b").
- * Upload staging (names starting ".mbfs-up", xfer.h) is never listed or
- * found. Does not know about open files (node.c overrides sizes of dirty
- * files).
+ * Every listing taken, whatever its source, goes through mbfs_name_filter
+ * (name.h): mbfs's reserved names and names no directory can hold are
+ * never listed, and a lookup of a reserved name is ENOENT. Does not know
+ * about open files (node.c overrides sizes of dirty files).
  * Thread-safe; cache->lock is a leaf lock, never held across a request.
  */
 #ifndef MBFS_CACHE_H
@@ -70,8 +71,9 @@ bool mbfs_cache_lists_for(struct mbfs_cache *c, const char *path);
 /* The write counter (for mbfs_cache_put_listing). */
 uint64_t mbfs_cache_counter(struct mbfs_cache *c);
 /* A listing of path the guest gave otherwise (a bulk read's, pack.h),
- * taken (released here): stored as a list request's would be, unless the
- * write counter moved from ctr, read before the guest was asked. */
+ * taken (released here): filtered by mbfs_name_filter (name.h: the caller
+ * need not check names) and stored as a list request's would be, unless
+ * the write counter moved from ctr, read before the guest was asked. */
 void mbfs_cache_put_listing(struct mbfs *fs, const char *path,
 			    struct mb_entry_list *list, uint64_t ctr);
 

@@ -21,10 +21,10 @@
 #include "fuse/hidden.h"
 #include "fuse/inode.h"
 #include "fuse/mbfs.h"
+#include "fuse/name.h"
 #include "fuse/node.h"
 #include "fuse/ns.h"
 
-#define HIDDEN_PREFIX ".fuse_hidden"
 #define HIDDEN_HEX 16
 
 struct hfile {
@@ -93,8 +93,8 @@ bool mbfs_hidden_is_name(const char *path)
 {
 	const char *name = strrchr(path, '/');
 	name = name ? name + 1 : path;
-	size_t pl = sizeof(HIDDEN_PREFIX) - 1;
-	if (strncmp(name, HIDDEN_PREFIX, pl) != 0 ||
+	size_t pl = sizeof(MBFS_HIDDEN_PREFIX) - 1;
+	if (strncmp(name, MBFS_HIDDEN_PREFIX, pl) != 0 ||
 	    strlen(name) != pl + HIDDEN_HEX)
 		return false;
 	return strspn(name + pl, "0123456789abcdef") == HIDDEN_HEX;

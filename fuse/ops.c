@@ -268,8 +268,6 @@ static int fill(struct dirfill *d, const char *name, const struct stat *st)
 static int fill_one(void *ud, const char *name, const struct stat *st)
 {
 	struct dirfill *d = ud;
-	if (d->root && strcmp(name, MB_CONTROL_NAME) == 0)
-		return 0;
 	for (size_t i = 0; i < d->nfresh; i++)
 		if (strcmp(d->fresh[i].name, name) == 0)
 			return 0;   /* shown from the node */
@@ -327,7 +325,7 @@ static int mbfs_mkdir(const char *path, mode_t mode)
 {
 	int rc = mbfs_check_alive(FS);
 	if (!rc)
-		rc = mbfs_name_check(path);
+		rc = mbfs_name_check_new(path);
 	if (!rc && mbfs_is_control(path))
 		rc = -EEXIST;
 	if (!rc)
@@ -367,7 +365,7 @@ static int mbfs_symlink(const char *target, const char *path)
 {
 	int rc = mbfs_check_alive(FS);
 	if (!rc)
-		rc = mbfs_name_check(path);
+		rc = mbfs_name_check_new(path);
 	if (!rc)
 		rc = mbfs_name_check_target(target);
 	if (!rc && mbfs_is_control(path))
@@ -406,8 +404,9 @@ static int mbfs_rename(const char *from, const char *to, unsigned int flags)
 	int rc = mbfs_check_alive(FS);
 	if (!rc)
 		rc = mbfs_name_check(from);
-	if (!rc)
-		rc = mbfs_name_check(to);
+	if (!rc)   /* libfuse hides a file open here: a reserved name */
+		rc = mbfs_hidden_is_name(to) ? mbfs_name_check(to) :
+					       mbfs_name_check_new(to);
 	if (!rc && (mbfs_is_control(from) || mbfs_is_control(to)))
 		rc = -EBUSY;
 	if (rc)
@@ -429,7 +428,7 @@ static int mbfs_link(const char *from, const char *to)
 {
 	int rc = mbfs_check_alive(FS);
 	if (!rc)
-		rc = mbfs_name_check(to);
+		rc = mbfs_name_check_new(to);
 	if (!rc && (mbfs_is_control(from) || mbfs_is_control(to)))
 		rc = -EPERM;
 	if (!rc)
@@ -513,7 +512,7 @@ static int mbfs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 	int rc = mbfs_check_alive(FS);
 	struct mbfs_node *n = NULL;
 	if (!rc)
-		rc = mbfs_name_check(path);
+		rc = mbfs_name_check_new(path);
 	if (!rc) {
 		mbfs_hidden_settle(FS, NULL);
 		rc = mbfs_node_create(FS, path, mode & 07777, fi->flags, &n);
@@ -534,7 +533,7 @@ static int mbfs_mknod(const char *path, mode_t mode, dev_t rdev)
 		return -EPERM;
 	int rc = mbfs_check_alive(FS);
 	if (!rc)
-		rc = mbfs_name_check(path);
+		rc = mbfs_name_check_new(path);
 	if (!rc && mbfs_is_control(path))
 		rc = -EEXIST;
 	struct mbfs_node *n = NULL;

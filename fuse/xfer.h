@@ -142,7 +142,8 @@ int mbfs_xfer_hash_fd(int fd, uint64_t len, char hex[65]);
  * the service answers. Cheap when there is nothing. */
 void mbfs_xfer_sweep(struct mbfs *fs);
 
-/* Names that start so are staging of uploads: never shown by the mount. */
+/* Names that start so are staging of uploads: never shown by the mount
+ * (one of the reserved MBFS_PRIVATE_PREFIX names, name.h). */
 #define MBFS_STAGING_PREFIX ".mbfs-up"
 
 /* 1 when the file name name (not a path) is upload staging. */

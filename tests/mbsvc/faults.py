@@ -1,5 +1,6 @@
 # One-shot fault rules for /_local/faults, consumed in order by matching
-# requests: fail (before or after performing), reset mid-body, or delay.
+# requests: fail (before or after performing), reset mid-body, delay, or
+# rewrite the body of the answer.
 
 import threading
 
@@ -17,18 +18,25 @@ class Fault:
         self.reset = bool(doc.get("reset"))
         self.after_bytes = doc.get("afterBytes", 0)
         self.delay_ms = doc.get("delayMs", 0)
+        self.rewrite = [(a.encode(), b.encode()) for a, b in doc.get("rewrite", [])]
 
 
 def parse(doc):
     """Validate a rule document; raise ApiError(400, invalid_request) when malformed."""
     def is_int(v):
         return isinstance(v, int) and not isinstance(v, bool)
-    known = {"route", "count", "match", "status", "error", "when", "reset", "afterBytes", "delayMs"}
+    known = {"route", "count", "match", "status", "error", "when", "reset", "afterBytes", "delayMs",
+             "rewrite"}
     ok = (isinstance(doc, dict) and set(doc) <= known and isinstance(doc.get("route"), str)
           and is_int(doc.get("count")) and doc["count"] >= 1
           and isinstance(doc.get("match", ""), str))
     if ok and doc.get("reset"):
         ok = doc["reset"] is True and is_int(doc.get("afterBytes", 0)) and doc.get("afterBytes", 0) >= 0
+    elif ok and "rewrite" in doc:
+        pairs = doc["rewrite"]
+        ok = isinstance(pairs, list) and pairs != [] and all(
+            isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) and p[0]
+            for p in pairs)
     elif ok and "delayMs" in doc:
         ok = is_int(doc["delayMs"]) and doc["delayMs"] >= 0
     elif ok:

@@ -248,6 +248,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             time.sleep(fault.delay_ms / 1000.0)
         if fault is not None and fault.reset:
             resp.reset_after = fault.after_bytes
+        if fault is not None and fault.rewrite and resp.stream is None:
+            for old, new in fault.rewrite:
+                resp.body = resp.body.replace(old, new)
         if svc.latency_ms:
             time.sleep(svc.latency_ms / 1000.0)
         if counted:
