@@ -271,13 +271,14 @@ int mbfs_remote_sha256(struct mbfs *fs, const char *rpath, char hex[65])
 }
 
 /* Run fuse/guest/ns.sh OP ARG... (each ARG a guest path or a literal)
- * for the mount path path: 0, or -errno mapped from the tool's message,
- * -ELOOP (one warning naming path) when the script refused a path that
+ * for the mount path(s) named in what ("'/a'", "'/a' to '/b'"): 0, or
+ * -errno mapped from the tool's message, -ELOOP (one warning naming
+ * them) when the script refused a path that
  * passes through a symlink below the mounted directory. After an
  * ambiguous failure of the request, o (may be NULL) says how to recognise
  * that it ran: then 0 and *sure false. word (may be NULL, wn bytes): the
  * first line the script printed ("" for none). */
-static int run_ns(struct mbfs *fs, const char *path, const char *op,
+static int run_ns(struct mbfs *fs, const char *what, const char *op,
 		  const char *const *args, size_t n, const struct outcome *o,
 		  bool *sure, char *word, size_t wn)
 {
@@ -312,12 +313,12 @@ static int run_ns(struct mbfs *fs, const char *path, const char *op,
 	}
 	if (res.has_exit_code && res.exit_code == MBFS_NS_REFUSED) {
 		rc = -ELOOP;
-		mb_log(MB_LOG_WARN, "refused to %s '%s': a directory on its path "
+		mb_log(MB_LOG_WARN, "refused to %s %s: a directory on its way "
 		       "is a symlink on the sandbox, which leads out of the "
-		       "mounted directory", op, path);
+		       "mounted directory", op, what);
 	} else if (!mbfs_exec_ok(&res)) {
 		rc = res.timed_out ? -ETIMEDOUT : mbfs_stderr_errno(res.errout);
-		mb_log(MB_LOG_DEBUG, "%s '%s' failed (%s): %.300s", op, path,
+		mb_log(MB_LOG_DEBUG, "%s %s failed (%s): %.300s", op, what,
 		       strerror(-rc), res.errout ? res.errout : "");
 	} else {
 		if (sure)
@@ -339,8 +340,10 @@ static int ns_one(struct mbfs *fs, const char *op, const char *lit,
 	int rc = mbfs_remote_path(fs, path, rpath);
 	if (rc)
 		return rc;
+	char what[MB_PATH_MAX + 2];
+	snprintf(what, sizeof(what), "'%s'", path);
 	const char *args[] = { lit ? lit : rpath, rpath };
-	return run_ns(fs, path, op, args, lit ? 2 : 1, o, sure, NULL, 0);
+	return run_ns(fs, what, op, args, lit ? 2 : 1, o, sure, NULL, 0);
 }
 
 /* run_ns with two mount paths. */
@@ -354,8 +357,10 @@ static int ns_two(struct mbfs *fs, const char *op, const char *from,
 		rc = mbfs_remote_path(fs, to, rto);
 	if (rc)
 		return rc;
+	char what[2 * MB_PATH_MAX + 8];
+	snprintf(what, sizeof(what), "'%s' to '%s'", from, to);
 	const char *args[] = { rfrom, rto };
-	return run_ns(fs, from, op, args, 2, o, sure, word, wn);
+	return run_ns(fs, what, op, args, 2, o, sure, word, wn);
 }
 
 int mbfs_remote_symlink(struct mbfs *fs, const char *target, const char *path)
