@@ -8,6 +8,7 @@
 extern const char mbfs_sh_apply[];    /* a batch of small files (wbsend.c) */
 extern const char mbfs_sh_join[];     /* parts of an upload into place (xfer_up.c) */
 extern const char mbfs_sh_mux[];      /* the wait of a shared poll (agent.c) */
+extern const char mbfs_sh_ns[];       /* a checked namespace change (remote.c) */
 extern const char mbfs_sh_pack[];     /* small files of a tree in one archive (prefetch.c) */
 extern const char mbfs_sh_split[];    /* pieces of a download (xfer_pieces.c) */
 extern const char mbfs_sh_statfs[];   /* df of the mounted root (remote.c) */

@@ -1,4 +1,7 @@
-/* ns.c: namespace changes through the metadata routes (see ns.h).
+/* ns.c: namespace changes (see ns.h): queued for the next write-back
+ * batch where they can be, else one checked command each (remote.h:
+ * fuse/guest/ns.sh refuses a path that a symlink on the sandbox leads out
+ * of the mounted directory; the metadata routes would follow it).
  *
  * After a confirmed change the caches are updated in place with what we
  * now know (cache.h), so listings stay usable for negative lookups; after
@@ -25,24 +28,6 @@
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
 #endif
-
-/* 1 when rpath exists on the guest, 0 when not, -errno when unknown. */
-static int exists(struct mbfs *fs, const char *rpath, struct mb_entry *out)
-{
-	struct mb_entry e;
-	struct mb_err err;
-	mb_err_clear(&err);
-	int rc = mb_fs_stat(fs->client, &fs->ident, rpath, false, &e, &err);
-	if (rc == -ENOENT)
-		return 0;
-	if (rc)
-		return rc;
-	if (out)
-		*out = e;
-	else
-		mb_entry_release(&e);
-	return 1;
-}
 
 /* The attributes of a directory we have just made, as the guest will
  * show them near enough. */
@@ -100,20 +85,8 @@ int mbfs_ns_mkdir(struct mbfs *fs, const char *path, mode_t mode)
 		return rc;
 	mbfs_batch_flush(fs, path, MBFS_BATCH_PARENT);
 	mbfs_wbq_parent_changes(fs, path, false);
-	struct mb_err err;
-	mb_err_clear(&err);
-	rc = mb_fs_mkdir(fs->client, &fs->ident, rpath, false, mode & 0777, &err);
-	bool sure = rc == 0;
-	if (rc && err.ambiguous) {
-		struct mb_entry e;
-		if (exists(fs, rpath, &e) == 1) {
-			rc = e.type == MB_FT_DIR ? 0 : rc;
-			mb_entry_release(&e);
-		}
-	}
-	rc = mbfs_fail(fs, rc, &err);
-	if (!rc && (mode & 07000))
-		rc = mbfs_remote_chmod_exec(fs, path, mode & 07777);
+	bool sure;
+	rc = mbfs_remote_mkdir(fs, path, mode & 07777, &sure);
 	if (rc || !sure) {
 		/* found after an unconfirmed answer: maybe not ours, not empty */
 		mbfs_cache_invalidate(fs->cache, path);
@@ -160,12 +133,8 @@ static int remove_path(struct mbfs *fs, const char *path, bool dir)
 	/* a queued copy of it (or below it) would land after the remove */
 	mbfs_wbq_flush(fs, path, MBFS_BATCH_SELF | MBFS_BATCH_BELOW);
 	mbfs_wbq_settle(fs);
-	struct mb_err err;
-	mb_err_clear(&err);
-	rc = mb_fs_remove(fs->client, &fs->ident, rpath, false, &err);
-	bool sure = rc == 0;
-	if (rc && err.ambiguous && exists(fs, rpath, NULL) == 0)
-		rc = 0;   /* a 404 after a remove means it happened */
+	bool sure;
+	rc = mbfs_remote_remove(fs, path, dir, &sure);
 	if (dir)
 		mbfs_data_drop_tree(fs->data, path);
 	else
@@ -180,7 +149,7 @@ static int remove_path(struct mbfs *fs, const char *path, bool dir)
 		mbfs_node_unlinked(fs, path);
 		mbfs_ino_removed(fs, path);
 	}
-	return mbfs_fail(fs, rc, &err);
+	return rc;
 }
 
 int mbfs_ns_unlink(struct mbfs *fs, const char *path)
@@ -250,29 +219,16 @@ int mbfs_ns_rename(struct mbfs *fs, const char *from, const char *to,
 	mbfs_wbq_parent_changes(fs, from, false);
 	mbfs_wbq_parent_changes(fs, to, false);
 	mbfs_batch_move_begin(fs, from);
-	struct mb_err err;
-	mb_err_clear(&err);
-	rc = mb_fs_move(fs->client, &fs->ident, rfrom, rto, &err);
-	bool sure = rc == 0;
-	if (rc && err.ambiguous && exists(fs, rfrom, NULL) == 0 &&
-	    exists(fs, rto, NULL) == 1)
-		rc = 0;
-	if (rc == -EEXIST && !(flags & RENAME_NOREPLACE)) {
-		/* the move route never overwrites; mv -fT replaces a file or
-		 * an empty directory atomically (rename(2) on the guest) */
-		rc = mbfs_remote_rename_over(fs, from, to);
-		if (rc == 1) {
-			/* one file under both names: rename(2) leaves both;
-			 * the mount looks both up again */
-			mbfs_batch_move_end(fs, from, to, false);
-			mbfs_cache_invalidate(fs->cache, from);
-			mbfs_cache_invalidate(fs->cache, to);
-			return 0;
-		}
-		renamed(fs, from, to, rc, false);
-		return rc;
+	bool sure;
+	rc = mbfs_remote_rename(fs, from, to, flags & RENAME_NOREPLACE, &sure);
+	if (rc == 1) {
+		/* one file under both names: rename(2) leaves both; the
+		 * mount looks both up again */
+		mbfs_batch_move_end(fs, from, to, false);
+		mbfs_cache_invalidate(fs->cache, from);
+		mbfs_cache_invalidate(fs->cache, to);
+		return 0;
 	}
-	rc = mbfs_fail(fs, rc, &err);
 	renamed(fs, from, to, rc, sure);
 	return rc;
 }
@@ -317,15 +273,7 @@ int mbfs_ns_truncate(struct mbfs *fs, const char *path, off_t size)
 		return rc;
 	mbfs_cache_invalidate(fs->cache, path);
 	mbfs_data_drop(fs->data, path);
-	if (size == 0) {
-		/* an empty PUT: atomic and keeps the mode */
-		struct mb_err err;
-		mb_err_clear(&err);
-		rc = mb_file_put(fs->client, &fs->ident, rpath, "", 0, &err);
-		rc = mbfs_fail(fs, rc, &err);
-	} else {
-		rc = mbfs_remote_truncate(fs, path, (uint64_t)size);
-	}
+	rc = mbfs_remote_truncate(fs, path, (uint64_t)size);
 	mbfs_cache_invalidate(fs->cache, path);
 	return rc;
 }

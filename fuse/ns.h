@@ -1,5 +1,7 @@
-/* ns.h: namespace changes through the metadata routes, each followed by the
- * invalidations it implies (cache, data copies, open nodes).
+/* ns.h: namespace changes, each followed by the invalidations it implies
+ * (cache, data copies, open nodes). What reaches the guest goes through
+ * fuse/guest/ns.sh or a write-back batch (apply.sh), which both refuse a
+ * path through a symlink below the mounted directory: -ELOOP.
  *
  * Mutations are never repeated blindly: after an ambiguous failure the
  * affected paths are stat'ed (contract §7.1) and the outcome decided from

@@ -215,16 +215,30 @@ static enum mbfs_jact on_dirty(void *ud, const char *local,
 	return MBFS_J_DONE;
 }
 
-/* Only ever remove what our uploads stage and our downloads' pieces (a
- * damaged note must not name anything else). */
+/* Only ever remove what our uploads stage, our batches' directories and
+ * what is in them, and our downloads' pieces (a damaged note must not
+ * name anything else): /tmp/.mbfs-up-X, /tmp/.mbfs-wb-X[/Y],
+ * /tmp/.mbfs-dl-X, the legacy /tmp/.mbfs-up/..., DIR/.mbfs-up-X. */
 static int is_ours(const char *p)
 {
+	static const char *const tops[] = { "/tmp/.mbfs-up-", "/tmp/.mbfs-wb-",
+					    "/tmp/.mbfs-dl-" };
 	const char *base = strrchr(p, '/');
-	return p[0] == '/' && !strstr(p, "/../") && base &&
-	       (strncmp(p, "/tmp/" MBFS_STAGING_PREFIX "/",
-			sizeof("/tmp/" MBFS_STAGING_PREFIX "/") - 1) == 0 ||
-		(strncmp(p, "/tmp/.mbfs-dl-", 14) == 0 && !strchr(p + 14, '/')) ||
-		mbfs_xfer_is_staging(base + 1));
+	if (p[0] != '/' || strstr(p, "/../") || strstr(p, "/./") || !base ||
+	    !base[1] || strcmp(base, "/..") == 0)
+		return 0;
+	for (size_t i = 0; i < sizeof(tops) / sizeof(tops[0]); i++) {
+		size_t l = strlen(tops[i]);
+		const char *rest = p + l, *sl;
+		if (strncmp(p, tops[i], l) != 0 || !*rest || *rest == '/')
+			continue;
+		sl = strchr(rest, '/');
+		/* only a batch directory has files of ours directly in it */
+		return !sl || (i == 1 && !strchr(sl + 1, '/'));
+	}
+	return strncmp(p, "/tmp/" MBFS_STAGING_PREFIX "/",
+		       sizeof("/tmp/" MBFS_STAGING_PREFIX "/") - 1) == 0 ||
+	       mbfs_xfer_is_staging(base + 1);
 }
 
 static enum mbfs_jact on_staged(void *ud, const struct mbfs_jrec *owner,

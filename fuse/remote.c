@@ -141,18 +141,13 @@ int mbfs_stderr_errno(const char *t)
 	return -EIO;
 }
 
-/* mbfs_exec_simple, telling whether a failed request may have run. */
-static int exec_simple_amb(struct mbfs *fs, const char *cmd, long timeout_ms,
-			   bool *ambiguous)
+int mbfs_exec_simple(struct mbfs *fs, const char *cmd, long timeout_ms)
 {
 	struct mb_exec_result res;
 	struct mb_err err;
-	*ambiguous = false;
 	int rc = mbfs_exec(fs, cmd, timeout_ms, &res, &err);
-	if (rc) {
-		*ambiguous = err.ambiguous && !mb_err_is_stopped(&err);
+	if (rc)
 		return mbfs_fail(fs, rc, &err);
-	}
 	if (!mbfs_exec_ok(&res)) {
 		rc = res.timed_out ? -ETIMEDOUT : mbfs_stderr_errno(res.errout);
 		mb_log(MB_LOG_DEBUG, "command failed (%s): %.300s", strerror(-rc),
@@ -160,12 +155,6 @@ static int exec_simple_amb(struct mbfs *fs, const char *cmd, long timeout_ms,
 	}
 	mb_exec_result_release(&res);
 	return rc;
-}
-
-int mbfs_exec_simple(struct mbfs *fs, const char *cmd, long timeout_ms)
-{
-	bool amb;
-	return exec_simple_amb(fs, cmd, timeout_ms, &amb);
 }
 
 int mbfs_sh_arg(struct mb_buf *b, const char *arg)
@@ -199,19 +188,12 @@ int mbfs_sh_cmd(struct mb_buf *b, const char *script,
 	return rc ? rc : mbfs_sh_body(b, script);
 }
 
-/* Append the guest path of a mount path, quoted for sh. */
-static int append_rpath(struct mbfs *fs, struct mb_buf *b, const char *path)
-{
-	char rpath[MB_PATH_MAX];
-	int rc = mbfs_remote_path(fs, path, rpath);
-	if (rc)
-		return rc;
-	return mb_buf_append_shq(b, rpath);
-}
-
 /* What a command should have done, to look for after an ambiguous failure
  * (an exec is never repeated blindly). */
-enum check_kind { CHK_NONE, CHK_SYMLINK, CHK_EXISTS, CHK_MOVED, CHK_SIZE };
+enum check_kind {
+	CHK_NONE, CHK_SYMLINK, CHK_EXISTS, CHK_DIR, CHK_GONE, CHK_MOVED,
+	CHK_SIZE
+};
 
 struct outcome {
 	enum check_kind kind;
@@ -245,38 +227,20 @@ static bool took_effect(struct mbfs *fs, const struct outcome *o)
 		mb_entry_release(&e);
 		return true;
 	}
+	if (o->kind == CHK_GONE) {
+		if (r == 1)
+			mb_entry_release(&e);
+		return r == 0;   /* a 404 after a remove means it happened */
+	}
 	if (r != 1)
 		return false;
 	bool ok = o->kind == CHK_EXISTS ||
+		  (o->kind == CHK_DIR && e.type == MB_FT_DIR) ||
 		  (o->kind == CHK_SIZE && e.size == o->size) ||
 		  (o->kind == CHK_SYMLINK && e.type == MB_FT_SYMLINK &&
 		   e.link_target && strcmp(e.link_target, o->target) == 0);
 	mb_entry_release(&e);
 	return ok;
-}
-
-/* Run the command built in b (released here); o (may be NULL) says how to
- * recognise success after an ambiguous failure. */
-static int run_checked(struct mbfs *fs, struct mb_buf *b, int rc,
-		       const struct outcome *o)
-{
-	bool amb = false;
-	if (rc == -E2BIG)
-		rc = -ENAMETOOLONG;
-	if (rc == 0)
-		rc = exec_simple_amb(fs, b->data, EXEC_TIMEOUT_MS, &amb);
-	mb_buf_release(b);
-	if (rc && amb && o && took_effect(fs, o)) {
-		mb_log(MB_LOG_INFO, "an unconfirmed command on '%s' took effect",
-		       o->path);
-		rc = 0;
-	}
-	return rc;
-}
-
-static int run_built(struct mbfs *fs, struct mb_buf *b, int rc)
-{
-	return run_checked(fs, b, rc, NULL);
 }
 
 int mbfs_remote_sha256(struct mbfs *fs, const char *rpath, char hex[65])
@@ -306,72 +270,30 @@ int mbfs_remote_sha256(struct mbfs *fs, const char *rpath, char hex[65])
 	return rc;
 }
 
-/* "<cmd> -- <first> <rpath of second>" into b; first is a remote path of
- * ours unless literal (a symlink's target text). 0 or -errno. */
-static int two_arg_cmd(struct mbfs *fs, struct mb_buf *b, const char *cmd,
-		       const char *first, bool literal, const char *second)
+/* Run fuse/guest/ns.sh OP ARG... (each ARG a guest path or a literal)
+ * for the mount path(s) named in what ("'/a'", "'/a' to '/b'"): 0, or
+ * -errno mapped from the tool's message, -ELOOP (one warning naming
+ * them) when the script refused a path that
+ * passes through a symlink below the mounted directory. After an
+ * ambiguous failure of the request, o (may be NULL) says how to recognise
+ * that it ran: then 0 and *sure false. word (may be NULL, wn bytes): the
+ * first line the script printed ("" for none). */
+static int run_ns(struct mbfs *fs, const char *what, const char *op,
+		  const char *const *args, size_t n, const struct outcome *o,
+		  bool *sure, char *word, size_t wn)
 {
-	int rc = mb_buf_appends(b, cmd);
-	if (!rc)
-		rc = mb_buf_appends(b, " -- ");
-	if (!rc)
-		rc = literal ? mb_buf_append_shq(b, first)
-			     : append_rpath(fs, b, first);
-	if (!rc)
-		rc = mb_buf_appends(b, " ");
-	if (!rc)
-		rc = append_rpath(fs, b, second);
-	return rc;
-}
-
-int mbfs_remote_symlink(struct mbfs *fs, const char *target, const char *path)
-{
+	const char *argv[2 + 2 + 2];
 	struct mb_buf b;
+	if (sure)
+		*sure = false;
+	if (word && wn)
+		word[0] = '\0';
+	argv[0] = fs->root;
+	argv[1] = op;
+	for (size_t i = 0; i < n && i < 4; i++)
+		argv[2 + i] = args[i];
 	mb_buf_init(&b, MBFS_CMD_MAX);
-	int rc = two_arg_cmd(fs, &b, "ln -s", target, true, path);
-	struct outcome o = { .kind = CHK_SYMLINK, .path = path, .target = target };
-	return run_checked(fs, &b, rc, &o);
-}
-
-int mbfs_remote_link(struct mbfs *fs, const char *from, const char *to)
-{
-	struct mb_buf b;
-	mb_buf_init(&b, MBFS_CMD_MAX);
-	int rc = two_arg_cmd(fs, &b, "ln -P", from, false, to);
-	struct outcome o = { .kind = CHK_EXISTS, .path = to };
-	return run_checked(fs, &b, rc, &o);
-}
-
-int mbfs_remote_truncate(struct mbfs *fs, const char *path, uint64_t size)
-{
-	struct mb_buf b;
-	mb_buf_init(&b, MBFS_CMD_MAX);
-	int rc = mb_buf_appendf(&b, "truncate -s %" PRIu64 " -- ", size);
-	if (!rc)
-		rc = append_rpath(fs, &b, path);
-	struct outcome o = { .kind = CHK_SIZE, .path = path, .size = size };
-	return run_checked(fs, &b, rc, &o);
-}
-
-int mbfs_remote_rename_over(struct mbfs *fs, const char *from, const char *to)
-{
-	struct mb_buf b;
-	mb_buf_init(&b, MBFS_CMD_MAX);
-	/* two names of one file (hard links): mv refuses them, rename(2)
-	 * leaves both and succeeds; the command says so instead */
-	int rc = mb_buf_appends(&b, "if [ ");
-	if (!rc)
-		rc = append_rpath(fs, &b, from);
-	if (!rc)
-		rc = mb_buf_appends(&b, " -ef ");
-	if (!rc)
-		rc = append_rpath(fs, &b, to);
-	if (!rc)
-		rc = mb_buf_appends(&b, " ]; then echo same; else ");
-	if (!rc)
-		rc = two_arg_cmd(fs, &b, "mv -fT", from, false, to);
-	if (!rc)
-		rc = mb_buf_appends(&b, "; fi");
+	int rc = mbfs_sh_cmd(&b, mbfs_sh_ns, argv, 2 + (n < 4 ? n : 4));
 	if (rc) {
 		mb_buf_release(&b);
 		return rc == -E2BIG ? -ENAMETOOLONG : rc;
@@ -381,38 +303,127 @@ int mbfs_remote_rename_over(struct mbfs *fs, const char *from, const char *to)
 	rc = mbfs_exec(fs, b.data, EXEC_TIMEOUT_MS, &res, &err);
 	mb_buf_release(&b);
 	if (rc) {
-		/* done when the source is gone and the destination is there */
-		struct outcome o = { .kind = CHK_MOVED, .path = from, .path2 = to };
-		if (err.ambiguous && !mb_err_is_stopped(&err) &&
-		    took_effect(fs, &o)) {
+		if (err.ambiguous && !mb_err_is_stopped(&err) && o &&
+		    took_effect(fs, o)) {
 			mb_log(MB_LOG_INFO, "an unconfirmed command on '%s' took "
-			       "effect", from);
+			       "effect", o->path);
 			return 0;
 		}
 		return mbfs_fail(fs, rc, &err);
 	}
-	if (!mbfs_exec_ok(&res))
+	if (res.has_exit_code && res.exit_code == MBFS_NS_REFUSED) {
+		rc = -ELOOP;
+		mb_log(MB_LOG_WARN, "refused to %s %s: a directory on its way "
+		       "is a symlink on the sandbox, which leads out of the "
+		       "mounted directory", op, what);
+	} else if (!mbfs_exec_ok(&res)) {
 		rc = res.timed_out ? -ETIMEDOUT : mbfs_stderr_errno(res.errout);
-	else if (res.out_len >= 4 && memcmp(res.out, "same", 4) == 0)
-		rc = 1;
+		mb_log(MB_LOG_DEBUG, "%s %s failed (%s): %.300s", op, what,
+		       strerror(-rc), res.errout ? res.errout : "");
+	} else {
+		if (sure)
+			*sure = true;
+		if (word && wn) {
+			size_t l = res.out ? strcspn(res.out, "\n") : 0;
+			snprintf(word, wn, "%.*s", (int)l, l ? res.out : "");
+		}
+	}
 	mb_exec_result_release(&res);
 	return rc;
 }
 
-int mbfs_remote_chmod_exec(struct mbfs *fs, const char *path, unsigned mode)
+/* run_ns with one path argument after a literal (or none: lit NULL). */
+static int ns_one(struct mbfs *fs, const char *op, const char *lit,
+		  const char *path, const struct outcome *o, bool *sure)
 {
-	struct mb_buf b;
-	mb_buf_init(&b, MBFS_CMD_MAX);
-	int rc = mb_buf_appendf(&b, "chmod %04o -- ", mode & 07777);
+	char rpath[MB_PATH_MAX];
+	int rc = mbfs_remote_path(fs, path, rpath);
+	if (rc)
+		return rc;
+	char what[MB_PATH_MAX + 2];
+	snprintf(what, sizeof(what), "'%s'", path);
+	const char *args[] = { lit ? lit : rpath, rpath };
+	return run_ns(fs, what, op, args, lit ? 2 : 1, o, sure, NULL, 0);
+}
+
+/* run_ns with two mount paths. */
+static int ns_two(struct mbfs *fs, const char *op, const char *from,
+		  const char *to, const struct outcome *o, bool *sure,
+		  char *word, size_t wn)
+{
+	char rfrom[MB_PATH_MAX], rto[MB_PATH_MAX];
+	int rc = mbfs_remote_path(fs, from, rfrom);
 	if (!rc)
-		rc = append_rpath(fs, &b, path);
-	return run_built(fs, &b, rc);
+		rc = mbfs_remote_path(fs, to, rto);
+	if (rc)
+		return rc;
+	char what[2 * MB_PATH_MAX + 8];
+	snprintf(what, sizeof(what), "'%s' to '%s'", from, to);
+	const char *args[] = { rfrom, rto };
+	return run_ns(fs, what, op, args, 2, o, sure, word, wn);
+}
+
+int mbfs_remote_symlink(struct mbfs *fs, const char *target, const char *path)
+{
+	struct outcome o = { .kind = CHK_SYMLINK, .path = path, .target = target };
+	return ns_one(fs, "symlink", target, path, &o, NULL);
+}
+
+int mbfs_remote_link(struct mbfs *fs, const char *from, const char *to)
+{
+	struct outcome o = { .kind = CHK_EXISTS, .path = to };
+	return ns_two(fs, "link", from, to, &o, NULL, NULL, 0);
+}
+
+int mbfs_remote_truncate(struct mbfs *fs, const char *path, uint64_t size)
+{
+	char n[24];
+	snprintf(n, sizeof(n), "%" PRIu64, size);
+	struct outcome o = { .kind = CHK_SIZE, .path = path, .size = size };
+	return ns_one(fs, "truncate", n, path, &o, NULL);
+}
+
+int mbfs_remote_remove(struct mbfs *fs, const char *path, bool dir, bool *sure)
+{
+	struct outcome o = { .kind = CHK_GONE, .path = path };
+	return ns_one(fs, dir ? "rmdir" : "rm", NULL, path, &o, sure);
+}
+
+int mbfs_remote_mkdir(struct mbfs *fs, const char *path, unsigned mode,
+		      bool *sure)
+{
+	char m[8];
+	snprintf(m, sizeof(m), "%04o", mode & 07777);
+	struct outcome o = { .kind = CHK_DIR, .path = path };
+	return ns_one(fs, "mkdir", m, path, &o, sure);
+}
+
+int mbfs_remote_rename(struct mbfs *fs, const char *from, const char *to,
+		       bool noreplace, bool *sure)
+{
+	char word[8];
+	/* done when the source is gone and the destination is there */
+	struct outcome o = { .kind = CHK_MOVED, .path = from, .path2 = to };
+	int rc = ns_two(fs, noreplace ? "mvn" : "mv", from, to, &o, sure,
+			word, sizeof(word));
+	if (rc == 0 && strcmp(word, "same") == 0)
+		return 1;
+	if (rc == 0 && strcmp(word, "over") == 0)
+		*sure = false;   /* what to was is gone: looked up again */
+	return rc;
 }
 
 int mbfs_remote_chmod(struct mbfs *fs, const char *path, unsigned mode)
 {
+	char m[8];
+	snprintf(m, sizeof(m), "%04o", mode & 07777);
+	return ns_one(fs, "chmod", m, path, NULL, NULL);
+}
+
+int mbfs_remote_chmod_new(struct mbfs *fs, const char *path, unsigned mode)
+{
 	if (mode & 07000)
-		return mbfs_remote_chmod_exec(fs, path, mode);
+		return mbfs_remote_chmod(fs, path, mode);
 	char rpath[MB_PATH_MAX];
 	int rc = mbfs_remote_path(fs, path, rpath);
 	if (rc)

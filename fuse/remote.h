@@ -19,6 +19,7 @@
 #ifndef MBFS_REMOTE_H
 #define MBFS_REMOTE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/statvfs.h>
@@ -68,18 +69,36 @@ int mbfs_exec_simple(struct mbfs *fs, const char *cmd, long timeout_ms);
 /* sha256sum of the guest file rpath into hex[65]. 0 or -errno. */
 int mbfs_remote_sha256(struct mbfs *fs, const char *rpath, char hex[65]);
 
+/* The namespace changes below run fuse/guest/ns.sh, which refuses (and
+ * these return -ELOOP, with one warning naming the path) a change whose
+ * path passes through a symlink below the mounted directory: a directory
+ * the sandbox swapped for a link while the mount still shows it would
+ * take the change outside (chmod and truncate refuse a symlink leaf too).
+ * One exec each; after an ambiguous failure the guest is looked at.
+ * sure (may be NULL): set true when the guest confirmed the change, false
+ * when it was found done after an unconfirmed answer (or, for a rename,
+ * when it replaced a destination). */
+#define MBFS_NS_REFUSED 4   /* ns.sh's exit status for a refused path */
 int mbfs_remote_symlink(struct mbfs *fs, const char *target, const char *path);
 int mbfs_remote_link(struct mbfs *fs, const char *from, const char *to);
 int mbfs_remote_truncate(struct mbfs *fs, const char *path, uint64_t size);
-/* Rename replacing an existing destination (mv -fT): 0, or 1 when the two
- * are one file (hard links; nothing is done, as rename(2) does), or
- * -errno. */
-int mbfs_remote_rename_over(struct mbfs *fs, const char *from, const char *to);
-/* chmod including special bits (the chmod route takes 0NNN only). */
-int mbfs_remote_chmod_exec(struct mbfs *fs, const char *path, unsigned mode);
-/* chmod through the route (an ambiguous failure is repeated once: the
- * same mode twice is harmless), or the exec for special bits. */
+/* unlink(2) (dir false) or rmdir(2). */
+int mbfs_remote_remove(struct mbfs *fs, const char *path, bool dir, bool *sure);
+/* mkdir(2) with mode, special bits included. */
+int mbfs_remote_mkdir(struct mbfs *fs, const char *path, unsigned mode,
+		      bool *sure);
+/* rename(2), replacing an existing destination (mv -fT) unless noreplace
+ * (then -EEXIST): 0, or 1 when the two are one file (hard links; nothing
+ * is done, as rename(2) does), or -errno. */
+int mbfs_remote_rename(struct mbfs *fs, const char *from, const char *to,
+		       bool noreplace, bool *sure);
+/* chmod, special bits included. */
 int mbfs_remote_chmod(struct mbfs *fs, const char *path, unsigned mode);
+/* The mode of a file this mount has just PUT: through the chmod route (it
+ * resolves the path as that PUT did; an ambiguous failure is repeated
+ * once: the same mode twice is harmless), or mbfs_remote_chmod for
+ * special bits. */
+int mbfs_remote_chmod_new(struct mbfs *fs, const char *path, unsigned mode);
 /* df of the mounted root, cached for about 5 s. */
 int mbfs_remote_statfs(struct mbfs *fs, struct statvfs *out);
 

@@ -165,8 +165,10 @@ static void close_group(struct batch *b, struct group *g, size_t base,
 	rc = rc ? rc : mb_buf_append(&text, g->paths.data, g->paths.len);
 	if (!rc && b->any && cost(&b->cmd) + cost(&text) + base > max)
 		flush(b, g->first);
-	if (!rc && !b->cmd.len)
+	if (!rc && !b->cmd.len) {
 		rc = mb_buf_appends(&b->cmd, MBFS_SH_ARGS);
+		rc = rc ? rc : mbfs_sh_arg(&b->cmd, b->fs->root);
+	}
 	rc = rc ? rc : mb_buf_append(&b->cmd, text.data, text.len);
 	if (rc) {
 		for (size_t k = g->first; k < g->end; k++)
@@ -200,6 +202,7 @@ void mbfs_touch_send(struct mbfs *fs, struct mbfs_touch **v, size_t n,
 	/* what every batch costs besides its groups: "set --", the newline
 	 * and the script */
 	int rc = mb_buf_appends(&q, MBFS_SH_ARGS);
+	rc = rc ? rc : mbfs_sh_arg(&q, fs->root);
 	rc = rc ? rc : mbfs_sh_body(&q, mbfs_sh_touch);
 	const size_t base = cost(&q);
 	qsort(v, n, sizeof(*v), item_cmp);

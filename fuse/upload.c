@@ -89,7 +89,7 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 	pthread_mutex_unlock(&fs->nodes_lock);
 	int mrc = 0;
 	if (give) {
-		mrc = mbfs_remote_chmod(fs, path, mode);
+		mrc = mbfs_remote_chmod_new(fs, path, mode);
 		if (mrc)
 			mb_log(MB_LOG_WARN, "cannot give '%s' mode %04o: %s", path,
 			       mode, strerror(-mrc));

@@ -18,7 +18,12 @@
 #include "fuse/wbsend.h"
 #include "fuse/xfer.h"
 
-#define STAGE_DIR "/tmp/" MBFS_STAGING_PREFIX
+/* The mount's own directory for batch parts and reports: a fresh random
+ * name, made private (0700) when first needed, by a mkdir that fails on a
+ * name taken (a planted symlink too); noted in the journal from before it
+ * exists until the unmount removes it, so a killed mount's goes at the
+ * next mount (recover.c). */
+#define STAGE_PREFIX "/tmp/.mbfs-wb-"
 #define EXEC_TIMEOUT_MS 50000L
 #define TAR_BLOCK 512u
 #define NAME_MAX_TAR 99u
@@ -28,6 +33,32 @@
  * mbfs_wbsend_finish at unmount. */
 static pthread_mutex_t prev_lock = PTHREAD_MUTEX_INITIALIZER;
 static char prev_done[MB_PATH_MAX];
+static char stage_dir[64];      /* protected by prev_lock; "" until noted */
+static unsigned stage_note;     /* protected by prev_lock */
+
+/* The mount's batch directory into out, noted in the journal at the first
+ * call. 0 or -errno. */
+static int stage_name(struct mbfs *fs, char out[64])
+{
+	int rc = 0;
+	pthread_mutex_lock(&prev_lock);
+	if (!stage_dir[0]) {
+		char hex[17], dir[64];
+		unsigned note;
+		rc = mb_random_hex(hex, 8) ? -EIO : 0;
+		snprintf(dir, sizeof(dir), STAGE_PREFIX "%s", hex);
+		const char *paths[] = { dir };
+		if (!rc && fs->journal)
+			rc = mbfs_journal_stage(fs->journal, paths, 1, &note);
+		if (!rc) {
+			memcpy(stage_dir, dir, sizeof(dir));
+			stage_note = fs->journal ? note : 0;
+		}
+	}
+	memcpy(out, stage_dir, sizeof(stage_dir));
+	pthread_mutex_unlock(&prev_lock);
+	return rc;
+}
 
 bool mbfs_wbsend_fits(const char *path)
 {
@@ -184,7 +215,8 @@ static int build(struct mbfs *fs, struct mbfs_wbfile *v, const size_t *order,
 struct send {
 	struct mbfs *fs;
 	uint64_t deadline;
-	char parts[MB_PATH_MAX];    /* STAGE_DIR/wb-HEX: parts are .00000... */
+	char dir[64];               /* the mount's batch directory */
+	char parts[MB_PATH_MAX];    /* DIR/wb-HEX: parts are .00000... */
 	char stage[MB_PATH_MAX];    /* ROOT/.mbfs-up-HEX, where it unpacks */
 	bool ran;                   /* apply.sh answered */
 };
@@ -224,13 +256,15 @@ static int put_part(struct send *s, size_t i, const char *data, size_t len,
 			return 0;
 		}
 		if (rc == -ENOENT && !made) {
-			/* /tmp/.mbfs-up is missing (a new sandbox, a cleaned
-			 * /tmp): make it once, then repeat */
+			/* the batch directory is missing (the first batch, a
+			 * cleaned /tmp): make it once, then repeat; one there
+			 * already was made by an unconfirmed mkdir of ours */
 			made = true;
 			struct mb_err e2;
 			mb_err_clear(&e2);
-			if (mb_fs_mkdir(s->fs->client, &s->fs->ident, STAGE_DIR,
-					true, 0700, &e2) == 0)
+			int mrc = mb_fs_mkdir(s->fs->client, &s->fs->ident,
+					      s->dir, false, 0700, &e2);
+			if (mrc == 0 || mrc == -EEXIST)
 				continue;
 		}
 		if (!again(s, err, &tries))
@@ -364,7 +398,12 @@ int mbfs_wbsend(struct mbfs *fs, struct mbfs_wbfile *v, size_t n,
 		rc = mb_err_set(err, EIO, "no random bytes");
 		goto out;
 	}
-	snprintf(s.parts, sizeof(s.parts), STAGE_DIR "/wb-%s", hex);
+	rc = stage_name(fs, s.dir);
+	if (rc) {
+		mb_err_set(err, -rc, "cannot write the journal: %s", strerror(-rc));
+		goto out;
+	}
+	snprintf(s.parts, sizeof(s.parts), "%s/wb-%s", s.dir, hex);
 	if (snprintf(s.stage, sizeof(s.stage), "%s/" MBFS_STAGING_PREFIX "-%s",
 		     fs->root, hex) >= (int)sizeof(s.stage)) {
 		rc = mb_err_set(err, ENAMETOOLONG, "path too long");
@@ -430,16 +469,21 @@ out:
 
 void mbfs_wbsend_finish(struct mbfs *fs)
 {
-	char p[MB_PATH_MAX];
+	char dir[64];
 	pthread_mutex_lock(&prev_lock);
-	snprintf(p, sizeof(p), "%s", prev_done);
-	prev_done[0] = '\0';
+	memcpy(dir, stage_dir, sizeof(dir));
+	unsigned note = stage_note;
+	stage_dir[0] = prev_done[0] = '\0';
+	stage_note = 0;
 	pthread_mutex_unlock(&prev_lock);
-	if (!p[0] || mbfs_check_alive(fs))
-		return;
+	if (!dir[0] || mbfs_check_alive(fs))
+		return;   /* none made; or the sandbox is gone, and its /tmp */
+	/* the last batch's report, and whatever a failure left */
 	struct mb_err err;
 	mb_err_clear(&err);
 	uint64_t outer = mb_op_deadline(mb_now_ms() + 5000);
-	mb_fs_remove(fs->client, &fs->ident, p, false, &err);
+	int rc = mb_fs_remove(fs->client, &fs->ident, dir, true, &err);
 	mb_op_deadline(outer);
+	if (note && (rc == 0 || rc == -ENOENT))
+		mbfs_journal_unstage(fs->journal, note);
 }

@@ -72,8 +72,10 @@ bool mbfs_wbsend_fits(const char *path);
 int mbfs_wbsend(struct mbfs *fs, struct mbfs_wbfile *v, size_t n,
 		struct mbfs_wbdir *dv, size_t nd, struct mb_err *err);
 
-/* At unmount, after the last batch: remove the report the last batch left
- * for a rerun (one request; best effort). */
+/* At unmount, after the last batch: remove the mount's batch directory
+ * (/tmp/.mbfs-wb-RANDOM: the report the last batch left for a rerun, and
+ * what failures left; one request, best effort; its journal note goes
+ * once it is gone, else the next mount removes it). */
 void mbfs_wbsend_finish(struct mbfs *fs);
 
 #endif

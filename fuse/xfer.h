@@ -10,14 +10,18 @@
  * returns once the pieces it needs are in and goes on in the background,
  * growing as the reader moves on (mbfs_xfer_fetch_start).
  * Uploads (xfer_up.c): up to 1 MiB with one PUT (atomic on the guest);
- * larger files are PUT as parts into a staging directory in the guest's
- * /tmp (/tmp/.mbfs-up/HEX, never in the user's tree); while later parts
+ * larger files are PUT as parts into a fresh private staging directory in
+ * the guest's /tmp (/tmp/.mbfs-up-HEX, a random name made with mode 0700
+ * by a mkdir that fails on a name taken: never in the user's tree, never
+ * through a planted symlink; the scripts check it before use); while later parts
  * are PUT, rounds (one exec each) check the parts PUT so far against the
  * SHA-256 of each computed here and write them into a hidden file next to
  * the target (.mbfs-up-HEX, for the upload's time); the last exec does
  * the same for the tail, checks the size, gives a file created here its
  * mode (else keeps the target's) and renames it over the target with
- * `mv -fT`: no program on the guest ever sees a half-written file. Every
+ * `mv -fT`: no program on the guest ever sees a half-written file; each
+ * exec refuses (-ELOOP) a target whose way down from the mounted directory
+ * passes through a symlink (fuse/guest/join.sh). Every
  * transient failure (a 5xx, a reset, a timeout) is reconciled (the target
  * read back or hashed, never a blind repeat) and retried until the upload
  * has made no progress for op_timeout. The staging of an upload, and a download's pieces, are

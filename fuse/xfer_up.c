@@ -22,7 +22,6 @@
 #include "fuse/xfer_int.h"
 
 #define EXEC_TIMEOUT_MS 50000L
-#define STAGE_DIR "/tmp/" MBFS_STAGING_PREFIX
 #define CLEANUP_MS 10000u   /* removing staging after a failure, at most */
 /* A round (an exec placing PUT parts in the joined file) costs an exec and
  * one of the four operations the PUTs share: only for this many parts
@@ -41,7 +40,7 @@ struct up {
 	uint64_t len;
 	unsigned mode;             /* for the last join; 0: the target's */
 	_Atomic uint64_t deadline;
-	char dir[MB_PATH_MAX];     /* parts, in the guest's /tmp */
+	char dir[MB_PATH_MAX];     /* parts: /tmp/.mbfs-up-HEX, fresh */
 	char tmp[MB_PATH_MAX];     /* the joined file, next to the target */
 	size_t nparts;
 	char (*psha)[65];          /* SHA-256 of each part PUT */
@@ -156,22 +155,32 @@ static int join_script(struct mb_buf *b, const struct up *u, size_t from,
 		       size_t to, bool last)
 {
 	char part[24], first[24], size[24], mode[24] = "-";
-	const char *argv[7 + ROUND_MAX];
+	char root[MB_PATH_MAX];
+	const char *argv[8 + ROUND_MAX];
 	snprintf(part, sizeof(part), "%u", MBFS_CHUNK);
 	snprintf(first, sizeof(first), "%zu", from);
 	snprintf(size, sizeof(size), "%" PRIu64, u->len);
 	if (u->mode)
 		snprintf(mode, sizeof(mode), "%o", u->mode & 07777);
-	argv[0] = u->dir;
-	argv[1] = u->tmp;
-	argv[2] = part;
-	argv[3] = first;
-	argv[4] = last ? u->rpath : "-";
-	argv[5] = last ? size : "-";
-	argv[6] = mode;
+	/* no symlink below the mounted directory on the way to the target;
+	 * a target outside it (recover.c) has only its own directory */
+	size_t rl = strlen(u->fs->root);
+	if (strncmp(u->rpath, u->fs->root, rl) == 0 && u->rpath[rl] == '/')
+		snprintf(root, sizeof(root), "%s", u->fs->root);
+	else
+		snprintf(root, sizeof(root), "%.*s",
+			 (int)(strrchr(u->rpath, '/') - u->rpath), u->rpath);
+	argv[0] = root;
+	argv[1] = u->dir;
+	argv[2] = u->tmp;
+	argv[3] = part;
+	argv[4] = first;
+	argv[5] = last ? u->rpath : "-";
+	argv[6] = last ? size : "-";
+	argv[7] = mode;
 	for (size_t i = from; i < to; i++)
-		argv[7 + i - from] = u->psha[i];
-	return mbfs_sh_cmd(b, mbfs_sh_join, argv, 7 + to - from);
+		argv[8 + i - from] = u->psha[i];
+	return mbfs_sh_cmd(b, mbfs_sh_join, argv, 8 + to - from);
 }
 
 /* Run the join of parts [from, to) once. Exit status 3: a part is
@@ -192,7 +201,11 @@ static int join_once(struct up *u, size_t from, size_t to, bool last,
 	mb_buf_release(&b);
 	if (rc)
 		return rc;
-	if (!mbfs_exec_ok(&res)) {
+	if (res.has_exit_code && res.exit_code == MBFS_NS_REFUSED) {
+		rc = mb_err_set(err, ELOOP, "refused to save '%s': a directory "
+				"on its path is a symlink on the sandbox, which "
+				"leads out of the mounted directory", u->rpath);
+	} else if (!mbfs_exec_ok(&res)) {
 		rc = res.has_exit_code && res.exit_code == 3 ? -EIO
 			: mbfs_stderr_errno(res.errout);
 		mb_err_set(err, -rc, "cannot assemble '%s' on the guest: %.200s",
@@ -410,7 +423,7 @@ static int put_large(struct up *u, bool want, char sha[65], struct mb_err *err)
 		return mb_err_set(err, EIO, "no random bytes");
 	const char *slash = strrchr(u->rpath, '/');
 	int dl = slash ? (int)(slash - u->rpath) : 0;
-	snprintf(u->dir, sizeof(u->dir), STAGE_DIR "/%s", hex);
+	snprintf(u->dir, sizeof(u->dir), "/tmp/" MBFS_STAGING_PREFIX "-%s", hex);
 	if (snprintf(u->tmp, sizeof(u->tmp), "%.*s/" MBFS_STAGING_PREFIX "-%s",
 		     dl, u->rpath, hex) >= (int)sizeof(u->tmp))
 		return mb_err_set(err, ENAMETOOLONG, "path too long");
@@ -434,9 +447,12 @@ static int put_large(struct up *u, bool want, char sha[65], struct mb_err *err)
 	}
 	for (unsigned tries = 0;;) {
 		bound(u);
-		/* recursive: repeating it is harmless, and /tmp/.mbfs-up
-		 * comes with it */
-		rc = mb_fs_mkdir(fs->client, &fs->ident, u->dir, true, 0700, err);
+		/* a fresh name of ours, made here: the mkdir fails on one
+		 * taken (even by a symlink); a repeat after an unconfirmed
+		 * one finds it made */
+		rc = mb_fs_mkdir(fs->client, &fs->ident, u->dir, false, 0700, err);
+		if (rc == -EEXIST && tries > 0)
+			rc = 0;
 		if (rc == 0 || !again(u, err, &tries))
 			break;
 		mb_err_clear(err);

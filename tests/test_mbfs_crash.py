@@ -221,7 +221,7 @@ def test_kill9_during_large_upload_leaves_nothing_behind(service, container, nee
     # wait until a part is on the sandbox (the delay is applied after it)
     staged = ""
     for _ in range(600):
-        staged = sh(service, container, "ls /tmp/.mbfs-up/* 2>/dev/null || true")
+        staged = sh(service, container, "ls /tmp/.mbfs-up-*/* 2>/dev/null || true")
         if "p.0" in staged:
             break
         threading.Event().wait(0.1)
@@ -233,7 +233,7 @@ def test_kill9_during_large_upload_leaves_nothing_behind(service, container, nee
     m2 = mount_with(service, container, cache_dir)
     try:
         assert guest_sha(service, container, "/workspace/" + name) == sha(data)
-        assert sh(service, container, "ls -A /tmp/.mbfs-up 2>/dev/null || true") == ""
+        assert sh(service, container, "ls -d /tmp/.mbfs-up-* 2>/dev/null || true") == ""
         assert ".mbfs-up" not in sh(service, container, "ls -A /workspace")
     finally:
         finish(m2)

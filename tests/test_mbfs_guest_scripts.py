@@ -114,7 +114,7 @@ def sums(data, size=1000):
 
 def join(run, d, a, first, target, data, hashes, size=1000, mode="-"):
     """join.sh as xfer_up.c calls it: target None for a round."""
-    return run("join", str(d), str(a), str(size), str(first),
+    return run("join", str(a.parent), str(d), str(a), str(size), str(first),
                "-" if target is None else str(target),
                "-" if target is None else str(len(data)), mode, *hashes)
 
@@ -165,7 +165,7 @@ def test_join_without_openssl_uses_sha256sum(tmp_path):
     env = dict(os.environ, LC_ALL="C", PATH=str(tools))
 
     def go(*hashes):
-        return subprocess.run([DASH, os.path.join(GUEST, "join.sh"), str(d),
+        return subprocess.run([DASH, os.path.join(GUEST, "join.sh"), str(tmp_path), str(d),
                                str(tmp_path / ".mbfs-up-5"), "1000", "0", str(t),
                                str(len(data)), "-"] + list(hashes),
                               capture_output=True, text=True, timeout=60, env=env)
@@ -264,7 +264,7 @@ def test_touch_groups_and_failure_marks(run, tmp_path):
     os.symlink("nowhere", tmp_path / "l")
     (tmp_path / "f").write_bytes(b"")
     before_c = times(tmp_path / "c")
-    p = run("touch",
+    p = run("touch", str(tmp_path),
             # equal times: one touch for both paths
             "@1000000000.500000000", "@1000000000.500000000", "2", "0 1",
             str(tmp_path / "a"), str(tmp_path / "b"),
@@ -435,7 +435,10 @@ def apply_batch(run, tmp_path, lines, files):
     parts = tmp_path / "up"
     parts.mkdir(exist_ok=True)
     (parts / "b.00000").write_bytes(buf.getvalue())
-    return run("apply", str(parts / "b"), "1", str(tmp_path / "root" / ".mbfs-up-1"), "-")
+    # PREV names a report (none there): "-", a mount's first batch, would
+    # sweep this machine's /tmp for staging
+    return run("apply", str(parts / "b"), "1", str(tmp_path / "root" / ".mbfs-up-1"),
+               str(parts / "none.done"))
 
 
 @pytest.fixture(params=["perl", "no-perl"])

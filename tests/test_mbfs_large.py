@@ -30,8 +30,9 @@ def requests(service, route):
 
 def no_staging(service, container):
     assert ".mbfs-up-" not in sh(service, container, "ls -A /workspace")
-    left = sh(service, container, "ls -A /tmp/.mbfs-up 2>/dev/null || true").split()
-    assert not [n for n in left if not n.startswith("wb-")], left
+    # an upload's parts are in a directory of its own, /tmp/.mbfs-up-HEX
+    left = sh(service, container, "ls -d /tmp/.mbfs-up-* 2>/dev/null || true").split()
+    assert not left, left
 
 
 def write_like_dd(path, data):

@@ -345,18 +345,20 @@ def daemon_unmount(mnt, pid):
     os.rmdir(mnt)
 
 
-def provoke_warning(service, mnt):
-    """A chmod the service refuses: one warning line naming the file."""
-    name = unique("denied")
-    write_file(os.path.join(mnt, name), b"x")
-    # on the sandbox first: the chmod of a new file still queued (write-back)
-    # travels with it, with no request of its own
-    status_wait(mnt)
-    service.fault(route="PATCH /containers/files/chmod", count=1, status=403,
-                  error="file_access_denied", match=urllib.parse.quote(name))
+def provoke_warning(service, container, mnt):
+    """A chmod refused because the sandbox swapped the file's directory
+    (still shown by the mount) for a symlink: one warning line naming the
+    file."""
+    d = unique("swapped")
+    name = d + "/" + unique("denied")
+    sh(service, container, "mkdir -p /workspace/%s /root/%s && echo x > /workspace/%s && "
+       "echo x > /root/%s" % (d, d, name, name))
+    assert os.listdir(os.path.join(mnt, d))
+    sh(service, container, "rm -rf /workspace/%s && ln -s /root/%s /workspace/%s" % (d, d, d))
     with pytest.raises(OSError) as e:
         os.chmod(os.path.join(mnt, name), 0o640)
-    assert e.value.errno == errno.EACCES
+    assert e.value.errno == errno.ELOOP
+    sh(service, container, "rm -rf /workspace/%s /root/%s" % (d, d))
     return name
 
 
@@ -364,7 +366,7 @@ def test_daemon_logs_to_log_file(service, container, need_fuse, tmp_path):
     log = tmp_path / "mbfs.log"
     mnt, pid = daemon_mount(service, container, ["log_file=%s" % log])
     try:
-        name = provoke_warning(service, mnt)
+        name = provoke_warning(service, container, mnt)
     finally:
         daemon_unmount(mnt, pid)
     text = log.read_text()
@@ -379,7 +381,7 @@ def test_daemon_without_syslog_logs_in_the_cache_directory(service, container, n
     cache = tmp_path / "cache"
     mnt, pid = daemon_mount(service, container, ["cache_dir=%s" % cache])
     try:
-        name = provoke_warning(service, mnt)
+        name = provoke_warning(service, container, mnt)
     finally:
         daemon_unmount(mnt, pid)
     text = (cache / "mbfs.log").read_text()

@@ -2,7 +2,8 @@
 # apply.sh: put a batch of small files in place (write-back, fuse/wbsend.c).
 #
 # Usage: apply.sh PARTS NPARTS STAGE PREV
-# PARTS.00000 ... (NPARTS of them, in the guest's /tmp/.mbfs-up) are the
+# PARTS.00000 ... (NPARTS of them, in the mount's own private directory
+# /tmp/.mbfs-wb-RANDOM, which must be a directory, not a symlink) are the
 # 1 MiB pieces of one tar archive that mbfs PUT: a member "list", then
 # for each file a member "G/NAME" carrying its mode and mtime. list starts
 # with a line "mMODE DIR" for each directory to make (an absolute guest
@@ -32,9 +33,34 @@
 # batch, no longer needed. Exits 0 with a report; 3 when a part is
 # missing; 1 on any other failure (tar's message on stderr). STAGE and
 # the parts are removed in every case.
+#
+# The first batch of a mount (PREV "-") also sweeps the staging that
+# killed mounts left in /tmp and no journal names any more: every upload
+# directory (.mbfs-up-*), batch directory (.mbfs-wb-*) and the legacy
+# /tmp/.mbfs-up of older versions in which nothing changed for an hour
+# (a live mount's, mid-transfer, changes with every part), and the
+# legacy wb-*.done reports an hour old; never through a symlink.
 export LC_ALL=C
 p=$1 np=$2 sd=$3 prev=$4
-[ "$prev" = - ] || rm -f -- "$prev"
+if [ -L "${p%/*}" ] || ! [ -d "${p%/*}" ]; then
+	echo "the batch directory '${p%/*}' is not a directory of ours" >&2
+	exit 1
+fi
+if [ "$prev" = - ]; then
+	for x in /tmp/.mbfs-up /tmp/.mbfs-up-* /tmp/.mbfs-wb-*; do
+		if [ "$x" = "${p%/*}" ] || [ -L "$x" ] || ! [ -d "$x" ]; then
+			continue
+		fi
+		if [ -z "$(find "$x" -mmin -60 -print 2>/dev/null | head -n 1)" ]; then
+			rm -rf -- "$x"
+		elif [ "$x" = /tmp/.mbfs-up ]; then
+			find "$x" -maxdepth 1 -name 'wb-*.done' -mmin +60 \
+				-exec rm -f -- {} + 2>/dev/null
+		fi
+	done
+else
+	rm -f -- "$prev"
+fi
 cleanup() {
 	rm -rf -- "$sd"
 	rm -f -- "$p".[0-9]*

@@ -1,7 +1,7 @@
 #!/bin/sh
 # join.sh: place parts of a large upload in the file that replaces its target; the last call renames it over the target.
 #
-# Usage: join.sh DIR TMP PART FIRST TARGET SIZE MODE SHA256...
+# Usage: join.sh ROOT DIR TMP PART FIRST TARGET SIZE MODE SHA256...
 # Checks DIR/p.FIRST, the next part and so on (mbfs PUT them as
 # DIR/p.00000, p.00001, ..., PART bytes each but the last) against the
 # SHA256s (hex, one per part, in order; none: no part), then writes them
@@ -22,16 +22,35 @@
 # writes the same bytes, and mbfs repeats the last call whose answer was
 # lost only after finding TARGET without the new content.
 #
+# Nothing is written through a symlink: each call first checks that DIR
+# is a directory (not a symlink, nor in one: the sandbox may plant one to
+# steer the parts), exit 3 otherwise; and that no directory between ROOT
+# (the mounted directory's guest path, which may be a symlink itself) and
+# TMP, nor TMP, is a symlink (the sandbox swapped one in: the file would
+# land outside the mounted directory): exit 4, with a line naming TMP.
+#
 # LC_ALL=C: the messages stay the English ones mbfs maps to errno.
 export LC_ALL=C
 umask 077
-d=$1 a=$2 part=$3 first=$4 t=$5 size=$6 mode=$7
-shift 7
-cd "$d" || exit 1
+root=$1 d=$2 a=$3 part=$4 first=$5 t=$6 size=$7 mode=$8
+shift 8
 bad() {
 	echo "$1" >&2
 	exit 3
 }
+s=$a
+while [ "${#s}" -gt "${#root}" ]; do
+	if [ -L "$s" ]; then
+		echo "mbfs: refused '$a': Too many levels of symbolic links" \
+			"(a directory on its path is a symlink)" >&2
+		exit 4
+	fi
+	s=${s%/*}
+done
+if [ -L "$d" ] || [ -L "${d%/*}" ] || ! [ -d "$d" ]; then
+	bad "the staging directory '$d' is missing or not a directory of ours"
+fi
+cd "$d" || exit 1
 # each turn takes one checksum from the front and appends the part's
 # name: at the end only the names are left
 i=$first want=

@@ -1,14 +1,20 @@
 #!/bin/sh
 # touch.sh: set the times of a batch of guest files (mbfs's utimens, sent in one exec).
 #
-# Usage: touch.sh [ATIME MTIME COUNT MARK PATH...]...
-# A list of groups. Each sets the access and modification times of its
+# Usage: touch.sh ROOT [ATIME MTIME COUNT MARK PATH...]...
+# ROOT is the guest path of the mounted directory ("" for /), then a list
+# of groups. Each sets the access and modification times of its
 # COUNT PATHs with `touch -c -h` (no file is created, a symlink is changed
 # itself): ATIME and MTIME are touch -d values (@SECONDS.NANOSECONDS), or
 # - to leave that time alone. When a group's touch fails, prints
 #   !mbfs-touch-failed MARK
 # (MARK: mbfs's numbers for the group's items, for fuse/touch.c to tell
 # which failed) and goes on with the next group; stderr has touch's message.
+# A PATH below ROOT that passes through a symlink on its way there (a
+# directory the sandbox swapped for one) would change a file outside the
+# mounted directory: it is left alone and reported on its own, as
+#   !mbfs-touch-failed ITEM
+# (ITEM: its number in MARK) with a line on stderr naming it.
 # Exits 0 when the arguments were read to the end, whatever failed.
 #
 # Paths with the same times share one group, so one touch process serves
@@ -18,7 +24,31 @@
 # The for loop walks the arguments as they were when it started, so inside
 # it "$@" is free to collect the current group's paths (in time that grows
 # with the square of a group's size: mbfs sends at most 256 paths a group).
+# Is a directory between ROOT and $1 (not $1 itself) a symlink?
+swapped() {
+	s=${1%/*}
+	while [ "${#s}" -gt "${#root}" ]; do
+		[ -L "$s" ] && return 0
+		s=${s%/*}
+	done
+	return 1
+}
 apply() {
+	# the paths a swapped directory leads out of the mount are dropped
+	ks="$k "
+	c=$#
+	for x do
+		ki=${ks%% *} ks=${ks#* }
+		if swapped "$x"; then
+			echo "!mbfs-touch-failed $ki"
+			echo "mbfs: refused '$x': Too many levels of symbolic" \
+				"links (a directory on its path is a symlink)" >&2
+		else
+			set -- "$@" "$x"
+		fi
+	done
+	shift "$c"
+	[ $# -gt 0 ] || return 0
 	if [ "$a" = "$m" ]; then
 		[ "$a" = - ] || touch -c -h -d "$a" -- "$@"
 	else
@@ -26,9 +56,10 @@ apply() {
 			{ [ "$m" = - ] || touch -c -h -m -d "$m" -- "$@"; }
 	fi || echo "!mbfs-touch-failed $k"
 }
-st=a
+st=r
 for x do
 	case $st in
+	r) root=$x st=a ;;
 	a) a=$x st=m ;;
 	m) m=$x st=n ;;
 	n) n=$x st=k ;;
