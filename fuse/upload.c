@@ -5,8 +5,10 @@
  * brings the guest's own view back.
  *
  * A file created here (fresh) comes into existence on the guest with this
- * upload: a PUT (a new file is 0600), then the mode asked for at create or
- * chmod when it differs (a file in parts gets it with its last exec). A
+ * upload, with the mode asked for at create or chmod: a file of up to 1 MiB
+ * travels as a batch of one (send_small), a larger one in parts that get
+ * the mode with their last exec (a new file is 0600 otherwise, then a
+ * chmod). A
  * large upload's SHA-256 is left for later (node_int.h, sha_due). A
  * failed upload is an error for close()/fsync();
  * the data is kept under DIR/kept/ and one line names the file (dirty.c).
@@ -15,16 +17,20 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "common/log.h"
+#include "common/util.h"
 #include "fuse/batch.h"
 #include "fuse/cache.h"
 #include "fuse/data.h"
 #include "fuse/node_int.h"
 #include "fuse/remote.h"
 #include "fuse/wbq.h"
+#include "fuse/wbsend.h"
+#include "fuse/xfer_int.h"
 
 struct written {
 	uint64_t size;
@@ -40,6 +46,48 @@ static void apply_written(struct stat *st, const void *arg)
 	st->st_mtim.tv_nsec = 0;
 	st->st_ctim = st->st_mtim;
 	st->st_atim = st->st_mtim;
+}
+
+/* A file of up to 1 MiB goes as a batch of one (wbsend.h): its PUT lands
+ * in the mount's private staging, and apply.sh places it only when no
+ * directory on its way is a symlink, so a directory the sandbox swapped
+ * for a link leads nothing out of the mount (a PUT to the path itself
+ * would follow it, contract §4.3). mode: a new file's, or 0 for the one
+ * it replaces. sha: our bytes' hash. 0 or -errno (logged). */
+static int send_small(struct mbfs *fs, struct mbfs_node *n, const char *path,
+		      uint64_t size, unsigned mode, time_t mtime, char sha[65],
+		      struct mb_err *err)
+{
+	struct mbfs_wbfile f;
+	memset(&f, 0, sizeof(f));
+	if (!mode) {
+		struct stat st;
+		mode = mbfs_cache_getattr(fs, path, &st) == 0 &&
+		       S_ISREG(st.st_mode) ? st.st_mode & 07777 : 0600;
+	}
+	f.path = strdup(path);
+	f.data = malloc(size ? size : 1);
+	f.len = (size_t)size;
+	f.mode = mode;
+	f.mtime = mtime;
+	int rc = f.path && f.data ? mbfs_pread_all(n->fd, f.data, f.len, 0)
+				  : -ENOMEM;
+	if (rc) {
+		mb_err_set(err, -rc, "cannot read the local copy of '%s': %s",
+			   path, strerror(-rc));
+	} else {
+		mb_sha256_hex(f.data, f.len, sha);
+		rc = mbfs_wbsend(fs, &f, 1, NULL, 0, err);
+		if (!rc && f.rc) {
+			rc = f.rc;
+			mb_err_set(err, -rc, "cannot save '%s' on the guest: %s",
+				   path, f.why[0] ? f.why : strerror(-rc));
+			mb_log(MB_LOG_WARN, "%s", err->msg);
+		}
+	}
+	free(f.path);
+	free(f.data);
+	return rc;
 }
 
 int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
@@ -72,15 +120,21 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 	/* a large file's hash is a pass over all of it that recovery needs
 	 * only if the copy changes again: worked out then (dirty.c) */
 	bool due = size > MBFS_CHUNK;
-	if (!rc)
+	time_t now = time(NULL);
+	if (!rc && !due && mbfs_wbsend_fits(path)) {
+		rc = send_small(fs, n, path, size, fresh ? mode : 0, now, sha,
+				&err);
+		give = 0;   /* the batch gave it */
+	} else if (!rc) {
 		rc = mbfs_xfer_upload(fs, path, n->fd, size, &give,
 				      due ? NULL : sha, &err);
+	}
 	if (rc) {
 		mbfs_cache_invalidate(fs->cache, path);
 		mbfs_node_keep(fs, n, path, version, rc, &err);
 		return rc;
 	}
-	struct written w = { size, time(NULL) };
+	struct written w = { size, now };
 	/* times set while it was waiting for write-back (wbnode.c) follow
 	 * the upload, which moved them */
 	pthread_mutex_lock(&fs->nodes_lock);

@@ -117,7 +117,6 @@ static int tar_member(struct mb_buf *b, const char *prefix, const char *name,
 }
 
 /* Files sorted by directory (then by arrival): one group per directory. */
-static const struct mbfs_wbfile *sort_base;
 
 static size_t dir_len(const char *path)
 {
@@ -125,10 +124,11 @@ static size_t dir_len(const char *path)
 	return slash ? (size_t)(slash - path) : 0;
 }
 
-static int by_dir(const void *a, const void *b)
+static int by_dir(const void *a, const void *b, void *base)
 {
+	const struct mbfs_wbfile *v = base;
 	size_t i = *(const size_t *)a, j = *(const size_t *)b;
-	const char *p = sort_base[i].path, *q = sort_base[j].path;
+	const char *p = v[i].path, *q = v[j].path;
 	size_t pl = dir_len(p), ql = dir_len(q);
 	int c = memcmp(p, q, pl < ql ? pl : ql);
 	if (!c && pl != ql)
@@ -392,8 +392,7 @@ int mbfs_wbsend(struct mbfs *fs, struct mbfs_wbfile *v, size_t n,
 		dv[i].rc = 0;
 		dv[i].why[0] = '\0';
 	}
-	sort_base = v;   /* the flusher is the only caller */
-	qsort(order, n, sizeof(*order), by_dir);
+	qsort_r(order, n, sizeof(*order), by_dir, v);
 	if (mb_random_hex(hex, 8)) {
 		rc = mb_err_set(err, EIO, "no random bytes");
 		goto out;

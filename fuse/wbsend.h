@@ -14,7 +14,9 @@
  * on the guest for long (journal.h, mbfs_xfer_sweep).
  *
  * Knows nothing of nodes or of the queue: it moves bytes and reports per
- * file. Called by the write-back flusher only (one batch at a time).
+ * file. Called by the write-back flusher, and by a node's own upload of a
+ * file of up to 1 MiB (fsync, sync_close: a batch of one, so that the
+ * guest checks its way as for any batch); two batches may run at once.
  */
 #ifndef MBFS_WBSEND_H
 #define MBFS_WBSEND_H

@@ -182,38 +182,34 @@ def test_rename_keeps_queued_times(service, container, mount):
         ["1240000000", "1250000000"]
 
 
-def test_create_costs_no_exec_and_empty_file_lands(service, container, need_fuse):
-    """sync_close: close() uploads the new file, with a PUT and no command
-    (write-back sends it in a batch: the test after this one)."""
+def test_create_costs_one_batch_and_empty_file_lands(service, container, need_fuse):
+    """sync_close: close() sends the new file at once, as a batch of one
+    (an archive PUT into the mount's staging and the command that places
+    it, mode included), so that the guest checks its way; no stat, no
+    chmod (write-back batches many: the test after this one)."""
     m = mbtest.Mount(service, container, writeback=False)
     try:
-        create_costs_no_exec(service, container, m)
+        create_costs_one_batch(service, container, m)
     finally:
         assert m.unmount() == 0, m.log()
     assert not mbtest.sanitizer_report(m.log()), m.log()
 
 
-def create_costs_no_exec(service, container, mount):
+def create_costs_one_batch(service, container, mount):
     d = mount.path(unique("new"))
     os.mkdir(d)
+    write_file(os.path.join(d, "warm"), b"w")   # the staging directory is made (once)
     p = os.path.join(d, "empty")
-    service.reset_stats()
-    r = subprocess.run("umask 077 && : > '%s'" % p, shell=True)
-    assert r.returncode == 0
-    assert requests(service, EXEC) == 0
-    assert requests(service, STAT) == 0
-    assert requests(service, PUT) == 1
-    assert requests(service, "PATCH /containers/files/chmod") == 0   # 0600 as PUT makes it
-    assert sh(service, container, "stat -c '%F %s %a' " + rel(mount, p)).strip() == \
-        "regular empty file 0 600"
-    assert os.path.getsize(p) == 0
-    # another mode: one chmod after the PUT
-    service.reset_stats()
-    r = subprocess.run("umask 022 && : > '%s'" % (p + "2"), shell=True)
-    assert r.returncode == 0
-    assert requests(service, PUT) == 1 and requests(service, "PATCH /containers/files/chmod") == 1
-    assert requests(service, EXEC) == 0
-    assert sh(service, container, "stat -c '%a %s' " + rel(mount, p + "2")).split() == ["644", "0"]
+    for umask, mode in (("077", "600"), ("022", "644")):
+        service.reset_stats()
+        r = subprocess.run("umask %s && : > '%s'" % (umask, p + mode), shell=True)
+        assert r.returncode == 0
+        assert requests(service, PUT) == 1 and requests(service, EXEC) == 1, service.stats()
+        assert requests(service, STAT) == 0
+        assert requests(service, "PATCH /containers/files/chmod") == 0
+        assert sh(service, container, "stat -c '%F %s %a' " + rel(mount, p + mode)).strip() == \
+            "regular empty file 0 " + mode
+        assert os.path.getsize(p + mode) == 0
 
 
 def test_empty_files_created_go_in_write_back_batches(service, container, wbmount):
