@@ -138,3 +138,29 @@ bench: deps
 
 clean:
 	rm -rf build fuse/mbfs shim/mbexec $(TOOL_SRC:tests/tools/%.c=tests/%)
+
+# Unit tests of the parsers of guest and server output (tests/unit/): one
+# program per parser, linking only the objects named here and
+# libmbcommon; no service, no mount. Run from the top of the tree (they
+# read their real outputs from tests/fuzz/seeds/).
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/unit/%)
+COMMON_LIBS = $(shell pkg-config --libs libcurl libcjson libcrypto 2>/dev/null)
+UNIT_OBJ_test_packparse := $(OBJ)/fuse/packparse.o
+UNIT_OBJ_test_tarread := $(OBJ)/fuse/tarread.o $(OBJ)/fuse/fdio.o
+UNIT_OBJ_test_report := $(OBJ)/fuse/report.o
+UNIT_OBJ_test_sse :=
+UNIT_OBJ_test_mbxreport := $(OBJ)/shim/guest.o $(OBJ)/shim/result.o \
+                           $(OBJ)/gen/guest_sh.o
+
+.PHONY: unit fuzz
+
+unit: $(UNIT_BIN)
+	@set -e; for t in $(UNIT_BIN); do $$t; done
+
+-include $(UNIT_SRC:%.c=$(OBJ)/%.d)
+
+.SECONDEXPANSION:
+$(O)/tests/unit/%: $(OBJ)/tests/unit/%.o $$(UNIT_OBJ_$$*) $(LIBCOMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(UNIT_OBJ_$*) $(LIBCOMMON) $(COMMON_LIBS)

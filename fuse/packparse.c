@@ -56,7 +56,7 @@ static int number(const char *s, unsigned base, uint64_t max, uint64_t *out)
 		return -1;
 	for (; *s; s++) {
 		unsigned d = (unsigned)(*s - '0');
-		if (*s < '0' || d >= base || v > (max - d) / base)
+		if (*s < '0' || d >= base || d > max || v > (max - d) / base)
 			return -1;
 		v = v * base + d;
 	}

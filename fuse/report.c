@@ -16,7 +16,7 @@ static int dec(const char **s, uint64_t max, uint64_t *out)
 		return -1;
 	for (; *p >= '0' && *p <= '9'; p++) {
 		unsigned d = (unsigned)(*p - '0');
-		if (v > (max - d) / 10)
+		if (d > max || v > (max - d) / 10)
 			return -1;
 		v = v * 10 + d;
 	}
@@ -70,13 +70,13 @@ int mbfs_xfer_numbers(const char *s, size_t max, uint64_t **v, size_t *n)
 int mbfs_report_cut_head(const char *out, size_t *len, uint64_t *size,
 			 struct mb_err *err)
 {
-	const char *p = out ? out : "";
+	const char *start = out ? out : "", *p = start;
 	uint64_t sz, ino, mt;
 	if (dec_then(&p, ' ', NUM_MAX, &sz) || dec_then(&p, ' ', NUM_MAX, &ino) ||
 	    dec(&p, NUM_MAX, &mt) || (*p && *p != '\n'))
 		return mb_err_set(err, EIO, "split.sh's first line is not "
 				  "\"SIZE INODE MTIME\"");
-	*len = (size_t)(p - out);
+	*len = (size_t)(p - start);
 	*size = sz;
 	return 0;
 }
