@@ -248,6 +248,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             time.sleep(fault.delay_ms / 1000.0)
         if fault is not None and fault.reset:
             resp.reset_after = fault.after_bytes
+        if fault is not None and fault.corrupt and resp.stream is None and resp.status < 300:
+            resp.body = fault.corrupt_body(resp.body)
         if svc.latency_ms:
             time.sleep(svc.latency_ms / 1000.0)
         if counted:
