@@ -152,7 +152,7 @@ clean:
 # libmbcommon; no service, no mount. Run from the top of the tree (they
 # read their real outputs from tests/fuzz/seeds/).
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
-UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/unit/%)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(OBJ)/unit/%)
 COMMON_LIBS = $(shell pkg-config --libs libcurl libcjson libcrypto 2>/dev/null)
 UNIT_OBJ_test_packparse := $(OBJ)/fuse/packparse.o
 UNIT_OBJ_test_tarread := $(OBJ)/fuse/tarread.o $(OBJ)/fuse/fdio.o
@@ -168,7 +168,7 @@ unit: $(UNIT_BIN)
 -include $(UNIT_SRC:%.c=$(OBJ)/%.d)
 
 .SECONDEXPANSION:
-$(O)/tests/unit/%: $(OBJ)/tests/unit/%.o $$(UNIT_OBJ_$$*) $(LIBCOMMON)
+$(OBJ)/unit/%: $(OBJ)/tests/unit/%.o $$(UNIT_OBJ_$$*) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $< $(UNIT_OBJ_$*) $(LIBCOMMON) $(COMMON_LIBS)
 

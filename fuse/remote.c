@@ -297,12 +297,10 @@ int mbfs_remote_sha256(struct mbfs *fs, const char *rpath, char hex[65])
 	mb_buf_release(&b);
 	if (rc)
 		return mbfs_fail(fs, rc, &err);
-	if (!mbfs_exec_ok(&res) || res.out_len < 64)
+	if (!mbfs_exec_ok(&res))
 		rc = mbfs_stderr_errno(res.errout);
-	else {
-		memcpy(hex, res.out, 64);
-		hex[64] = '\0';
-	}
+	else if ((rc = mbfs_report_sha256(res.out, res.out_len, hex, &err)))
+		mb_log(MB_LOG_WARN, "sha256 of '%s': %s", rpath, err.msg);
 	mb_exec_result_release(&res);
 	return rc;
 }

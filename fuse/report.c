@@ -199,3 +199,21 @@ int mbfs_report_apply(const char *out,
 		return mb_err_set(err, EIO, "apply.sh's report has no \"ok\" line");
 	return 0;
 }
+
+int mbfs_report_sha256(const char *out, size_t len, char hex[65],
+		       struct mb_err *err)
+{
+	/* GNU sha256sum starts the line with a backslash when it escapes
+	 * the name (a newline or a backslash in it) */
+	if (out && len && out[0] == '\\') {
+		out++;
+		len--;
+	}
+	if (!out || len < 65 || strspn(out, "0123456789abcdef") != 64 ||
+	    out[64] != ' ')
+		return mb_err_set(err, EIO, "sha256sum's answer is not \"HEX  "
+				  "PATH\"");
+	memcpy(hex, out, 64);
+	hex[64] = '\0';
+	return 0;
+}

@@ -1,5 +1,5 @@
 /* report.h: what the guest scripts print (split.sh, pack.sh, statfs.sh,
- * apply.sh), checked and decoded. Pure: no mount state, no I/O, no
+ * apply.sh, sha256sum), checked and decoded. Pure: no mount state, no I/O, no
  * threads, no logging; each parser fills a struct mb_err naming what it
  * did not understand (never the text itself), and the caller logs it.
  */
@@ -50,6 +50,12 @@ int mbfs_report_pack(const char *out, size_t max, uint64_t max_total,
  * a data line is "NAME BLOCKS USED AVAIL ...". 0, or -EIO when there is
  * no data line or one with a number that does not fit. */
 int mbfs_report_df(const char *out, struct statvfs *sv, struct mb_err *err);
+
+/* sha256sum's line "HEX  PATH" in out[0, len) (or "\HEX  ESCAPED-PATH"):
+ * its 64 lowercase hex digits into hex (NUL-ended). 0, or -EIO when out
+ * does not start with them and a space. */
+int mbfs_report_sha256(const char *out, size_t len, char hex[65],
+		       struct mb_err *err);
 
 /* apply.sh's report: "y I WHY" per directory not made, "x I WHY" per file
  * not put in place, then "ok COUNT". fn(ud, kind, I, why, whylen) for each

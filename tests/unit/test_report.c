@@ -206,8 +206,34 @@ static void apply_report(void)
 		CHECK_INT(apply(bad[i], &m, &count), -EIO);
 }
 
+static void sha256(void)
+{
+	static const char good[] = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934"
+		"ca495991b7852b855  /workspace/a b\n";
+	char hex[65];
+	struct mb_err err;
+	CHECK_INT(mbfs_report_sha256(good, sizeof(good) - 1, hex, &err), 0);
+	CHECK_INT(strlen(hex), 64);
+	CHECK_INT(hex[63], '5');
+	for (size_t k = 0; k < 65; k++)
+		CHECK_INT(mbfs_report_sha256(good, k, hex, &err), -EIO);
+	char bad[sizeof(good)];
+	memcpy(bad, good, sizeof(good));
+	bad[10] = 'G';
+	CHECK_INT(mbfs_report_sha256(bad, sizeof(bad) - 1, hex, &err), -EIO);
+	memcpy(bad, good, sizeof(good));
+	bad[64] = 'x';
+	CHECK_INT(mbfs_report_sha256(bad, sizeof(bad) - 1, hex, &err), -EIO);
+	CHECK_INT(mbfs_report_sha256(NULL, 0, hex, &err), -EIO);
+	bad[0] = '\\';
+	memcpy(bad + 1, good, sizeof(good) - 1);
+	CHECK_INT(mbfs_report_sha256(bad, sizeof(bad) - 1, hex, &err), 0);
+	CHECK_INT(hex[0], 'e');
+}
+
 int main(void)
 {
+	sha256();
 	numbers();
 	cut();
 	pack_report();
