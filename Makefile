@@ -161,7 +161,6 @@ UNIT_OBJ_test_sse :=
 UNIT_OBJ_test_mbxreport := $(OBJ)/shim/guest.o $(OBJ)/shim/result.o \
                            $(OBJ)/gen/guest_sh.o
 
-
 unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do $$t; done
 
@@ -184,7 +183,7 @@ CHECK_FUZZ_SECONDS ?= 4
 FUZZ_DIR     := build/fuzz
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS   = -std=gnu11 $(WARN) -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
-                -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE -pthread -I. $(PKG_CFLAGS)
+                -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE -pthread -I. $(PKG_CFLAGS) -MMD -MP
 FUZZ_TARGETS := pack tar numbers report_cut report_pack report_df report_apply \
                 sse job_json mbx_report
 FUZZ_BIN     := $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
@@ -200,6 +199,8 @@ FUZZ_WHICH_report_df := 3
 FUZZ_WHICH_report_apply := 4
 $(foreach t,numbers report_cut report_pack report_df report_apply,\
   $(eval FUZZ_MAIN_$(t) := $(FUZZ_DIR)/obj/fuzz_report_$(t).o $(FUZZ_DIR)/obj/fuse/report.o))
+
+-include $(shell find $(FUZZ_DIR)/obj -name '*.d' 2>/dev/null)
 
 $(FUZZ_DIR)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

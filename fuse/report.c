@@ -40,11 +40,11 @@ static int dec_then(const char **s, char c, uint64_t max, uint64_t *out)
 int mbfs_xfer_numbers(const char *s, size_t max, uint64_t **v, size_t *n)
 {
 	size_t k = 0, cap = 16;
+	*v = NULL;
+	*n = 0;
 	uint64_t *a = malloc(cap * sizeof(*a));
 	if (!a)
 		return -ENOMEM;
-	*v = NULL;
-	*n = 0;
 	while (s && *(s += strspn(s, "\n"))) {
 		uint64_t x;
 		if (k == max || dec_then(&s, '\0', NUM_MAX, &x)) {

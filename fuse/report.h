@@ -14,9 +14,9 @@
 
 #include "common/err.h"
 
-/* The decimal numbers at the start of s, one a line (empty lines
- * skipped), to its end: *v (malloc'd, also when *n is 0: the caller frees
- * it) and *n. 0, -ENOMEM, or -EIO (nothing in *v) when a line is not one
+/* The decimal numbers of s, one a line (empty lines skipped), to its end:
+ * *v (malloc'd, also when *n is 0: the caller frees it) and *n. 0, or
+ * -ENOMEM or -EIO with *v NULL and *n 0: -EIO when a line is not one
  * number of at most 2^63 - 1 or there are more than max. */
 int mbfs_xfer_numbers(const char *s, size_t max, uint64_t **v, size_t *n);
 
