@@ -49,13 +49,11 @@ static int put_one(void *ud, const char *rel, struct mb_entry_list *list)
 {
 	struct put *u = ud;
 	char path[MB_PATH_MAX];
-	if (!rel[0])
-		snprintf(path, sizeof(path), "%s", u->base);
-	else if (!mbfs_pack_path(u->base, rel, path)) {
+	if (rel[0] && !mbfs_pack_path(u->base, rel, path)) {
 		mb_entry_list_release(list);
 		return 0;       /* too long for a mount path: not kept */
 	}
-	mbfs_cache_put_listing(u->fs, path, list, u->ctr);
+	mbfs_cache_put_listing(u->fs, rel[0] ? path : u->base, list, u->ctr);
 	return 0;
 }
 
