@@ -1,7 +1,9 @@
 # One top-level Makefile for mbfs (fuse/), mbexec (shim/) and common/.
 # `make` builds fuse/mbfs and shim/mbexec; `make check` installs what is
-# missing and runs the whole pytest suite; `make asan` does the same under
-# AddressSanitizer + UBSan with binaries in build/asan/.
+# missing, runs the parsers' unit tests (`make unit`), fuzzes them briefly
+# (`make fuzz`) and runs the whole pytest suite; `make asan` runs the unit
+# tests and the suite under AddressSanitizer + UBSan with binaries in
+# build/asan/.
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
@@ -49,7 +51,7 @@ LIBCOMMON := $(OBJ)/libmbcommon.a
 
 .SECONDARY:
 
-.PHONY: all deps lint check test asan asan-build install uninstall clean serve demo bench
+.PHONY: all deps lint check test asan asan-build install uninstall clean serve demo bench unit fuzz
 
 all: $(MBFS) $(MBEXEC) $(TOOL_BIN)
 
@@ -95,6 +97,8 @@ deps:
 check: deps
 	$(MAKE) all
 	$(MAKE) lint
+	$(MAKE) unit
+	$(MAKE) fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
 	MB_BIN_DIR=$(CURDIR) $(PYTHON) -m pytest -q $(PYTEST_ARGS) tests
 
 # Every script that runs on the guest (and the one that embeds them) passes
@@ -105,11 +109,15 @@ lint:
 test: all
 	MB_BIN_DIR=$(CURDIR) $(PYTHON) -m pytest -q $(PYTEST_ARGS) tests
 
+ASAN_VARS := O=build/asan CFLAGS="-O1 -g" \
+	SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+
 asan-build:
-	$(MAKE) O=build/asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" CFLAGS="-O1 -g" all
+	$(MAKE) $(ASAN_VARS) all
 
 asan: deps
 	$(MAKE) asan-build
+	$(MAKE) $(ASAN_VARS) unit
 	MB_BIN_DIR=$(CURDIR)/build/asan MB_ASAN=1 \
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -138,3 +146,87 @@ bench: deps
 
 clean:
 	rm -rf build fuse/mbfs shim/mbexec $(TOOL_SRC:tests/tools/%.c=tests/%)
+
+# Unit tests of the parsers of guest and server output (tests/unit/): one
+# program per parser, linking only the objects named here and
+# libmbcommon; no service, no mount. Run from the top of the tree (they
+# read their real outputs from tests/fuzz/seeds/).
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(OBJ)/unit/%)
+COMMON_LIBS = $(shell pkg-config --libs libcurl libcjson libcrypto 2>/dev/null)
+UNIT_OBJ_test_packparse := $(OBJ)/fuse/packparse.o
+UNIT_OBJ_test_tarread := $(OBJ)/fuse/tarread.o $(OBJ)/fuse/fdio.o
+UNIT_OBJ_test_report := $(OBJ)/fuse/report.o
+UNIT_OBJ_test_sse :=
+UNIT_OBJ_test_mbxreport := $(OBJ)/shim/guest.o $(OBJ)/shim/result.o \
+                           $(OBJ)/gen/guest_sh.o
+
+unit: $(UNIT_BIN)
+	@set -e; for t in $(UNIT_BIN); do $$t; done
+
+-include $(UNIT_SRC:%.c=$(OBJ)/%.d)
+
+.SECONDEXPANSION:
+$(OBJ)/unit/%: $(OBJ)/tests/unit/%.o $$(UNIT_OBJ_$$*) $(LIBCOMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(UNIT_OBJ_$*) $(LIBCOMMON) $(COMMON_LIBS)
+
+# Fuzz targets of the same parsers (tests/fuzz/), built with clang's
+# libFuzzer under ASan + UBSan in build/fuzz/; `make fuzz` runs each for
+# FUZZ_SECONDS from its seeds (real outputs, tests/fuzz/seeds/TARGET/;
+# what it finds goes to build/fuzz/corpus/) and fails on any crash, leak
+# or sanitizer report.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 8
+# per target in `make check`
+CHECK_FUZZ_SECONDS ?= 4
+FUZZ_DIR     := build/fuzz
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_CFLAGS   = -std=gnu11 $(WARN) -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
+                -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE -pthread -I. $(PKG_CFLAGS) -MMD -MP
+FUZZ_TARGETS := pack tar numbers report_cut report_pack report_df report_apply \
+                sse job_json mbx_report
+FUZZ_BIN     := $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
+FUZZ_LIBCOMMON := $(FUZZ_DIR)/obj/libmbcommon.a
+FUZZ_OBJ_pack := fuse/packparse.o
+FUZZ_OBJ_tar := fuse/tarread.o fuse/fdio.o
+FUZZ_OBJ_mbx_report := shim/guest.o shim/result.o gen/guest_sh.o
+# the reports share one source: FUZZ_WHICH picks the parser
+FUZZ_WHICH_numbers := 0
+FUZZ_WHICH_report_cut := 1
+FUZZ_WHICH_report_pack := 2
+FUZZ_WHICH_report_df := 3
+FUZZ_WHICH_report_apply := 4
+$(foreach t,numbers report_cut report_pack report_df report_apply,\
+  $(eval FUZZ_MAIN_$(t) := $(FUZZ_DIR)/obj/fuzz_report_$(t).o $(FUZZ_DIR)/obj/fuse/report.o))
+
+-include $(shell find $(FUZZ_DIR)/obj -name '*.d' 2>/dev/null)
+
+$(FUZZ_DIR)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
+
+$(FUZZ_DIR)/obj/gen/guest_sh.o: $(OBJ)/gen/guest_sh.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
+
+$(FUZZ_DIR)/obj/fuzz_report_%.o: tests/fuzz/fuzz_report.c tests/fuzz/fuzz.h fuse/report.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -DFUZZ_WHICH=$(FUZZ_WHICH_$*) -c -o $@ $<
+
+$(FUZZ_LIBCOMMON): $(COMMON_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
+	rm -f $@ && ar rcs $@ $^
+
+$(FUZZ_DIR)/fuzz_%: $$(or $$(FUZZ_MAIN_$$*),$(FUZZ_DIR)/obj/tests/fuzz/fuzz_$$*.o) \
+		    $$(addprefix $(FUZZ_DIR)/obj/,$$(FUZZ_OBJ_$$*)) $(FUZZ_LIBCOMMON)
+	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -pthread -o $@ $^ $(COMMON_LIBS)
+
+fuzz: $(FUZZ_BIN)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		mkdir -p $(FUZZ_DIR)/corpus/$$t; \
+		echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
+		$(FUZZ_DIR)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=8192 \
+			-print_final_stats=0 -artifact_prefix=$(FUZZ_DIR)/ \
+			$(FUZZ_DIR)/corpus/$$t tests/fuzz/seeds/$$t 2>$(FUZZ_DIR)/$$t.log || \
+			{ tail -40 $(FUZZ_DIR)/$$t.log; exit 1; }; \
+	done

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 struct mbfs;
+struct mb_err;
 
 /* base + "/" + rel (a member name, "./" prefixes allowed) into out
  * (MB_PATH_MAX), or false when rel is not a plain relative path below
@@ -18,12 +19,13 @@ struct mbfs;
  * that is upload staging. Never trust the archive. */
 bool mbfs_pack_path(const char *base, const char *rel, char *out);
 
-/* The listings text[0, len) (pack.sh's records) of base and the
- * directories below it: each stored with mbfs_cache_put_listing (unless
- * the write counter moved from ctr), except those holding a name the list
- * route could not return (not UTF-8). 0, or -EIO when the text is not
- * whole records (nothing stored), -ENOMEM. */
+/* The listings text[0, len) (pack.sh's records, fuse/packparse.h) of
+ * base and the directories below it: each stored with
+ * mbfs_cache_put_listing (unless the write counter moved from ctr), except
+ * those holding a name the list route could not return (not UTF-8). 0, or
+ * -EIO with err saying which record is not understood (nothing stored),
+ * -ENOMEM. Logs nothing. */
 int mbfs_pack_listings(struct mbfs *fs, const char *base, const char *text,
-		       size_t len, uint64_t ctr);
+		       size_t len, uint64_t ctr, struct mb_err *err);
 
 #endif

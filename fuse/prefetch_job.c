@@ -73,36 +73,27 @@ static int unpack_one(void *ud, const struct mbfs_tar_member *m)
 	return 0;
 }
 
-/* "NOW FILES CUT LISTBYTES" then the piece sizes, one a line. */
-static int parse_report(struct job *j, const char *out)
+/* pack.sh's report (fuse/report.h) into j. */
+static int parse_report(struct job *j, const char *out, struct mb_err *err)
 {
-	long long now;
-	unsigned long files;
-	unsigned long long ls;
-	int cut, used;
-	if (!out || sscanf(out, "%lld %lu %d %llu%n", &now, &files, &cut, &ls,
-			   &used) != 4)
-		return -EIO;
-	j->now = (time_t)now;
-	j->files = files;
-	j->cut = cut != 0;
-	j->ls = ls;
-	uint64_t *v;
-	size_t n;
-	if (mbfs_xfer_numbers(out + used, &v, &n))
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		j->pieces.total += v[i];
-	if (!files && !j->ls) {   /* pack.sh left no directory */
-		free(v);
-		return n ? -EIO : 0;
+	struct mbfs_pack_report r;
+	/* pack.sh stops before CAPBYTES; the pieces hold at most one file
+	 * past it and the listings */
+	int rc = mbfs_report_pack(out, 2 * MBFS_PREFETCH_BYTES / MBFS_CHUNK + 8,
+				  2 * MBFS_PREFETCH_BYTES + MBFS_PREFETCH_LS_MAX,
+				  &r, err);
+	j->now = r.now;
+	j->files = (size_t)r.files;
+	j->cut = r.cut;
+	j->ls = r.ls;
+	j->pieces.total = r.total;
+	if (!rc && r.n) {
+		j->pieces.sizes = r.sizes;
+		j->pieces.n = r.n;
+	} else {
+		free(r.sizes);
 	}
-	j->pieces.sizes = v;
-	j->pieces.n = n;
-	if (!n || j->pieces.total > 2 * MBFS_PREFETCH_BYTES + MBFS_PREFETCH_LS_MAX ||
-	    j->ls > j->pieces.total)
-		return -EIO;
-	return 0;
+	return rc;
 }
 
 void mbfs_prefetch_leave(struct mbfs_prefetch *p, struct mbfs *fs, char *dir,
@@ -184,9 +175,7 @@ static int pack(struct job *j, struct mb_err *err)
 	if (!mbfs_exec_ok(&res)) {
 		rc = mb_err_set(err, EIO, "pack.sh failed: %.200s",
 				res.errout ? res.errout : "");
-	} else if ((rc = parse_report(j, res.out))) {
-		mb_err_set(err, -rc, "pack.sh said: %.200s",
-			   res.out ? res.out : "");
+	} else if ((rc = parse_report(j, res.out, err))) {
 		/* the directory is ours whatever it said */
 		if (!j->pieces.sizes)
 			j->pieces.sizes = calloc(1, sizeof(uint64_t));
@@ -208,16 +197,19 @@ static int unpack(struct job *j, struct mb_err *err)
 	if (!rc && !(j->buf = malloc(MBFS_PREFETCH_FILE_MAX)))
 		rc = mb_err_set(err, ENOMEM, "out of memory");
 	if (!rc) {
-		rc = mbfs_tar_walk(j->fd, j->pieces.total - j->ls, unpack_one, j);
+		struct mb_err terr;
+		rc = mbfs_tar_walk(j->fd, j->pieces.total - j->ls, unpack_one, j,
+				   &terr);
 		if (rc)
 			mb_err_set(err, -rc, "cannot unpack the archive: %s",
-				   strerror(-rc));
+				   terr.msg[0] ? terr.msg : strerror(-rc));
 	}
 	char *text = !rc && j->ls ? malloc(j->ls) : NULL;
+	struct mb_err perr;
 	if (text && !mbfs_pread_all(j->fd, text, j->ls, j->pieces.total - j->ls) &&
-	    mbfs_pack_listings(fs, j->base, text, j->ls, j->ctr))
+	    mbfs_pack_listings(fs, j->base, text, j->ls, j->ctr, &perr))
 		mb_log(MB_LOG_WARN, "bulk read of '%s': its listings are "
-		       "damaged, not kept", j->base);
+		       "damaged, not kept: %s", j->base, perr.msg);
 	free(text);
 	free(j->buf);
 	close(j->fd);

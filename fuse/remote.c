@@ -17,6 +17,7 @@
 #include "fuse/guest_sh.h"
 #include "fuse/mbfs.h"
 #include "fuse/remote.h"
+#include "fuse/report.h"
 
 #define EXEC_TIMEOUT_MS 50000L
 #define STATFS_TTL_MS 5000
@@ -260,12 +261,10 @@ int mbfs_remote_sha256(struct mbfs *fs, const char *rpath, char hex[65])
 	mb_buf_release(&b);
 	if (rc)
 		return mbfs_fail(fs, rc, &err);
-	if (!mbfs_exec_ok(&res) || res.out_len < 64)
+	if (!mbfs_exec_ok(&res))
 		rc = mbfs_stderr_errno(res.errout);
-	else {
-		memcpy(hex, res.out, 64);
-		hex[64] = '\0';
-	}
+	else if ((rc = mbfs_report_sha256(res.out, res.out_len, hex, &err)))
+		mb_log(MB_LOG_WARN, "sha256 of '%s': %s", rpath, err.msg);
 	mb_exec_result_release(&res);
 	return rc;
 }
@@ -443,39 +442,6 @@ static pthread_mutex_t statfs_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct statvfs statfs_cached;   /* protected by statfs_lock */
 static uint64_t statfs_until;          /* protected by statfs_lock */
 
-static int parse_df(const char *out, struct statvfs *sv)
-{
-	/* fuse/guest/statfs.sh: two `df -P` outputs, blocks (1K) then inodes
-	 * (may be missing); take each data line */
-	unsigned long long v[2][3];
-	int got = 0;
-	const char *line = out;
-	while (line && *line && got < 2) {
-		const char *nl = strchr(line, '\n');
-		char fsname[256];
-		if (strncmp(line, "Filesystem", 10) != 0 &&
-		    sscanf(line, "%255s %llu %llu %llu", fsname, &v[got][0],
-			   &v[got][1], &v[got][2]) == 4)
-			got++;
-		line = nl ? nl + 1 : NULL;
-	}
-	if (got < 1)
-		return -EIO;
-	memset(sv, 0, sizeof(*sv));
-	sv->f_bsize = 4096;
-	sv->f_frsize = 1024;
-	sv->f_blocks = v[0][0];
-	sv->f_bfree = v[0][2];
-	sv->f_bavail = v[0][2];
-	if (got == 2) {
-		sv->f_files = v[1][0];
-		sv->f_ffree = v[1][2];
-		sv->f_favail = v[1][2];
-	}
-	sv->f_namemax = 255;
-	return 0;
-}
-
 int mbfs_remote_statfs(struct mbfs *fs, struct statvfs *out)
 {
 	pthread_mutex_lock(&statfs_lock);
@@ -507,8 +473,8 @@ int mbfs_remote_statfs(struct mbfs *fs, struct statvfs *out)
 	struct statvfs sv;
 	if (!mbfs_exec_ok(&res))
 		rc = mbfs_stderr_errno(res.errout);
-	else
-		rc = parse_df(res.out, &sv);
+	else if ((rc = mbfs_report_df(res.out, &sv, &err)))
+		mb_log(MB_LOG_WARN, "statfs: %s", err.msg);
 	mb_exec_result_release(&res);
 	if (rc)
 		return rc;

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "fuse/tarread.h"
-#include "fuse/xfer_int.h"
+#include "fuse/fdio.h"
 
 #define BLOCK 512u
 /* the longest GNU long name taken: a guest path, and some slack */
@@ -66,7 +66,7 @@ static bool all_zero(const unsigned char *h)
 
 int mbfs_tar_walk(int fd, uint64_t len,
 		  int (*fn)(void *ud, const struct mbfs_tar_member *m),
-		  void *ud)
+		  void *ud, struct mb_err *err)
 {
 	unsigned char h[BLOCK];
 	char *longname = NULL;
@@ -75,23 +75,27 @@ int mbfs_tar_walk(int fd, uint64_t len,
 	bool skip_next = false;
 	int rc = 0;
 	uint64_t off = 0;
+	mb_err_clear(err);
 	while (!rc && off + BLOCK <= len) {
-		if (mbfs_pread_all(fd, h, BLOCK, off)) {
-			rc = -EIO;
+		if ((rc = mbfs_pread_all(fd, h, BLOCK, off))) {
+			mb_err_set(err, -rc, "cannot read the archive at %llu",
+				   (unsigned long long)off);
 			break;
 		}
 		if (all_zero(h))
 			break;
 		uint64_t size, mtime;
-		if (!checksum_ok(h) || num(h + 124, 12, &size) ||
-		    num(h + 136, 12, &mtime) || size > len) {
-			rc = -EIO;
-			break;
-		}
+		const char *bad = !checksum_ok(h) ? "a bad checksum"
+			: num(h + 124, 12, &size) ? "a bad size field"
+			: num(h + 136, 12, &mtime) ? "a bad mtime field"
+			: size > len - off - BLOCK ? "a size past the end" : NULL;
 		uint64_t data = off + BLOCK;
-		uint64_t next = data + (size + BLOCK - 1) / BLOCK * BLOCK;
-		if (next > len) {
-			rc = -EIO;
+		uint64_t next = bad ? 0 : data + (size + BLOCK - 1) / BLOCK * BLOCK;
+		if (!bad && next > len)
+			bad = "a size past the end";
+		if (bad) {
+			rc = mb_err_set(err, EIO, "the header at %llu of the archive "
+					"has %s", (unsigned long long)off, bad);
 			break;
 		}
 		char type = (char)h[156];
@@ -99,10 +103,20 @@ int mbfs_tar_walk(int fd, uint64_t len,
 			/* GNU: the data is the next member's name */
 			free(longname);
 			longname = NULL;
-			if (size == 0 || size > LONG_NAME_MAX ||
-			    !(longname = malloc(size + 1)) ||
-			    mbfs_pread_all(fd, longname, size, data)) {
-				rc = longname ? -EIO : -ENOMEM;
+			if (size == 0 || size > LONG_NAME_MAX) {
+				rc = mb_err_set(err, EIO, "the long name at %llu of "
+						"the archive has %llu bytes",
+						(unsigned long long)off,
+						(unsigned long long)size);
+				break;
+			}
+			if (!(longname = malloc(size + 1))) {
+				rc = mb_err_set(err, ENOMEM, "out of memory");
+				break;
+			}
+			if ((rc = mbfs_pread_all(fd, longname, size, data))) {
+				mb_err_set(err, -rc, "cannot read the archive at %llu",
+					   (unsigned long long)data);
 				break;
 			}
 			longname[size] = '\0';
@@ -127,8 +141,10 @@ int mbfs_tar_walk(int fd, uint64_t len,
 				.mtime = (time_t)mtime,
 				.off = data,
 			};
-			if (!skip_next)
-				rc = fn(ud, &m);
+			if (!skip_next && (rc = fn(ud, &m)))
+				mb_err_set(err, rc < 0 ? -rc : EIO, "member '%.200s' "
+					   "of the archive could not be kept",
+					   m.name);
 			skip_next = false;
 			free(longname);
 			longname = NULL;

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "common/err.h"
+
 struct mbfs_tar_member {
 	const char *name;      /* NUL-terminated, as stored (the long name
 	                          when there is one) */
@@ -23,9 +25,10 @@ struct mbfs_tar_member {
 /* Call fn for each member of the archive in fd ([0, len)) until its end
  * marker; a non-zero return of fn stops the walk and is returned. 0 at
  * the end marker (or at len on a block boundary), -EIO when the archive
- * is damaged or cut short (the members before were passed), -ENOMEM. */
+ * is damaged or cut short (the members before were passed), -ENOMEM; err
+ * says which header and what was wrong with it. Logs nothing. */
 int mbfs_tar_walk(int fd, uint64_t len,
 		  int (*fn)(void *ud, const struct mbfs_tar_member *m),
-		  void *ud);
+		  void *ud, struct mb_err *err);
 
 #endif

@@ -30,7 +30,7 @@
 #include "fuse/remote.h"
 #include "fuse/wbq.h"
 #include "fuse/wbsend.h"
-#include "fuse/xfer_int.h"
+#include "fuse/fdio.h"
 
 struct written {
 	uint64_t size;

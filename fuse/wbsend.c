@@ -14,6 +14,7 @@
 #include "fuse/journal.h"
 #include "fuse/mbfs.h"
 #include "fuse/remote.h"
+#include "fuse/report.h"
 #include "fuse/touch.h"
 #include "fuse/wbsend.h"
 #include "fuse/xfer.h"
@@ -274,7 +275,7 @@ static int put_part(struct send *s, size_t i, const char *data, size_t len,
 
 /* The i-th MAKE of dv, or NULL. */
 static struct mbfs_wbdir *nth_make(struct mbfs_wbdir *dv, size_t nd,
-				   unsigned long i)
+				   uint64_t i)
 {
 	for (size_t k = 0; k < nd; k++)
 		if (dv[k].kind == MBFS_WBDIR_MAKE && i-- == 0)
@@ -282,43 +283,51 @@ static struct mbfs_wbdir *nth_make(struct mbfs_wbdir *dv, size_t nd,
 	return NULL;
 }
 
-/* Read apply.sh's report into v and dv's MAKEs ("x I WHY" a file, "y I
- * WHY" a directory, "ok COUNT"). 0, or -EIO when it is not whole. */
+/* Where apply.sh's report lands: v (by order) and dv's MAKEs. */
+struct landing {
+	struct mbfs_wbfile *v;
+	const size_t *order;
+	size_t n;
+	struct mbfs_wbdir *dv;
+	size_t nd;
+};
+
+static int land(void *ud, char kind, uint64_t i, const char *why,
+		size_t whylen)
+{
+	struct landing *l = ud;
+	struct mbfs_wbdir *d;
+	int *rc;
+	char *w;
+	if (kind == 'x' && i < l->n) {
+		rc = &l->v[l->order[i]].rc;
+		w = l->v[l->order[i]].why;
+	} else if (kind == 'y' && i < l->nd && (d = nth_make(l->dv, l->nd, i))) {
+		rc = &d->rc;
+		w = d->why;
+	} else {
+		return -1;
+	}
+	*rc = -EIO;
+	snprintf(w, sizeof(l->v->why), "%.*s",
+		 (int)(whylen < sizeof(l->v->why) ? whylen : sizeof(l->v->why)),
+		 why);
+	return 0;
+}
+
+/* Read apply.sh's report (fuse/report.h) into v and dv's MAKEs. 0, or
+ * -EIO (err set) when it is not whole or names no item of the batch. */
 static int parse_report(const char *out, struct mbfs_wbfile *v,
 			const size_t *order, size_t n, struct mbfs_wbdir *dv,
-			size_t nd)
+			size_t nd, struct mb_err *err)
 {
-	bool ok = false;
-	for (const char *l = out ? out : ""; *l;) {
-		const char *e = strchr(l, '\n');
-		size_t ll = e ? (size_t)(e - l) : strlen(l);
-		unsigned long idx;
-		char *end;
-		if (ll > 2 && (l[0] == 'x' || l[0] == 'y') && l[1] == ' ') {
-			idx = strtoul(l + 2, &end, 10);
-			int *rc = NULL;
-			char *why = NULL;
-			struct mbfs_wbdir *d;
-			if (l[0] == 'x' && idx < n && end > l + 2) {
-				rc = &v[order[idx]].rc;
-				why = v[order[idx]].why;
-			} else if (l[0] == 'y' && end > l + 2 &&
-				   (d = nth_make(dv, nd, idx))) {
-				rc = &d->rc;
-				why = d->why;
-			}
-			if (rc) {
-				*rc = -EIO;
-				int wl = (int)(l + ll - end);
-				snprintf(why, sizeof(v->why), "%.*s",
-					 wl > 1 ? wl - 1 : 0, wl > 1 ? end + 1 : "");
-			}
-		} else if (ll > 3 && strncmp(l, "ok ", 3) == 0) {
-			ok = strtoul(l + 3, &end, 10) == n;
-		}
-		l += ll + (e ? 1 : 0);
-	}
-	return ok ? 0 : -EIO;
+	struct landing l = { v, order, n, dv, nd };
+	uint64_t count;
+	int rc = mbfs_report_apply(out, land, &l, &count, err);
+	if (!rc && count != n)
+		rc = mb_err_set(err, EIO, "apply.sh reports %llu files of %zu",
+				(unsigned long long)count, n);
+	return rc;
 }
 
 static int apply(struct send *s, struct mbfs_wbfile *v, const size_t *order,
@@ -361,9 +370,11 @@ static int apply(struct send *s, struct mbfs_wbfile *v, const size_t *order,
 			: mbfs_stderr_errno(res.errout);
 		mb_err_set(err, -rc, "cannot apply the batch on the guest: %.200s",
 			   res.errout && res.errout[0] ? res.errout : "failed");
-	} else if ((rc = parse_report(res.out, v, order, n, dv, nd))) {
-		mb_err_set(err, EIO, "the guest's report of the batch is "
-			   "incomplete");
+	} else {
+		struct mb_err perr;
+		if ((rc = parse_report(res.out, v, order, n, dv, nd, &perr)))
+			mb_err_set(err, EIO, "the guest's report of the batch "
+				   "is not understood: %s", perr.msg);
 	}
 	mb_exec_result_release(&res);
 	return rc;

@@ -62,39 +62,6 @@ int mbfs_xfer_parallel(size_t n, int (*fn)(void *, size_t), void *ud)
 	return atomic_load(&p.rc);
 }
 
-int mbfs_pwrite_all(int fd, const void *p, size_t n, uint64_t off)
-{
-	const char *c = p;
-	while (n) {
-		ssize_t w = pwrite(fd, c, n, (off_t)off);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		c += w;
-		n -= (size_t)w;
-		off += (uint64_t)w;
-	}
-	return 0;
-}
-
-int mbfs_pread_all(int fd, void *p, size_t n, uint64_t off)
-{
-	char *c = p;
-	while (n) {
-		ssize_t r = pread(fd, c, n, (off_t)off);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return r < 0 ? -errno : -EIO;
-		c += r;
-		n -= (size_t)r;
-		off += (uint64_t)r;
-	}
-	return 0;
-}
-
 int mbfs_xfer_remove_dir(struct mbfs *fs, const char *rdir)
 {
 	struct mb_err e;
@@ -153,35 +120,6 @@ static int get_small(struct mbfs *fs, const char *rpath, int fd,
 	}
 	mb_buf_release(&b);
 	return rc;
-}
-
-int mbfs_xfer_numbers(const char *s, uint64_t **v, size_t *n)
-{
-	size_t k = 0, cap = 16;
-	uint64_t *a = malloc(cap * sizeof(*a));
-	if (!a)
-		return -ENOMEM;
-	for (; s && *s;) {
-		s += strspn(s, "\n");
-		char *end;
-		unsigned long long x = strtoull(s, &end, 10);
-		if (end == s)
-			break;
-		if (k == cap) {
-			uint64_t *na = realloc(a, 2 * cap * sizeof(*a));
-			if (!na) {
-				free(a);
-				return -ENOMEM;
-			}
-			a = na;
-			cap *= 2;
-		}
-		a[k++] = x;
-		s = end;
-	}
-	*v = a;
-	*n = k;
-	return 0;
 }
 
 int mbfs_xfer_download(struct mbfs *fs, const char *path, uint64_t size_hint,

@@ -8,6 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fuse/fdio.h"
+#include "fuse/report.h"
+
 struct mbfs;
 
 /* Run fn(ud, i) for i in [0, n) on up to MBFS_XFER_THREADS threads (this
@@ -15,15 +18,9 @@ struct mbfs;
  * that value or 0. */
 int mbfs_xfer_parallel(size_t n, int (*fn)(void *ud, size_t i), void *ud);
 
-/* pread / pwrite all n bytes at off, restarting on EINTR. 0 or -errno
- * (-EIO for a file shorter than expected). */
-int mbfs_pread_all(int fd, void *p, size_t n, uint64_t off);
-int mbfs_pwrite_all(int fd, const void *p, size_t n, uint64_t off);
+/* mbfs_pread_all(), mbfs_pwrite_all(): fuse/fdio.h */
 
-/* The decimal numbers at the start of s, one a line (empty lines
- * skipped), up to the first line that is not one: *v (malloc'd, also when
- * *n is 0: the caller frees it) and *n. 0 or -ENOMEM. */
-int mbfs_xfer_numbers(const char *s, uint64_t **v, size_t *n);
+/* mbfs_xfer_numbers(): fuse/report.h */
 
 /* Remove a guest directory of ours (recursive), best effort. 0 when it is
  * gone (or was never there), else -errno. */

@@ -74,8 +74,12 @@ static int check_cut(const struct mbfs_pieces *p, const char *out,
 	}
 	uint64_t *v;
 	size_t k;
-	if (mbfs_xfer_numbers(out + len, &v, &k))
+	int nr = mbfs_xfer_numbers(out + len, n, &v, &k);
+	if (nr == -ENOMEM)
 		return mb_err_set(err, ENOMEM, "out of memory");
+	if (nr)
+		return mb_err_set(err, EIO, "cutting '%s': the piece sizes are "
+				  "not one number a line, at most %zu", p->src, n);
 	int rc = 0;
 	for (size_t i = 0; !rc && i < n; i++)
 		if (i >= k || v[i] != p->sizes[first + i])
@@ -395,12 +399,16 @@ int mbfs_xfer_split(struct mbfs *fs, const char *path, struct mbfs_pieces *p,
 	}
 	/* the first line sizes every piece; sizes, state and src share one
 	 * block (xfer.h) */
-	size_t len = res.out ? strcspn(res.out, "\n") : 0;
-	uint64_t total = res.out ? strtoull(res.out, NULL, 10) : 0;
-	size_t n = (size_t)((total + MBFS_CHUNK - 1) / MBFS_CHUNK);
+	size_t len = 0;
+	uint64_t total = 0;
+	struct mb_err herr;
+	if (mbfs_report_cut_head(res.out, &len, &total, &herr) ||
+	    len >= sizeof(p->stamp))
+		len = 0;
+	size_t n = (size_t)(total / MBFS_CHUNK + (total % MBFS_CHUNK != 0));
 	size_t srclen = strlen(rpath) + 1;
 	void *block = NULL;
-	if (len == 0 || len >= sizeof(p->stamp))
+	if (len == 0)
 		rc = mb_err_set(err, EIO, "no report from cutting '%s'", rpath);
 	else if (n > MAX_PIECES)
 		rc = mb_err_set(err, EFBIG, "'%s' has more than %u pieces of "

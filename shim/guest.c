@@ -243,13 +243,28 @@ static int decode(const char *from, const char *to, unsigned char **out,
 	return mb_base64_decode(from, (size_t)(to - from), out, n);
 }
 
+/* A decimal number of at most INT64_MAX, the whole of s. */
+static int number(const char *s, unsigned long long *out)
+{
+	unsigned long long v = 0;
+	if (!*s)
+		return -1;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9' ||
+		    v > (0x7fffffffffffffffull - (unsigned)(*s - '0')) / 10)
+			return -1;
+		v = v * 10 + (unsigned)(*s - '0');
+	}
+	*out = v;
+	return 0;
+}
+
 int mbx_report_parse(const char *text, size_t len, struct mbx_report *rep)
 {
-	unsigned long long os, es, oo, on, eo, en;
+	unsigned long long num[7];
 	const char *h, *eol, *e, *end;
-	char st[16], rc[16];
-	long ip;
-	int n;
+	char line[256], *tok[11], *save = NULL;
+	int n = 0;
 
 	memset(rep, 0, sizeof(*rep));
 	h = find_header(text, len);
@@ -258,8 +273,20 @@ int mbx_report_parse(const char *text, size_t len, struct mbx_report *rep)
 	eol = memchr(h, '\n', (size_t)(text + len - h));
 	if (!eol)
 		eol = text + len;
-	if (sscanf(h, "@mbx %15s", st) != 1)
+	/* the header line alone, in words: "@mbx STATE ..." */
+	if ((size_t)(eol - h) >= sizeof(line))
 		return -EPROTO;
+	memcpy(line, h, (size_t)(eol - h));
+	line[eol - h] = '\0';
+	for (char *w = strtok_r(line, " ", &save); w;
+	     w = strtok_r(NULL, " ", &save)) {
+		if (n == 11)
+			return -EPROTO;
+		tok[n++] = w;
+	}
+	if (n < 2)
+		return -EPROTO;
+	const char *st = tok[1];
 	if (!strcmp(st, "gone") || !strcmp(st, "lost") || !strcmp(st, "nocwd") ||
 	    !strcmp(st, "ack")) {
 		rep->state = st[0] == 'g' ? MBX_ST_GONE : st[0] == 'l' ? MBX_ST_LOST :
@@ -268,25 +295,27 @@ int mbx_report_parse(const char *text, size_t len, struct mbx_report *rep)
 	}
 	if (!strcmp(st, "fail")) {
 		rep->state = MBX_ST_FAIL;
-		if (sscanf(h, "@mbx fail %63s", rep->fail) != 1)
-			strcpy(rep->fail, "unknown");
+		snprintf(rep->fail, sizeof(rep->fail), "%s",
+			 n > 2 ? tok[2] : "unknown");
 		return 0;
 	}
-	if (strcmp(st, "running") && strcmp(st, "done"))
+	/* "@mbx STATE RC OUTSIZE ERRSIZE INPOS OO ON EO EN" */
+	if ((strcmp(st, "running") && strcmp(st, "done")) || n != 10)
 		return -EPROTO;
-	n = sscanf(h, "@mbx %15s %15s %llu %llu %ld %llu %llu %llu %llu",
-		   st, rc, &os, &es, &ip, &oo, &on, &eo, &en);
-	if (n != 9)
-		return -EPROTO;
+	for (int i = 0; i < 7; i++)
+		if (number(tok[3 + i], &num[i]))
+			return -EPROTO;
 	rep->state = st[0] == 'd' ? MBX_ST_DONE : MBX_ST_RUNNING;
 	if (rep->state == MBX_ST_DONE) {
-		char *x;
-		long v = strtol(rc, &x, 10);
+		unsigned long long v;
 
-		if (*x || x == rc || v < 0 || v > 255)
+		if (number(tok[2], &v) || v > 255)
 			return -EPROTO;
 		rep->rc = (int)v;
 	}
+	unsigned long long os = num[0], es = num[1], oo = num[3], on = num[4],
+			   eo = num[5], en = num[6];
+	long ip = (long)num[2];
 	rep->out_size = os;
 	rep->err_size = es;
 	rep->in_pos = ip;
@@ -294,12 +323,14 @@ int mbx_report_parse(const char *text, size_t len, struct mbx_report *rep)
 	rep->err_off = eo;
 	/* out data up to "\n@e\n", err data up to "\n@end" */
 	e = eol;
-	while (e < text + len && !(e[0] == '\n' && !strncmp(e + 1, "@e\n", 3)))
+	while (e < text + len && !((size_t)(text + len - e) >= 4 &&
+				   !memcmp(e, "\n@e\n", 4)))
 		e++;
 	if (e >= text + len)
 		return -EPROTO;
 	end = e + 1;
-	while (end < text + len && !(end[0] == '\n' && !strncmp(end + 1, "@end", 4)))
+	while (end < text + len && !((size_t)(text + len - end) >= 5 &&
+				     !memcmp(end, "\n@end", 5)))
 		end++;
 	if (end >= text + len)
 		return -EPROTO;

@@ -79,8 +79,10 @@ int mbx_mux_poll(struct mbx_run *r, int *fd, const char *run_id, uint64_t oo,
 		const cJSON *m = cJSON_GetObjectItemCaseSensitive(a, "error");
 		const cJSON *am = cJSON_GetObjectItemCaseSensitive(a, "ambiguous");
 
-		e = mb_err_set(err, cJSON_IsNumber(n) && n->valueint > 0 ?
-			       n->valueint : EIO, "%s", cJSON_IsString(m) ?
+		/* an errno the kernel could give, else EIO */
+		e = mb_err_set(err, cJSON_IsNumber(n) && n->valueint > 0 &&
+			       n->valueint < 4096 ? n->valueint : EIO, "%s",
+			       cJSON_IsString(m) ?
 			       m->valuestring : "the mount's poll failed");
 		err->http_status = cJSON_IsNumber(h) ? h->valueint : 0;
 		if (cJSON_IsString(c))

@@ -1,6 +1,7 @@
 # One-shot fault rules for /_local/faults, consumed in order by matching
 # requests: fail (before or after performing), reset mid-body, delay, or
-# rewrite the body of the answer.
+# rewrite the body of the answer, or corrupt the body of a success (one bit
+# flipped, or cut short).
 
 import threading
 
@@ -19,6 +20,19 @@ class Fault:
         self.after_bytes = doc.get("afterBytes", 0)
         self.delay_ms = doc.get("delayMs", 0)
         self.rewrite = [(a.encode(), b.encode()) for a, b in doc.get("rewrite", [])]
+        self.corrupt = doc.get("corrupt")
+        self.at_byte = doc.get("atByte", 0)
+
+    def corrupt_body(self, body):
+        """body with the low bit of byte atByte flipped ("flip") or cut
+        there ("truncate"); a negative atByte counts from the end."""
+        if not body:
+            return body
+        k = self.at_byte if self.at_byte >= 0 else len(body) + self.at_byte
+        k = max(0, min(k, len(body) - 1))
+        if self.corrupt == "flip":
+            return body[:k] + bytes([body[k] ^ 1]) + body[k + 1:]
+        return body[:k]
 
 
 def parse(doc):
@@ -26,7 +40,7 @@ def parse(doc):
     def is_int(v):
         return isinstance(v, int) and not isinstance(v, bool)
     known = {"route", "count", "match", "status", "error", "when", "reset", "afterBytes", "delayMs",
-             "rewrite"}
+             "rewrite", "corrupt", "atByte"}
     ok = (isinstance(doc, dict) and set(doc) <= known and isinstance(doc.get("route"), str)
           and is_int(doc.get("count")) and doc["count"] >= 1
           and isinstance(doc.get("match", ""), str))
@@ -37,6 +51,8 @@ def parse(doc):
         ok = isinstance(pairs, list) and pairs != [] and all(
             isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) and p[0]
             for p in pairs)
+    elif ok and "corrupt" in doc:
+        ok = doc["corrupt"] in ("flip", "truncate") and is_int(doc.get("atByte", 0))
     elif ok and "delayMs" in doc:
         ok = is_int(doc["delayMs"]) and doc["delayMs"] >= 0
     elif ok:

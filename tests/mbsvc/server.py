@@ -251,6 +251,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if fault is not None and fault.rewrite and resp.stream is None:
             for old, new in fault.rewrite:
                 resp.body = resp.body.replace(old, new)
+        if fault is not None and fault.corrupt and resp.stream is None and resp.status < 300:
+            resp.body = fault.corrupt_body(resp.body)
         if svc.latency_ms:
             time.sleep(svc.latency_ms / 1000.0)
         if counted:
