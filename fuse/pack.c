@@ -7,9 +7,9 @@
 #include "common/util.h"
 #include "fuse/cache.h"
 #include "fuse/mbfs.h"
+#include "fuse/name.h"
 #include "fuse/pack.h"
 #include "fuse/packparse.h"
-#include "fuse/xfer.h"
 
 bool mbfs_pack_path(const char *base, const char *rel, char *out)
 {
@@ -27,7 +27,11 @@ bool mbfs_pack_path(const char *base, const char *rel, char *out)
 			return false;
 		memcpy(comp, c, n);
 		comp[n] = '\0';
-		if (mbfs_xfer_is_staging(comp))
+		/* mbfs's own names (name.h): the control file only at the
+		 * mount's root */
+		bool top = c == rel && strcmp(base, "/") == 0;
+		if (mbfs_name_reserved(comp) &&
+		    (top || strcmp(comp, MB_CONTROL_NAME) != 0))
 			return false;
 		c += n;
 		if (*c == '/' && !*++c)

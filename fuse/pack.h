@@ -16,7 +16,7 @@ struct mb_err;
 /* base + "/" + rel (a member name, "./" prefixes allowed) into out
  * (MB_PATH_MAX), or false when rel is not a plain relative path below
  * base: empty, absolute, with an empty, "." or ".." component, or one
- * that is upload staging. Never trust the archive. */
+ * of mbfs's own names (name.h). Never trust the archive. */
 bool mbfs_pack_path(const char *base, const char *rel, char *out);
 
 /* The listings text[0, len) (pack.sh's records, fuse/packparse.h) of
