@@ -10,6 +10,12 @@ DESTDIR ?=
 CC      ?= cc
 PYTHON  ?= /usr/bin/python3
 PYTEST_ARGS ?=
+# The suite mostly waits on the local service and the kernel, so it runs
+# in parallel (Debian's python3-pytest-xdist), one test file per worker:
+# each file has its own service and container (tests/conftest.py).
+# PYTEST_JOBS=1 runs it serially.
+PYTEST_JOBS ?= 4
+PYTEST_PAR = $(if $(filter-out 1,$(PYTEST_JOBS)),-n $(PYTEST_JOBS) --dist loadfile)
 
 # O is where binaries go (fuse/mbfs, shim/mbexec, tests/mbapi); objects go
 # under $(O)/build/obj (or $(O)/obj for out-of-tree builds).
@@ -99,7 +105,7 @@ check: deps
 	$(MAKE) lint
 	$(MAKE) unit
 	$(MAKE) fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
-	MB_BIN_DIR=$(CURDIR) $(PYTHON) -m pytest -q $(PYTEST_ARGS) tests
+	MB_BIN_DIR=$(CURDIR) $(PYTHON) -m pytest -q $(PYTEST_PAR) $(PYTEST_ARGS) tests
 
 # Every script that runs on the guest (and the one that embeds them) passes
 # shellcheck as POSIX sh, since the hosted images run them under dash.
@@ -107,7 +113,7 @@ lint:
 	shellcheck -s sh $(GUEST_SH) $(FUSE_SH) common/embed.sh
 
 test: all
-	MB_BIN_DIR=$(CURDIR) $(PYTHON) -m pytest -q $(PYTEST_ARGS) tests
+	MB_BIN_DIR=$(CURDIR) $(PYTHON) -m pytest -q $(PYTEST_PAR) $(PYTEST_ARGS) tests
 
 ASAN_VARS := O=build/asan CFLAGS="-O1 -g" \
 	SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
@@ -121,7 +127,7 @@ asan: deps
 	MB_BIN_DIR=$(CURDIR)/build/asan MB_ASAN=1 \
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	$(PYTHON) -m pytest -q $(PYTEST_ARGS) tests
+	$(PYTHON) -m pytest -q $(PYTEST_PAR) $(PYTEST_ARGS) tests
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
