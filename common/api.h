@@ -81,6 +81,18 @@ void mb_client_free(struct mb_client *c);
  * when it ends. Per thread: helper threads set their own. */
 uint64_t mb_op_deadline(uint64_t deadline_ms);
 
+/* The same, but never later than the bound already set (0: none): a step
+ * inside an operation narrows its deadline and never extends it. Returns
+ * the previous bound, to restore with mb_op_deadline(). */
+uint64_t mb_op_narrow(uint64_t deadline_ms);
+
+/* This thread's bound (0: none), e.g. for a helper thread that works for
+ * the same operation and sets it for itself. */
+uint64_t mb_op_current(void);
+
+/* True when this thread has a bound and it has passed. */
+bool mb_op_expired(void);
+
 /* When (mb_now_ms()) a call through c that renews a container's idle
  * deadline last succeeded: exec, file GET/PUT, metadata and job create,
  * not export or GETs of /containers (contract §2.2). 0 when none yet.
