@@ -81,6 +81,18 @@ void mb_client_free(struct mb_client *c);
  * when it ends. Per thread: helper threads set their own. */
 uint64_t mb_op_deadline(uint64_t deadline_ms);
 
+/* The same, but never later than the bound already set (0: none): a step
+ * inside an operation narrows its deadline and never extends it. Returns
+ * the previous bound, to restore with mb_op_deadline(). */
+uint64_t mb_op_narrow(uint64_t deadline_ms);
+
+/* This thread's bound (0: none), e.g. for a helper thread that works for
+ * the same operation and sets it for itself. */
+uint64_t mb_op_current(void);
+
+/* True when this thread has a bound and it has passed. */
+bool mb_op_expired(void);
+
 /* When (mb_now_ms()) a call through c that renews a container's idle
  * deadline last succeeded: exec, file GET/PUT, metadata and job create,
  * not export or GETs of /containers (contract §2.2). 0 when none yet.
@@ -248,6 +260,43 @@ size_t mb_exec_body_bytes(const char *command);
  * a body of at most MB_MAX_EXEC_BODY_BYTES (a 16 KiB command whose escapes
  * double it would get 413, contract §9.6). */
 bool mb_exec_fits(const char *command);
+
+/* A clean shell for our own scripts. Every exec is `/bin/sh -lc CMD` (a
+ * login shell, contract §3): the sandbox's /etc/profile and ~/.profile run
+ * first and may put their own `find`, `tar`, `base64`... first in PATH,
+ * export ENV, BASH_ENV, LD_PRELOAD or bash functions, or define aliases.
+ * So CMD is this one fixed line, and the script runs in a shell that has
+ * none of that:
+ *
+ *   [MBX_ENV=$(\export -p) || \exit 126;]
+ *   \unset -v LD_PRELOAD LD_LIBRARY_PATH LD_AUDIT || \exit 126;
+ *   \exec /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C
+ *     [MBX_ENV="$MBX_ENV"] /bin/sh -c 'SCRIPT'
+ *
+ * (one line). Why each word holds, in dash and in bash started as sh:
+ * `exec`, `unset`, `exit` and `export` are special builtins, found before functions (dash refuses a
+ * function of that name outright; bash as sh is in POSIX mode once the
+ * profile has run, whatever the profile set); the backslash quotes the word,
+ * so no alias applies; the line expands nothing outside double quotes, so
+ * IFS, noglob and nounset do not matter; absolute paths ignore PATH; env -i
+ * leaves out every exported variable and bash's exported functions, the
+ * unset keeps a preloaded library out of env itself (a read-only one ends
+ * the line: nothing runs rather than something planted), and the new shell is not a login one, so no profile runs again. With
+ * MB_EXEC_KEEP_ENV the login shell's exported variables travel as text in
+ * MBX_ENV (what a user's command should see, never evaluated by our
+ * scripts). What this cannot stop: a profile that replaces the shell
+ * itself, or bash as /bin/sh with `enable -n exec` (no word of bash is safe
+ * from that); Debian's /bin/sh is dash.
+ * Quoting grows the script ('\'' for each '), so size it with
+ * mb_exec_clean_fits. */
+#define MB_EXEC_KEEP_ENV 1u
+
+/* Append the clean-shell command for script to *out (flags: 0 or
+ * MB_EXEC_KEEP_ENV). 0 or -errno; on failure *out is unchanged. */
+int mb_exec_clean(struct mb_buf *out, const char *script, unsigned flags);
+
+/* mb_exec_fits for the command mb_exec_clean makes of script. */
+bool mb_exec_clean_fits(const char *script, unsigned flags);
 
 /* POST /containers/exec: runs `/bin/sh -lc command` with closed stdin.
  * timeout_ms 1..60000 (0: server default 30000). */

@@ -181,6 +181,25 @@ uint64_t mb_op_deadline(uint64_t deadline_ms)
 	return prev;
 }
 
+uint64_t mb_op_narrow(uint64_t deadline_ms)
+{
+	uint64_t prev = op_deadline;
+
+	if (!prev || (deadline_ms && deadline_ms < prev))
+		op_deadline = deadline_ms;
+	return prev;
+}
+
+uint64_t mb_op_current(void)
+{
+	return op_deadline;
+}
+
+bool mb_op_expired(void)
+{
+	return op_deadline && mb_now_ms() >= op_deadline;
+}
+
 uint64_t mb_client_last_renew_ms(struct mb_client *c)
 {
 	return atomic_load(&c->last_renew_ms);

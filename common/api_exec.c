@@ -58,6 +58,57 @@ bool mb_exec_fits(const char *command)
 	       mb_exec_body_bytes(command) <= MB_MAX_EXEC_BODY_BYTES;
 }
 
+/* See api.h for why each word is there. */
+#define CLEAN_KEEP "MBX_ENV=$(\\export -p) || \\exit 126; "
+#define CLEAN_HEAD "\\unset -v LD_PRELOAD LD_LIBRARY_PATH LD_AUDIT || \\exit 126; " \
+	"\\exec /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C "
+#define CLEAN_KEEP_ARG "MBX_ENV=\"$MBX_ENV\" "
+#define CLEAN_SH "/bin/sh -c "
+
+int mb_exec_clean(struct mb_buf *out, const char *script, unsigned flags)
+{
+	size_t old = out->len;
+	bool keep = flags & MB_EXEC_KEEP_ENV;
+	int r = keep ? mb_buf_appends(out, CLEAN_KEEP) : 0;
+
+	r = r ? r : mb_buf_appends(out, CLEAN_HEAD);
+	if (!r && keep)
+		r = mb_buf_appends(out, CLEAN_KEEP_ARG);
+	r = r ? r : mb_buf_appends(out, CLEAN_SH);
+	r = r ? r : mb_buf_append_shq(out, script);
+	if (r) {
+		out->len = old;
+		if (out->data)
+			out->data[old] = '\0';
+	}
+	return r;
+}
+
+static void measure(const char *s, size_t *len, size_t *cost)
+{
+	*len += strlen(s);
+	*cost += mb_exec_text_bytes(s, strlen(s));
+}
+
+bool mb_exec_clean_fits(const char *script, unsigned flags)
+{
+	bool keep = flags & MB_EXEC_KEEP_ENV;
+	size_t len = 0, cost = BODY_FRAME_BYTES, quotes = 0;
+
+	if (keep) {
+		measure(CLEAN_KEEP, &len, &cost);
+		measure(CLEAN_KEEP_ARG, &len, &cost);
+	}
+	measure(CLEAN_HEAD, &len, &cost);
+	measure(CLEAN_SH "''", &len, &cost);
+	measure(script, &len, &cost);
+	for (const char *p = script; *p; p++)
+		quotes += *p == '\'';
+	/* each ' becomes '\'' (3 more bytes, 4 once the \ is escaped) */
+	return len + 3 * quotes <= MB_MAX_COMMAND_BYTES &&
+	       cost + 4 * quotes <= MB_MAX_EXEC_BODY_BYTES;
+}
+
 int mb_exec(struct mb_client *c, const struct mb_ident *who,
 	    const char *command, long timeout_ms, struct mb_exec_result *out,
 	    struct mb_err *err)

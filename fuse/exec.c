@@ -1,4 +1,6 @@
 /* exec.c: running one command on the guest (mbfs_exec, see remote.h):
+ * in a clean shell (mb_exec_clean: no profile, a fixed PATH, so nothing
+ * the sandbox put in its PATH or profile runs in place of our tools),
  * inline in the exec request when it fits, else as a script file. Builds
  * no commands (remote.c, touch.c, xfer.c do) and interprets no output. */
 #include <errno.h>
@@ -16,14 +18,22 @@
 
 /* A command too large for the exec request (contract §3: 16 KiB of
  * command, 32 KiB of JSON, and escapes count) goes up as a file in the
- * guest's /tmp and runs with `exec sh FILE`. The script removes itself
+ * guest's /tmp and runs in a clean shell. The script removes itself
  * before anything else, so it is gone however the command ends, and one
- * that never started is removed here. */
+ * that never started is removed here. A planted name is never followed:
+ * the name is random, PUT refuses a symlink at the target and replaces
+ * whatever appears there meanwhile by rename (§4.3), and the runner
+ * refuses a file that is not a regular one (or a /tmp that is a link,
+ * where the PUT went elsewhere), removing what it refuses. */
+#define RUN_FILE "if [ -L /tmp ] || [ -L \"$f\" ] || [ ! -f \"$f\" ]; then " \
+	"rm -f -- \"$f\"; echo \"mbfs: refusing to run '$f': not our own file\" >&2; " \
+	"exit 126; fi; exec /bin/sh \"$f\""
+
 static int exec_as_file(struct mbfs *fs, const char *cmd, long timeout_ms,
 			struct mb_exec_result *res, struct mb_err *err)
 {
-	char hex[17], path[64], wrapper[96];
-	struct mb_buf script;
+	char hex[17], path[64];
+	struct mb_buf script, line;
 	int rc;
 
 	if (mb_random_hex(hex, 8))
@@ -35,6 +45,21 @@ static int exec_as_file(struct mbfs *fs, const char *cmd, long timeout_ms,
 		mb_buf_release(&script);
 		return mb_err_set(err, rc == -E2BIG ? E2BIG : ENOMEM,
 				  "cannot run a command of %zu bytes", strlen(cmd));
+	}
+	mb_buf_init(&line, 4096);
+	rc = mb_buf_appendf(&line, "f=%s; %s", path, RUN_FILE);
+	if (!rc) {
+		struct mb_buf w;
+
+		mb_buf_init(&w, 4096);
+		rc = mb_exec_clean(&w, line.data, 0);
+		mb_buf_release(&line);
+		line = w;
+	}
+	if (rc) {
+		mb_buf_release(&script);
+		mb_buf_release(&line);
+		return mb_err_set(err, ENOMEM, "out of memory");
 	}
 	/* a private name: repeating an unconfirmed PUT is harmless */
 	for (int t = 0; t < PUT_TRIES; t++) {
@@ -48,12 +73,14 @@ static int exec_as_file(struct mbfs *fs, const char *cmd, long timeout_ms,
 			mb_sleep_ms(mb_backoff_ms((unsigned)t, 250, 2000));
 	}
 	mb_buf_release(&script);
-	if (rc)
+	if (rc) {
+		mb_buf_release(&line);
 		return rc;
-	snprintf(wrapper, sizeof(wrapper), "exec sh %s", path);
+	}
 	mb_log(MB_LOG_DEBUG, "exec (as %s, %zu bytes): %.200s", path,
 	       strlen(cmd), cmd);
-	rc = mb_exec(fs->client, &fs->ident, wrapper, timeout_ms, res, err);
+	rc = mb_exec(fs->client, &fs->ident, line.data, timeout_ms, res, err);
+	mb_buf_release(&line);
 	if (rc && !mb_err_is_stopped(err)) {
 		/* still there: the script never started; gone: it did */
 		struct mb_err e2;
@@ -69,16 +96,26 @@ static int exec_as_file(struct mbfs *fs, const char *cmd, long timeout_ms,
 int mbfs_exec(struct mbfs *fs, const char *cmd, long timeout_ms,
 	      struct mb_exec_result *res, struct mb_err *err)
 {
+	struct mb_buf line;
+	int rc;
+
 	memset(res, 0, sizeof(*res));
 	mb_err_clear(err);
 	/* the guest-side limit must end before the client gives up */
 	long cap = fs->op_ms > 10000 ? (long)fs->op_ms - 5000 : (long)fs->op_ms / 2;
 	if (timeout_ms <= 0 || timeout_ms > cap)
 		timeout_ms = cap;
-	if (!mb_exec_fits(cmd))
+	if (!mb_exec_clean_fits(cmd, 0))
 		return exec_as_file(fs, cmd, timeout_ms, res, err);
+	mb_buf_init(&line, 2 * MB_MAX_COMMAND_BYTES);
+	if (mb_exec_clean(&line, cmd, 0)) {
+		mb_buf_release(&line);
+		return mb_err_set(err, ENOMEM, "out of memory");
+	}
 	mb_log(MB_LOG_DEBUG, "exec: %.200s", cmd);
-	return mb_exec(fs->client, &fs->ident, cmd, timeout_ms, res, err);
+	rc = mb_exec(fs->client, &fs->ident, line.data, timeout_ms, res, err);
+	mb_buf_release(&line);
+	return rc;
 }
 
 int mbfs_exec_ok(const struct mb_exec_result *res)

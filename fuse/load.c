@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/api.h"
 #include "common/log.h"
 #include "fuse/cache.h"
 #include "fuse/data.h"
@@ -53,6 +54,12 @@ static bool from_running(struct mbfs *fs, struct mbfs_node *n, size_t first,
 			mbfs_xfer_fetch_grow(p, need + SEQ_AHEAD, SEQ_MAX + 1);
 		return true;
 	}
+	/* this read's time is up (bound.c): it does not wait for the fetch
+	 * to end (the next one that needs it does) */
+	if (mb_op_expired()) {
+		mbfs_xfer_fetch_stop(p);
+		return false;
+	}
 	size_t got = 0;
 	struct mb_err err;
 	mb_err_clear(&err);
@@ -68,12 +75,21 @@ static bool from_running(struct mbfs *fs, struct mbfs_node *n, size_t first,
  * ended (len 0: all); a sequential reader's (or one at the start) go on
  * in the background while it reads (mbfs_xfer_fetch_start). n->lock
  * held. */
+static int load_range(struct mbfs *fs, struct mbfs_node *n,
+		      struct mbfs_pieces *p, uint64_t off, uint64_t len);
+
 int mbfs_load_range(struct mbfs *fs, struct mbfs_node *n, uint64_t off,
 		       uint64_t len)
 {
 	struct mbfs_pieces *p = &n->pieces;
 	if (!p->sizes || !n->have)
 		return 0;
+	return load_range(fs, n, p, off, len);
+}
+
+static int load_range(struct mbfs *fs, struct mbfs_node *n,
+		      struct mbfs_pieces *p, uint64_t off, uint64_t len)
+{
 	size_t first = len ? (size_t)(off / MBFS_CHUNK) : 0;
 	if (first >= p->n)
 		return 0;
@@ -88,6 +104,8 @@ int mbfs_load_range(struct mbfs *fs, struct mbfs_node *n, uint64_t off,
 		if (from_running(fs, n, first, upto < p->n ? upto : p->n - 1,
 				 seq))
 			goto whole;
+		if (mb_op_expired())
+			return -ETIMEDOUT;
 	}
 	size_t last = len ? (size_t)((off + len - 1) / MBFS_CHUNK) +
 			    (seq ? SEQ_AHEAD : READ_AHEAD)
@@ -128,7 +146,8 @@ int mbfs_load_range(struct mbfs *fs, struct mbfs_node *n, uint64_t off,
 				n->have[idx[k]] = 1;
 			if (!rc)
 				n->missing -= want;
-			count = rc ? count : 0;
+			/* timed out: the operation's time is up, no second try */
+			count = rc && rc != -ETIMEDOUT ? count : 0;
 		}
 		if (count)
 			rc = mbfs_xfer_fetch(fs, p, idx, count, ahead, n->fd,

@@ -510,7 +510,9 @@ static int run_session(struct mbfs *fs, struct fuse_args *args,
 	if (cmd.debug)
 		mb_log_set_level(MB_LOG_DEBUG);
 	int ret = 1;
-	struct fuse *f = fuse_new(args, &mbfs_ops, sizeof(mbfs_ops), fs);
+	static struct fuse_operations ops;
+	mbfs_bound_ops(&ops);
+	struct fuse *f = fuse_new(args, &ops, sizeof(ops), fs);
 	if (!f)
 		goto out;
 	if (fuse_mount(f, fs->mountpoint))

@@ -9,6 +9,7 @@
  *   lease.c    while mounted: keep-alive calls against the idle timeout,
  *              one warning before the hard deadline
  *   ops.c      the fuse_operations table: thin translation to the modules
+ *   bound.c    that table, each operation bounded by one op_timeout deadline
  *   cache.c    attribute / listing / negative cache (decorator over the
  *              stat and list routes, with a write counter); our own
  *              changes applied in place; cache_tab.c is its table

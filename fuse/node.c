@@ -16,7 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/api.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "fuse/batch.h"
 #include "fuse/cache.h"
 #include "fuse/data.h"
@@ -233,6 +235,8 @@ void mbfs_node_ref(struct mbfs *fs, struct mbfs_node *n)
 	pthread_mutex_unlock(&fs->nodes_lock);
 }
 
+#define RETRY_QUIET_MS 1000
+
 int mbfs_node_read(struct mbfs *fs, struct mbfs_node *n, char *buf,
 		   size_t size, off_t off)
 {
@@ -241,12 +245,22 @@ int mbfs_node_read(struct mbfs *fs, struct mbfs_node *n, char *buf,
 	pthread_mutex_unlock(&fs->nodes_lock);
 	if (!ready) {
 		pthread_mutex_lock(&n->lock);
+		/* the kernel follows a failed read at once with a read of its
+		 * first page (another operation): one that ran out of its
+		 * op_timeout a moment ago answers it now, so that a read(2)
+		 * fails after one op_timeout, not two (bound.c) */
+		if (n->timed_out_ms &&
+		    mb_now_ms() - n->timed_out_ms < RETRY_QUIET_MS) {
+			pthread_mutex_unlock(&n->lock);
+			return -ETIMEDOUT;
+		}
 		int rc = mbfs_load(fs, n, false);
 		pthread_mutex_lock(&fs->nodes_lock);
 		bool partial = n->partial;
 		pthread_mutex_unlock(&fs->nodes_lock);
 		if (!rc && partial && size)
 			rc = mbfs_load_range(fs, n, (uint64_t)off, size);
+		n->timed_out_ms = rc && mb_op_expired() ? mb_now_ms() : 0;
 		pthread_mutex_unlock(&n->lock);
 		if (rc)
 			return rc;

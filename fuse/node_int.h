@@ -69,6 +69,7 @@ struct mbfs_node {
 	struct mbfs_pieces pieces;  /* partial: the guest's pieces */
 	unsigned char *have;        /* partial: pieces already in fd */
 	size_t missing;
+	uint64_t timed_out_ms;   /* when a load last ran out of op_timeout (load.c) */
 };
 
 /* Files larger than this are fetched piece by piece as they are read. */

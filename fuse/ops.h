@@ -8,4 +8,8 @@
 
 extern const struct fuse_operations mbfs_ops;
 
+/* Fill *ops with mbfs_ops, each operation that may talk to the service
+ * bounded by one deadline, its start + op_timeout (bound.c). */
+void mbfs_bound_ops(struct fuse_operations *ops);
+
 #endif

@@ -29,11 +29,13 @@ struct par {
 	size_t n;
 	atomic_size_t next;
 	atomic_int rc;
+	uint64_t deadline;   /* the caller's operation deadline (bound.c) */
 };
 
 static void *par_worker(void *arg)
 {
 	struct par *p = arg;
+	mb_op_deadline(p->deadline);   /* the caller's own: it sets it back */
 	while (!atomic_load(&p->rc)) {
 		size_t i = atomic_fetch_add(&p->next, 1);
 		if (i >= p->n)
@@ -48,7 +50,7 @@ static void *par_worker(void *arg)
 
 int mbfs_xfer_parallel(size_t n, int (*fn)(void *, size_t), void *ud)
 {
-	struct par p = { .fn = fn, .ud = ud, .n = n };
+	struct par p = { .fn = fn, .ud = ud, .n = n, .deadline = mb_op_current() };
 	atomic_init(&p.next, 0);
 	atomic_init(&p.rc, 0);
 	pthread_t t[MBFS_XFER_THREADS];

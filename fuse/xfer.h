@@ -107,6 +107,12 @@ int mbfs_xfer_fetch_start(struct mbfs *fs, struct mbfs_pieces *p,
  * that fetch will not bring it (none, not one of its pieces, failed or
  * stopped). */
 int mbfs_xfer_fetch_wait(struct mbfs_pieces *p, size_t i);
+
+/* Tell p's running fetch, if any, to stop, without waiting for it: a
+ * reader whose deadline passed (bound.c) returns now; the next
+ * mbfs_xfer_fetch_end joins the thread, which ends by its own bounds
+ * (op_timeout per call). */
+void mbfs_xfer_fetch_stop(struct mbfs_pieces *p);
 /* Have p's running fetch GET the pieces after its last up to upto (those
  * after a piece in fd already excepted) and cut up to ahead more: a
  * sequential reader's read-ahead moves on with it, the GETs never

@@ -7,8 +7,11 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <time.h>
 
+#include "common/api.h"
 #include "common/err.h"
+#include "common/util.h"
 #include "fuse/mbfs.h"
 #include "fuse/remote.h"
 #include "fuse/xfer.h"
@@ -40,9 +43,13 @@ static bool listed(const struct fetch *f, size_t i)
 	return lo < f->count && f->list[lo] == i;
 }
 
-/* Wait until piece i is in (1) or f will not bring it (0). */
+/* Wait until piece i is in (1) or f will not bring it (0), at most until
+ * the waiting operation's deadline (bound.c): the fetch runs on in its
+ * thread, with op_timeout per call, but no read waits for it longer than
+ * its own op_timeout. */
 static int wait_piece(struct fetch *f, size_t i)
 {
+	uint64_t deadline = mb_op_current();
 	pthread_mutex_lock(&f->lock);
 	int got = 0;
 	for (;;) {
@@ -52,7 +59,19 @@ static int wait_piece(struct fetch *f, size_t i)
 		}
 		if (f->rc || f->stop || f->finished || !listed(f, i))
 			break;
-		pthread_cond_wait(&f->cv, &f->lock);
+		if (!deadline) {
+			pthread_cond_wait(&f->cv, &f->lock);
+			continue;
+		}
+		uint64_t now = mb_now_ms();
+		if (now >= deadline)
+			break;
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		uint64_t ns = (uint64_t)ts.tv_nsec + (deadline - now) * 1000000u;
+		ts.tv_sec += (time_t)(ns / 1000000000u);
+		ts.tv_nsec = (long)(ns % 1000000000u);
+		pthread_cond_timedwait(&f->cv, &f->lock, &ts);
 	}
 	pthread_mutex_unlock(&f->lock);
 	return got;
@@ -80,6 +99,11 @@ int mbfs_xfer_fetch_start(struct mbfs *fs, struct mbfs_pieces *p,
 	for (size_t k = 0; !rc && k < want && k < count; k++)
 		if (!wait_piece(f, f->list[k]))
 			rc = -EIO;
+	if (rc && mb_op_expired()) {
+		mbfs_xfer_fetch_stop(p);
+		return mbfs_fail(fs, mb_err_set(err, ETIMEDOUT, "a piece of '%s' "
+				 "did not come within op_timeout", p->src), err);
+	}
 	if (rc) {
 		mb_err_set(err, EIO, "a piece of '%s' did not come", p->src);
 		rc = mbfs_xfer_fetch_end(fs, p, NULL, NULL, err);
@@ -133,6 +157,17 @@ void mbfs_xfer_fetch_grow(struct mbfs_pieces *p, size_t upto, size_t ahead)
 	} else if (l) {
 		f->list = l;
 	}
+	pthread_mutex_unlock(&f->lock);
+}
+
+void mbfs_xfer_fetch_stop(struct mbfs_pieces *p)
+{
+	struct fetch *f = p->fetch;
+	if (!f)
+		return;
+	pthread_mutex_lock(&f->lock);
+	f->stop = true;
+	pthread_cond_broadcast(&f->cv);
 	pthread_mutex_unlock(&f->lock);
 }
 

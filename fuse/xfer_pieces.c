@@ -199,11 +199,13 @@ struct bgcut {
 	int rc;
 	bool stale;
 	struct mb_err err;
+	uint64_t deadline;   /* that of the fetch's thread (bound.c) */
 };
 
 static void *bg_main(void *arg)
 {
 	struct bgcut *c = arg;
+	mb_op_deadline(c->deadline);
 	c->rc = cut_run(c->fs, c->p, c->first, c->n, c->done, c->ndone,
 			&c->stale, &c->err);
 	return NULL;
@@ -221,6 +223,7 @@ static int bg_start(struct fetch *f, size_t first, size_t n)
 	c->first = first;
 	c->n = n;
 	c->ndone = cut_prepare(f->p, first, n, c->done);
+	c->deadline = mb_op_current();
 	mb_err_clear(&c->err);
 	if (pthread_create(&c->t, NULL, bg_main, c)) {
 		/* the pieces named to go stay until the directory goes */

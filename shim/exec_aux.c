@@ -31,9 +31,9 @@ unsigned mbx_orphan_seconds(void)
 
 /* ---- one guest call ---- */
 
-int mbx_guest_call(struct mbx_run *r, const struct mb_buf *script,
-		   long timeout_ms, bool retry, struct mbx_report *rep,
-		   bool *reached, struct mb_err *err)
+static int guest_call_loop(struct mbx_run *r, const struct mb_buf *line,
+			   long timeout_ms, bool retry, struct mbx_report *rep,
+			   bool *reached, struct mb_err *err)
 {
 	uint64_t t0 = mb_now_ms();
 	struct mb_exec_result res;
@@ -44,7 +44,7 @@ int mbx_guest_call(struct mbx_run *r, const struct mb_buf *script,
 	for (;;) {
 		mb_err_clear(err);
 		memset(&res, 0, sizeof(res));
-		e = mb_exec(r->client, &r->ident, script->data, timeout_ms, &res, err);
+		e = mb_exec(r->client, &r->ident, line->data, timeout_ms, &res, err);
 		if (e == 0) {
 			if (reached)
 				*reached = true;
@@ -80,6 +80,41 @@ int mbx_guest_call(struct mbx_run *r, const struct mb_buf *script,
 		}
 		mb_sleep_ms(mb_backoff_ms(attempt++, 250, 4000));
 	}
+}
+
+/* Every script runs in a clean shell (mb_exec_clean): the sandbox's
+ * profile cannot put its own stat, base64, tail... in place of ours. Only
+ * the launch keeps the login shell's exported variables, as text, for the
+ * user's command (run.sh). */
+static int guest_call(struct mbx_run *r, const struct mb_buf *script,
+		      unsigned flags, long timeout_ms, bool retry,
+		      struct mbx_report *rep, bool *reached, struct mb_err *err)
+{
+	struct mb_buf line;
+	int e;
+
+	mb_buf_init(&line, 2 * MB_MAX_COMMAND_BYTES + 4096);
+	if (mb_exec_clean(&line, script->data, flags)) {
+		mb_buf_release(&line);
+		return mb_err_set(err, E2BIG, "the guest script is too long");
+	}
+	e = guest_call_loop(r, &line, timeout_ms, retry, rep, reached, err);
+	mb_buf_release(&line);
+	return e;
+}
+
+int mbx_guest_call(struct mbx_run *r, const struct mb_buf *script,
+		   long timeout_ms, bool retry, struct mbx_report *rep,
+		   bool *reached, struct mb_err *err)
+{
+	return guest_call(r, script, 0, timeout_ms, retry, rep, reached, err);
+}
+
+int mbx_guest_launch_call(struct mbx_run *r, const struct mb_buf *script,
+			  struct mbx_report *rep, bool *reached, struct mb_err *err)
+{
+	return guest_call(r, script, MB_EXEC_KEEP_ENV, MBX_LAUNCH_TIMEOUT_MS,
+			  true, rep, reached, err);
 }
 
 int mbx_deliver(struct mbx_run *r, struct mbx_sink *s, uint64_t *off,

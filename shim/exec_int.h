@@ -76,6 +76,12 @@ int mbx_guest_call(struct mbx_run *r, const struct mb_buf *script,
 		   long timeout_ms, bool retry, struct mbx_report *rep,
 		   bool *reached, struct mb_err *err);
 
+/* The launch: mbx_guest_call (retried, MBX_LAUNCH_TIMEOUT_MS) that also
+ * hands the login shell's exported variables to the script (MBX_ENV, see
+ * mb_exec_clean), for the user's command. */
+int mbx_guest_launch_call(struct mbx_run *r, const struct mb_buf *script,
+			  struct mbx_report *rep, bool *reached, struct mb_err *err);
+
 /* Write the part of data (which starts at stream offset off_in) beyond *off
  * to s and advance *off. 0, -EPROTO on a gap, -EPIPE when stdout closed. */
 int mbx_deliver(struct mbx_run *r, struct mbx_sink *s, uint64_t *off,

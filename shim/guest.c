@@ -1,8 +1,9 @@
 /* guest.c: build the exec strategy's guest ops from the scripts in
  * shim/guest/ (embedded at build time); parse their reports.
  *
- * Every op is one `/bin/sh -lc` exec: `B=... V=... R=...`, positional
- * arguments (`set -- ...`), lib.sh, then the op's script. The launch also
+ * Every op is one exec of a clean shell (mb_exec_clean, exec_aux.c): `B=...
+ * V=... R=...`, positional arguments (`set -- ...`), lib.sh, then the op's
+ * script. The launch also
  * installs sup.sh and run.sh as $B/sup-$V.sh and $B/run-$V.sh when they are
  * missing. Why the guest process tree looks as it does (a long-lived
  * supervisor that starts and reaps every run) is in shim/guest/sup.sh.
@@ -91,7 +92,7 @@ int mbx_guest_launch(struct mb_buf *b, const struct mbx_launch *l)
 	size_t b64len;
 	int r = head(b, l->run_id);
 
-	r = r ? r : mb_buf_appends(b, "mkdir -m 700 \"$B\" 2>/dev/null\n");
+	r = r ? r : mb_buf_appends(b, "base_make || { echo '@mbx fail base'; exit 0; }\n");
 	r = r ? r : install(b, "sup", mbx_sh_sup);
 	r = r ? r : install(b, "run", mbx_sh_run);
 	r = r ? r : mbx_sh_assign(b, "C", l->cwd);

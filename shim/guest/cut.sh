@@ -9,6 +9,7 @@
 # round of bulk output). The client cuts the next pieces while it still
 # fetches earlier ones, so only what it says it has goes.
 # shellcheck disable=SC2154 # B, V and R are set by the caller
+base_ok || { echo '@mbx gone'; exit 0; }
 set -- "$1" "$2" "$3" "$4" "$R"/piece.*
 off=$1 n=$2 first=$3 keep=$4
 shift 4

@@ -9,11 +9,17 @@
 #   killed (0: never); ORPHAN: seconds without a poll after which it is
 #   ended; COLS ROWS: the terminal size for pty.
 # Creating R is the guard: a retried launch finds it and only reports (and
-# re-dispatches a run that the supervisor did not get).
+# re-dispatches a run that the supervisor did not get). mkdir fails on any
+# name that exists, a symlink included, so R is always fresh and ours; B
+# was made private by base_make (the caller runs it first).
+# MBX_ENV: the login shell's exported variables (`export -p`, see
+# mb_exec_clean), kept in R/env for the user's command; this shell and the
+# supervisor it may start never see them.
 # shellcheck disable=SC2154 # B, V, R, C, S, SF and IN are set by the caller
+E=${MBX_ENV-}
+unset MBX_ENV
 new=0
-if mkdir -m 700 "$R" 2>/dev/null ||
-	{ mkdir -m 700 "$B" 2>/dev/null; mkdir -m 700 "$R" 2>/dev/null; }; then
+if mkdir -m 700 "$R" 2>/dev/null; then
 	new=1
 	if [ ! -d "$C" ]; then
 		echo '@mbx nocwd' >"$R/result"
@@ -21,8 +27,13 @@ if mkdir -m 700 "$R" 2>/dev/null ||
 		echo '@mbx fail setsid-or-flock-missing' >"$R/result"
 	elif [ "$2" = pty ] && ! command -v script >/dev/null 2>&1; then
 		echo '@mbx fail script-missing' >"$R/result"
+	elif [ -n "${SF:-}" ] && { [ -L "$SF" ] || [ ! -f "$SF" ]; }; then
+		# the client's PUT made a regular file: anything else was planted
+		rm -f "$SF"
+		echo '@mbx fail script-file' >"$R/result"
 	else
 		printf %s "$C" >"$R/cwd"
+		printf '%s\n' "$E" >"$R/env"
 		if [ -n "${SF:-}" ]; then
 			mv -f "$SF" "$R/cmd"
 		else
@@ -42,7 +53,7 @@ if mkdir -m 700 "$R" 2>/dev/null ||
 		echo $$ >"$R/waiter"
 		: >"$R/ready"
 	fi
-elif [ ! -d "$R" ]; then
+elif [ -L "$R" ] || [ ! -d "$R" ]; then
 	echo '@mbx fail mkdir'
 	exit 0
 fi

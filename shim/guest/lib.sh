@@ -7,6 +7,28 @@
 # B/sup-V.sh, B/run-V.sh by the launch), R the run directory.
 # shellcheck disable=SC2154 # B, V and R are set by the caller
 
+# base_ok: B is still the private directory base_make made: a directory of
+# ours, not a symlink (builtin tests only). Every op that writes under B
+# checks it first: a sandbox that swapped B for a link into the workspace
+# would get our run files there.
+base_ok() {
+	[ ! -L "$B" ] && [ -d "$B" ] && [ -O "$B" ]
+}
+
+# base_make: make B such a directory, 0700. Whatever else is there (a
+# symlink, a file, somebody else's directory) is moved aside, never
+# followed or emptied, and a fresh one made; 1 when that cannot be done.
+base_make() {
+	base_ok && return 0
+	if [ -e "$B" ] || [ -L "$B" ]; then
+		a="$B.moved.$$.$(date +%s)"
+		mv -f -- "$B" "$a" 2>/dev/null || return 1
+		echo "mbexec: moved aside '$B' (not a private directory) to '$a'" >&2
+	fi
+	mkdir -m 700 "$B" 2>/dev/null
+	base_ok
+}
+
 # rep OO EO: one report of run R from byte offsets OO (stdout) and EO (stderr):
 #   @mbx STATE RC OUTSIZE ERRSIZE INPOS OO ON EO EN, base64 of ON bytes of
 #   out, @e, base64 of EN bytes of err, @end
@@ -16,6 +38,7 @@
 # 1 MiB output cap of an exec, also when a mount's poll carries many reports.
 rep() {
 	all=0
+	if ! base_ok; then echo '@mbx gone'; return 0; fi
 	if [ -s "$R/result" ]; then cat "$R/result"; return 0; fi
 	if [ ! -d "$R" ]; then echo '@mbx gone'; return 0; fi
 	st=running
@@ -84,6 +107,7 @@ dispatch() {
 # run that was dispatched and lost on the way (the supervisor left just
 # then) is dispatched again.
 alive() {
+	base_ok || return 0
 	if [ -d "$R" ] && [ ! -s "$R/rc" ] && [ ! -s "$R/result" ]; then
 		echo 0 >"$R/idle"
 		if [ -e "$R/ready" ] && [ ! -d "$R/started" ]; then
@@ -99,6 +123,7 @@ alive() {
 # ready (.rdy) when something is new already. One stat per run.
 poll_setup() {
 	R=$1
+	base_ok || return 0
 	[ "$5" = 1 ] && [ -d "$R" ] && echo "$2 $3" >"$R/seen"
 	alive
 	rm -f "$R/.rdy" 2>/dev/null

@@ -3,6 +3,7 @@
 #
 # Usage (after lib.sh): resize.sh COLS ROWS
 # shellcheck disable=SC2154 # B, V and R are set by the caller
+base_ok || { echo '@mbx gone'; exit 0; }
 echo "$1 $2" >"$R/winsz" 2>/dev/null
 t=
 [ -s "$R/tty" ] && read -r t <"$R/tty"

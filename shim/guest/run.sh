@@ -2,6 +2,7 @@
 # run.sh: one mbexec run on the guest: the command in a session of its own, its stdin feeder, its exit status.
 #
 # Usage: run.sh RUNDIR        the run (started by sup.sh, once: `started`)
+#        run.sh RUNDIR cmd    in the command's session: become the command
 #        run.sh RUNDIR pty    inside script(1): size the terminal, become the command
 #
 # RUNDIR holds what the launch wrote: cwd, cmd (the script for /bin/sh -c),
@@ -11,18 +12,33 @@
 # one write) and wakes the waiting launch (SIGUSR1 to the pid in `waiter`).
 # The command and the feeder are this shell's children, waited for here, so
 # nothing is left for the guest's PID 1, which never reaps.
+# Our machinery runs in a clean shell (no profile, a fixed PATH); the
+# user's command does not: it gets the environment the login shell of the
+# launch had (R/env, its `export -p`), as a command run over ssh gets the
+# login environment, and starts as `/bin/sh -c CMD` as it always did.
 R=$1
 cd "$R" || exit 1
 
-if [ "${2:-}" = pty ]; then
+# become: the user's command, in its directory, with its environment
+become() {
+	c=$(cat cwd; echo x)
+	s=$(cat cmd; echo x)
+	e=
+	[ -f env ] && e=$(cat env)
+	cd "${c%x}" || exit 1
+	# shellcheck disable=SC2016 # expanded by the new shell
+	exec /usr/bin/env -i /bin/sh -c 'eval "$1"; exec /bin/sh -c "$2"' mbexec "$e" "${s%x}"
+}
+
+case ${2:-} in
+cmd) become ;;
+pty)
 	read -r cols rows <winsz && stty cols "$cols" rows "$rows" 2>/dev/null
 	tty >tty.t 2>/dev/null && mv -f tty.t tty
 	echo $$ >ptypid
-	c=$(cat cwd; echo x)
-	s=$(cat cmd; echo x)
-	cd "${c%x}" || exit 1
-	exec /bin/sh -c "${s%x}"
-fi
+	become
+	;;
+esac
 
 mkdir started 2>/dev/null || exit 0
 
@@ -80,8 +96,7 @@ if [ "$m" = pty ]; then
 else
 	# shellcheck disable=SC2016 # expanded by the inner shell
 	setsid /bin/sh -c 'echo $$ >pgid; exec <"$1" >out 2>err;
-		c=$(cat cwd; echo x); s=$(cat cmd; echo x);
-		cd "${c%x}" && exec /bin/sh -c "${s%x}"' mbexec-cmd "$in"
+		exec /bin/sh "$2" "$3" cmd' mbexec-cmd "$in" "$0" "$R"
 fi
 rc=$?
 echo "$rc" >rc

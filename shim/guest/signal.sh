@@ -4,6 +4,7 @@
 # Usage (after lib.sh): signal.sh INT|TERM
 # The command may not have written pgid yet: wait up to 1 s for it.
 # shellcheck disable=SC2154 # B, V and R are set by the caller
+base_ok || { echo '@mbx gone'; exit 0; }
 i=0
 while [ $i -lt 50 ] && [ -d "$R" ] && [ ! -s "$R/pgid" ] &&
 	[ ! -s "$R/rc" ] && [ ! -s "$R/result" ]; do
