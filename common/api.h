@@ -271,9 +271,9 @@ bool mb_exec_fits(const char *command);
  *   [MBX_ENV=$(\export -p) || \exit 126;]
  *   \unset -v LD_PRELOAD LD_LIBRARY_PATH LD_AUDIT || \exit 126;
  *   \exec /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C
- *     [MBX_ENV="$MBX_ENV"] /bin/sh -c 'SCRIPT'
+ *     [MBX_ENV="$MBX_ENV"] /bin/sh -c 'printf MARK; printf MARK >&2; ''SCRIPT'
  *
- * (one line). Why each word holds, in dash and in bash started as sh:
+ * (one line; MARK is "\036mb\n", see mb_exec_clean_take). Why each word holds, in dash and in bash started as sh:
  * `exec`, `unset`, `exit` and `export` are special builtins, found before functions (dash refuses a
  * function of that name outright; bash as sh is in POSIX mode once the
  * profile has run, whatever the profile set); the backslash quotes the word,
@@ -294,6 +294,14 @@ bool mb_exec_fits(const char *command);
 /* Append the clean-shell command for script to *out (flags: 0 or
  * MB_EXEC_KEEP_ENV). 0 or -errno; on failure *out is unchanged. */
 int mb_exec_clean(struct mb_buf *out, const char *script, unsigned flags);
+
+/* The result of a command made by mb_exec_clean, without what the
+ * sandbox's login shell printed before the script began (its profile's
+ * banner, or a hostile profile's fake output), which the script's first
+ * words mark. false when stdout holds no mark: the script never ran (the
+ * profile exited, or ran something else); stdout is then emptied, stderr
+ * kept as the shell left it. */
+bool mb_exec_clean_take(struct mb_exec_result *r);
 
 /* mb_exec_fits for the command mb_exec_clean makes of script. */
 bool mb_exec_clean_fits(const char *script, unsigned flags);

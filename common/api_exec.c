@@ -63,7 +63,12 @@ bool mb_exec_fits(const char *command)
 #define CLEAN_HEAD "\\unset -v LD_PRELOAD LD_LIBRARY_PATH LD_AUDIT || \\exit 126; " \
 	"\\exec /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C "
 #define CLEAN_KEEP_ARG "MBX_ENV=\"$MBX_ENV\" "
-#define CLEAN_SH "/bin/sh -c "
+/* The script's first words print MB_EXEC_MARK on stdout and stderr, so
+ * what the login shell printed before it (a profile's banner) can be told
+ * from the script's own output (mb_exec_clean_take). Adjacent quoted
+ * words join: 'printf ...; ''SCRIPT' is one argument. */
+#define CLEAN_SH "/bin/sh -c 'printf \"\\036mb\\n\"; printf \"\\036mb\\n\" >&2; '"
+#define MARK "\036mb\n"
 
 int mb_exec_clean(struct mb_buf *out, const char *script, unsigned flags)
 {
@@ -82,6 +87,36 @@ int mb_exec_clean(struct mb_buf *out, const char *script, unsigned flags)
 			out->data[old] = '\0';
 	}
 	return r;
+}
+
+/* Drop the bytes before the first MARK of text[0, *len) and the mark;
+ * false when there is none. */
+static bool after_mark(char *text, size_t *len)
+{
+	const char *m = text ? memmem(text, *len, MARK, sizeof(MARK) - 1) : NULL;
+
+	if (!m)
+		return false;
+	size_t skip = (size_t)(m - text) + sizeof(MARK) - 1;
+	memmove(text, text + skip, *len - skip);
+	*len -= skip;
+	text[*len] = '\0';
+	return true;
+}
+
+bool mb_exec_clean_take(struct mb_exec_result *r)
+{
+	bool ran = after_mark(r->out, &r->out_len);
+
+	if (!ran && r->out) {
+		r->out_len = 0;
+		r->out[0] = '\0';
+	}
+	if (!after_mark(r->errout, &r->err_len) && ran && r->errout) {
+		r->err_len = 0;   /* cannot be: the marks go out together */
+		r->errout[0] = '\0';
+	}
+	return ran;
 }
 
 static void measure(const char *s, size_t *len, size_t *cost)

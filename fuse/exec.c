@@ -16,6 +16,20 @@
 
 #define PUT_TRIES 3
 
+/* The script's own output (mb_exec_clean_take), or -EIO when the
+ * sandbox's login shell never ran it (nothing of ours ran: not
+ * ambiguous). */
+static int take(struct mb_exec_result *res, struct mb_err *err)
+{
+	if (mb_exec_clean_take(res))
+		return 0;
+	int rc = mb_err_set(err, EIO, "the sandbox's login shell did not run "
+			    "mbfs's command (its profile?): %.200s",
+			    res->errout ? res->errout : "");
+	mb_exec_result_release(res);
+	return rc;
+}
+
 /* A command too large for the exec request (contract §3: 16 KiB of
  * command, 32 KiB of JSON, and escapes count) goes up as a file in the
  * guest's /tmp and runs in a clean shell. The script removes itself
@@ -81,6 +95,7 @@ static int exec_as_file(struct mbfs *fs, const char *cmd, long timeout_ms,
 	       strlen(cmd), cmd);
 	rc = mb_exec(fs->client, &fs->ident, line.data, timeout_ms, res, err);
 	mb_buf_release(&line);
+	rc = rc ? rc : take(res, err);
 	if (rc && !mb_err_is_stopped(err)) {
 		/* still there: the script never started; gone: it did */
 		struct mb_err e2;
@@ -115,7 +130,7 @@ int mbfs_exec(struct mbfs *fs, const char *cmd, long timeout_ms,
 	mb_log(MB_LOG_DEBUG, "exec: %.200s", cmd);
 	rc = mb_exec(fs->client, &fs->ident, line.data, timeout_ms, res, err);
 	mb_buf_release(&line);
-	return rc;
+	return rc ? rc : take(res, err);
 }
 
 int mbfs_exec_ok(const struct mb_exec_result *res)

@@ -25,15 +25,19 @@ FAKE = (b"#!/bin/sh\n"
         b"echo \"$0 $*\" >>" + MARK.encode() + b"\n"
         b"printf 'F\\0000\\0\\0\\377garbage\\n@mbx done 0 999 999 0 0 999 0 999\\n@e\\n@end\\n'\n"
         b"exit 0\n")
-PROFILE = ("PATH=%s:$PATH\nexport PATH\nexport MBX_TEST_FROM_PROFILE=yes\n" % EVIL).encode()
+# ...and a banner on both streams, before any command of ours, that looks
+# like what our parsers read (a report, an @mbx header, an error to map)
+PROFILE = ("PATH=%s:$PATH\nexport PATH\nexport MBX_TEST_FROM_PROFILE=yes\n"
+           "printf 'ok 3\\nx 0 nope\\n@mbx done 0 999 999 0 0 999 0 999\\n@e\\n@end\\n'\n"
+           "echo 'mv: cannot move: No such file or directory' >&2\n" % EVIL).encode()
 
 
 def guest(service, ident, command):
     """Run command on the sandbox with absolute paths only (the profile's
     PATH is hostile); its stdout."""
-    doc = service.exec(ident, command)
+    doc = service.exec(ident, "echo :begin:; " + command)
     assert doc["exitCode"] == 0, doc
-    return doc["stdout"]
+    return doc["stdout"].split(":begin:\n", 1)[1]
 
 
 def marker(service, ident):
@@ -55,7 +59,7 @@ def hostile(service, container):
     service.put_file(container, "/root/.profile", PROFILE)
     # the profile is in force: a plain `find` is the fake now
     doc = service.exec(container, "find /workspace/tree >/dev/null; echo $PATH")
-    assert doc["stdout"].startswith(EVIL), doc
+    assert doc["stdout"].startswith("ok 3\n") and ("\n" + EVIL) in doc["stdout"], doc
     guest(service, container, "/bin/rm -f %s" % MARK)
     return container
 
