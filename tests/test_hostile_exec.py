@@ -4,8 +4,10 @@ fake tools first in PATH (every exec is `/bin/sh -lc`), a planted
 operation). mbfs stays alive, the mount and mbexec work, no planted tool
 runs, nothing lands where a planted link points, and a stalled operation
 fails within its op_timeout."""
+import errno
 import hashlib
 import os
+import re
 import time
 
 import pytest
@@ -192,3 +194,44 @@ def test_a_stalled_service_fails_read_and_stat_within_op_timeout(service, hostil
         service.clear_faults()
         m.unmount()
         assert not mbtest.sanitizer_report(m.log()), m.log()
+
+
+@pytest.mark.parametrize("profile", ["exit 0\n", "exec /bin/sh -c 'exit 0'\n"], ids=["exit", "exec"])
+def test_a_profile_that_never_runs_our_command_fails_loudly(service, need_fuse_module, profile):
+    """A profile that ends the login shell (`exit 0`, `exec bash`...) means
+    none of our scripts runs, though every exec answers exit status 0:
+    each change through the mount fails with EIO and its data is kept,
+    never reported as done."""
+    ident = service.create_container()
+    try:
+        guest(service, ident, "/bin/mkdir -p /workspace/d && echo old >/workspace/d/f")
+        m = mbtest.Mount(service, ident, options=["op_timeout=10"])
+        try:
+            os.stat(m.path("d", "f"))
+            service.put_file(ident, "/root/.profile", profile.encode())
+            data = os.urandom(2500000)
+            with pytest.raises(OSError) as e:
+                with open(m.path("big"), "wb") as f:
+                    f.write(data)
+            assert e.value.errno == errno.EIO, e.value
+            with pytest.raises(OSError) as e:
+                os.chmod(m.path("d", "f"), 0o600)
+            assert e.value.errno == errno.EIO, e.value
+            with open(m.path("d", "small"), "wb") as f:
+                f.write(b"small\n")
+            with pytest.raises(OSError) as e:
+                sync(m)
+            assert e.value.errno == errno.EIO, e.value
+            assert "did not run" in m.log(), m.log()[-2000:]
+            assert m.proc.poll() is None, m.log()[-3000:]
+            # the large file's bytes are kept, whole
+            kept = re.findall(r"upload of '/workspace/big' failed: .*data kept in (\S+)", m.log())
+            assert kept, m.log()[-3000:]
+            with open(kept[0], "rb") as f:
+                assert f.read() == data
+        finally:
+            service.put_file(ident, "/root/.profile", b"")
+            m.unmount()
+            assert not mbtest.sanitizer_report(m.log()), m.log()
+    finally:
+        service.delete_container(ident)
