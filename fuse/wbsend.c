@@ -26,6 +26,7 @@
  * next mount (recover.c). */
 #define STAGE_PREFIX "/tmp/.mbfs-wb-"
 #define EXEC_TIMEOUT_MS 50000L
+#define APPLY_STAGE_SWAPPED 5   /* apply.sh: the batch directory is not ours */
 #define TAR_BLOCK 512u
 #define NAME_MAX_TAR 99u
 
@@ -59,6 +60,20 @@ static int stage_name(struct mbfs *fs, char out[64])
 	memcpy(out, stage_dir, sizeof(stage_dir));
 	pthread_mutex_unlock(&prev_lock);
 	return rc;
+}
+
+/* The batch directory was swapped for a symlink after the mount made it
+ * (apply.sh removed what the PUTs left through it): forget it, so that
+ * the next batch makes a fresh one; the link is not ours to remove. */
+static void new_stage(struct mbfs *fs)
+{
+	pthread_mutex_lock(&prev_lock);
+	mb_log(MB_LOG_WARN, "the sandbox replaced the mount's batch directory "
+	       "'%s': the next batch uses a new one", stage_dir);
+	if (stage_dir[0] && fs->journal)
+		mbfs_journal_unstage(fs->journal, stage_note);
+	stage_dir[0] = prev_done[0] = '\0';
+	pthread_mutex_unlock(&prev_lock);
 }
 
 bool mbfs_wbsend_fits(const char *path)
@@ -365,9 +380,12 @@ static int apply(struct send *s, struct mbfs_wbfile *v, const size_t *order,
 	    (int)sizeof(prev_done))
 		prev_done[0] = '\0';
 	pthread_mutex_unlock(&prev_lock);
+	if (res.has_exit_code && res.exit_code == APPLY_STAGE_SWAPPED)
+		new_stage(s->fs);
 	if (!mbfs_exec_ok(&res)) {
-		rc = res.has_exit_code && res.exit_code == 3 ? -EIO
-			: mbfs_stderr_errno(res.errout);
+		rc = res.has_exit_code && (res.exit_code == 3 ||
+					   res.exit_code == APPLY_STAGE_SWAPPED)
+			? -EIO : mbfs_stderr_errno(res.errout);
 		mb_err_set(err, -rc, "cannot apply the batch on the guest: %.200s",
 			   res.errout && res.errout[0] ? res.errout : "failed");
 	} else {

@@ -276,3 +276,32 @@ def test_a_killed_mounts_batch_directory_goes_at_the_next_mount(service, contain
         until(lambda: not mine & staging_dirs(service, container), "the sweep of " + str(mine))
     finally:
         assert m2.unmount() == 0, m2.log()
+
+
+def test_a_batch_directory_swapped_after_it_was_made(service, container, need_fuse):
+    """The sandbox swaps the mount's own batch directory for a link into
+    the workspace: that batch fails (its file kept), the archive its PUT
+    left through the link is taken back, and the next batch goes to a
+    fresh directory."""
+    trap = "/workspace/" + unique("trap")
+    sh(service, container, "mkdir -p %s" % trap)
+    m = mbtest.Mount(service, container)
+    try:
+        write_file(m.path(unique("first")), b"the first batch\n")
+        sync(m)
+        (wb,) = [x for x in staging_dirs(service, container) if x.startswith(".mbfs-wb-")]
+        sh(service, container, "rm -rf /tmp/%s && ln -s %s /tmp/%s" % (wb, trap, wb))
+        second = unique("second")
+        write_file(m.path(second), b"the second batch\n")
+        sync_kept(m)
+        assert sh(service, container, "ls -A %s" % trap) == ""
+        assert "replaced the mount's batch directory" in m.log(), m.log()[-2000:]
+        third = unique("third")
+        write_file(m.path(third), b"the third batch\n")
+        sync(m)
+        assert sh(service, container, "cat /workspace/%s" % third) == "the third batch\n"
+        assert sh(service, container, "ls -A %s" % trap) == ""
+    finally:
+        assert m.unmount() == 0, m.log()
+        sh(service, container, "rm -rf %s /tmp/.mbfs-wb-*" % trap)
+    assert not mbtest.sanitizer_report(m.log()), m.log()

@@ -31,7 +31,9 @@
 # with the same arguments (mbfs lost the answer) prints it again and
 # applies nothing twice. PREV ("-" for none) is the report of an earlier
 # batch, no longer needed. Exits 0 with a report; 3 when a part is
-# missing; 1 on any other failure (tar's message on stderr). STAGE and
+# missing; 5 when PARTS's directory is no longer a directory of ours
+# (swapped for a link: the parts found through it are removed); 1 on any
+# other failure (tar's message on stderr). STAGE and
 # the parts are removed in every case.
 #
 # The first batch of a mount (PREV "-") also sweeps the staging that
@@ -43,8 +45,12 @@
 export LC_ALL=C
 p=$1 np=$2 sd=$3 prev=$4
 if [ -L "${p%/*}" ] || ! [ -d "${p%/*}" ]; then
+	# swapped for a link since the mount made it: the PUTs followed it;
+	# take back what they left there (our random names only), and say so
+	# (exit 5): the mount picks a fresh directory for its next batch
+	rm -f -- "$p".[0-9]* 2>/dev/null
 	echo "the batch directory '${p%/*}' is not a directory of ours" >&2
-	exit 1
+	exit 5
 fi
 if [ "$prev" = - ]; then
 	for x in /tmp/.mbfs-up /tmp/.mbfs-up-* /tmp/.mbfs-wb-*; do

@@ -48,6 +48,8 @@ while [ "${#s}" -gt "${#root}" ]; do
 	s=${s%/*}
 done
 if [ -L "$d" ] || [ -L "${d%/*}" ] || ! [ -d "$d" ]; then
+	# swapped for a link: the part PUTs followed it; take them back
+	rm -f -- "$d"/p.[0-9]* 2>/dev/null
 	bad "the staging directory '$d' is missing or not a directory of ours"
 fi
 cd "$d" || exit 1
