@@ -157,6 +157,8 @@ static const char *impossible(const struct mb_entry *e, const char *prev)
 		return "it holds a '/'";
 	if (strlen(nm) > MBFS_NAME_MAX)
 		return "it is longer than 255 bytes";
+	if (!mb_utf8_valid(nm, strlen(nm)))
+		return "it is not UTF-8, which the API cannot name";
 	if (prev && strcmp(prev, nm) == 0)
 		return "it is listed twice";
 	return NULL;

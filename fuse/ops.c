@@ -317,6 +317,12 @@ static int mbfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 		fill(&d, d.fresh[i].name, &d.fresh[i].st);
 	mbfs_prefetch_listing(FS, path);   /* a walk lists its subtree */
 	rc = mbfs_cache_readdir(FS, path, fill_one, &d);
+	if (rc == -EILSEQ) {
+		/* a name the list route cannot send (not UTF-8): a bulk
+		 * listing has it, and the name rule drops just that one */
+		mbfs_prefetch_listing_now(FS, path);
+		rc = mbfs_cache_readdir(FS, path, fill_one, &d);
+	}
 	mbfs_dirents_free(d.fresh, d.nfresh);
 	return rc;
 }

@@ -21,8 +21,8 @@ bool mbfs_pack_path(const char *base, const char *rel, char *out);
 
 /* The listings text[0, len) (pack.sh's records, fuse/packparse.h) of
  * base and the directories below it: each stored with
- * mbfs_cache_put_listing (unless the write counter moved from ctr), except
- * those holding a name the list route could not return (not UTF-8). 0, or
+ * mbfs_cache_put_listing (unless the write counter moved from ctr), which
+ * drops a name the list route could not return (not UTF-8). 0, or
  * -EIO with err saying which record is not understood (nothing stored),
  * -ENOMEM. Logs nothing. */
 int mbfs_pack_listings(struct mbfs *fs, const char *base, const char *text,

@@ -270,11 +270,13 @@ int mbfs_pack_parse(const char *text, size_t len, mbfs_pack_dir_fn fn,
 		for (size_t k = 0; !rc && k < nd; k++) {
 			while (i < n && strcmp(v[i].dir, dirs[k]) < 0)
 				i++;
+			/* a name the list route cannot return (not UTF-8)
+			 * goes too: the cache's name rule drops it, the rest
+			 * of its directory shows */
 			size_t j = i;
-			bool bad = false;
 			while (j < n && strcmp(v[j].dir, dirs[k]) == 0)
-				bad |= v[j++].bad;
-			if (!bad && (k == 0 || strcmp(dirs[k], dirs[k - 1])))
+				j++;
+			if (k == 0 || strcmp(dirs[k], dirs[k - 1]))
 				rc = hand(dirs[k], v + i, j - i, fn, ud);
 			i = j;
 		}

@@ -24,8 +24,8 @@ typedef int (*mbfs_pack_dir_fn)(void *ud, const char *rel,
  * header comment). Only when every record parses is fn called, for each
  * directory walked (the root and every directory entry) in strcmp order
  * of rel, with the entries whose directory field names it (none: empty);
- * a directory holding a name or target that is not UTF-8 is skipped (the
- * list route would refuse that page). 0, fn's non-zero return, -ENOMEM,
+ * a name that is not UTF-8 is handed on too (the cache's name rule drops
+ * it; a directory of that name is not walked). 0, fn's non-zero return, -ENOMEM,
  * or -EIO with err naming the first record not understood (a bad type,
  * number, name or directory field, a field past MBFS_PACK_FIELD_MAX, a
  * record cut short); fn is then never called. Never logs. */

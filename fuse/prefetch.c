@@ -387,6 +387,18 @@ void mbfs_prefetch_listing(struct mbfs *fs, const char *dir)
 	release_job(&j);
 }
 
+void mbfs_prefetch_listing_now(struct mbfs *fs, const char *dir)
+{
+	struct mbfs_prefetch *p = fs->prefetch;
+	if (!p || strlen(dir) >= MB_PATH_MAX || mbfs_check_alive(fs))
+		return;
+	struct job j = { .fs = fs, .p = p, .base = dir, .fd = -1,
+			 .listings = true, .first = strdup(".") };
+	if (j.first)
+		mbfs_prefetch_run(&j);
+	release_job(&j);
+}
+
 void mbfs_prefetch_forget(struct mbfs *fs)
 {
 	struct mbfs_prefetch *p = fs->prefetch;

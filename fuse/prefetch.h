@@ -75,6 +75,12 @@ int mbfs_prefetch_miss(struct mbfs *fs, const char *path, uint64_t size);
  * directory, as before. */
 void mbfs_prefetch_listing(struct mbfs *fs, const char *dir);
 
+/* List dir (and what is below it, within MBFS_PREFETCH_LS_MAX) with one
+ * pack.sh now, walk or not, into the cache: for a directory whose list
+ * route page fails because a name in it is not UTF-8 (the listing drops
+ * just that name, name.h). On this thread; failures are logged. */
+void mbfs_prefetch_listing_now(struct mbfs *fs, const char *dir);
+
 /* The mount was told to forget what it knows (mbexec's invalidate): what
  * was walked or listed a moment ago may be walked again at once. */
 void mbfs_prefetch_forget(struct mbfs *fs);

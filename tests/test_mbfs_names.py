@@ -150,3 +150,23 @@ def test_a_bad_servers_listing_shows_only_good_names(service, container, need_fu
     assert rc == 0, log
     for _, _, line in BAD:
         assert log.count("listing of '/%s': not showing %s" % (d, line)) == 1, (line, log)
+
+
+def test_a_name_that_is_not_utf8_hides_only_itself(service, container, mount):
+    """The list route fails a whole page over one name that is not UTF-8
+    (409 unsupported_file_name): the mount lists that directory in bulk
+    instead, and drops just that name, with a warning."""
+    d = unique("utf")
+    sh(service, container, "mkdir -p /workspace/%s/sub && cd /workspace/%s && "
+       "touch good \"$(printf 'bad\\377')\" sub/x" % (d, d))
+    assert sorted(os.listdir(mount.path(d))) == ["good", "sub"]
+    assert os.listdir(mount.path(d, "sub")) == ["x"]
+    os.stat(mount.path(d, "good"))
+    wait_log(mount, r"listing of '/%s': not showing 'bad\\xff': it is not UTF-8" % d)
+    # and at the mount's root too
+    sh(service, container, "touch \"/workspace/$(printf 'top\\376')\"")
+    try:
+        invalidate(mount)
+        assert d in os.listdir(mount.mountpoint)
+    finally:
+        sh(service, container, "rm -f \"/workspace/$(printf 'top\\376')\"")
