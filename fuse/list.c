@@ -1,6 +1,7 @@
 /* list.c: `mbfs --list` and `mbfs --stop` (see list.h). */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,10 +37,15 @@ struct session {
 	bool curl;              /* mb_api_global_init done */
 };
 
-static int usage_error(const struct cli *o, const char *fmt, const char *arg)
+static int usage_error(const struct cli *o, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static int usage_error(const struct cli *o, const char *fmt, ...)
 {
+	va_list ap;
+	va_start(ap, fmt);
 	fprintf(stderr, "mbfs: ");
-	fprintf(stderr, fmt, arg);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
 	fprintf(stderr, "\n%s", strcmp(o->cmd, "--list") ? STOP_USAGE : LIST_USAGE);
 	return 2;
 }
@@ -51,7 +57,7 @@ static int parse_o(struct cli *o, const char *arg)
 	char *copy = strdup(arg), *save = NULL;
 	int rc = 0;
 	if (!copy)
-		return usage_error(o, "%s", "out of memory");
+		return usage_error(o, "out of memory");
 	for (char *w = strtok_r(copy, ",", &save); w && !rc;
 	     w = strtok_r(NULL, ",", &save)) {
 		char **dst = strncmp(w, "api_url=", 8) == 0 ? &o->api_url
@@ -63,6 +69,8 @@ static int parse_o(struct cli *o, const char *arg)
 		}
 		free(*dst);
 		*dst = strdup(strchr(w, '=') + 1);
+		if (!*dst)
+			rc = usage_error(o, "out of memory");
 	}
 	free(copy);
 	return rc;
@@ -99,7 +107,7 @@ static int parse_args(struct cli *o, const char *cmd, int argc, char **argv)
 			return rc;
 	}
 	if (stop && !o->target)
-		return usage_error(o, "%s", "missing ID@GENERATION (see mbfs --list)");
+		return usage_error(o, "missing ID@GENERATION (see mbfs --list)");
 	return 0;
 }
 

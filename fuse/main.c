@@ -136,6 +136,10 @@ static int opt_proc(void *data, const char *arg, int key,
 	case KEY_IGNORE:
 		return 0;
 	case FUSE_OPT_KEY_OPT:
+		/* libfuse's own -d (and -o debug) go on to it; it logs API
+		 * requests too, as mbfs(1) says */
+		if (strcmp(arg, "-d") == 0 || strcmp(arg, "debug") == 0)
+			ps->o.debug = 1;
 		return strncmp(arg, "x-", 2) == 0 ? 0 : 1;
 	case FUSE_OPT_KEY_NONOPT:
 		if (ps->nnonopt >= 3)
@@ -392,7 +396,7 @@ static int validate(struct mbfs *fs, struct mbfs_opts *o, struct parse_state *ps
 	fs->uid = uid;
 	fs->gid = gid;
 	fs->ro = o->ro;
-	fs->log_requests = o->verbose > 0;
+	fs->log_requests = o->verbose > 0 || o->debug;
 	fs->sync_close = o->sync_close != 0;
 	if (o->bulk_read && strcmp(o->bulk_read, "0") &&
 	    strcmp(o->bulk_read, "1"))
