@@ -111,6 +111,10 @@ struct mb_container {
 	char status[16];           /* "running" | "starting" */
 	char expires_at[MB_GEN_MAX];  /* hard deadline; "" when not reported */
 	char size[16];
+	/* the image, for people: each "" when not reported; cut to fit */
+	char catalog_id[32];       /* "node", ... */
+	char image_id[64];         /* an owned custom image */
+	char image_name[96];       /* "Node 24 + TypeScript" */
 	long long idle_timeout_ms; /* the account's limits.idleTimeoutMs (the
 	                              same for every entry); 0 when absent */
 };

@@ -7,6 +7,26 @@
 #include "common/api_core.h"
 #include "common/util.h"
 
+/* An optional field shown to people only: cut to fit rather than refuse
+ * the whole list; anything but a string is left out. */
+static void display(const cJSON *o, const char *key, char *dst, size_t size)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (!cJSON_IsString(v) || !v->valuestring)
+		return;
+	size_t len = strlen(v->valuestring);
+	snprintf(dst, size, "%s", v->valuestring);
+	if (len < size)
+		return;
+	/* never end in the middle of a UTF-8 sequence */
+	len = size - 1;
+	size_t start = len;
+	while (start > 0 && ((unsigned char)dst[start - 1] & 0xC0) == 0x80)
+		start--;
+	if (start > 0 && (unsigned char)dst[start - 1] >= 0xC0)
+		dst[start - 1] = '\0';
+}
+
 static int parse_container(const cJSON *o, struct mb_container *out,
 			   const char *what, struct mb_err *err)
 {
@@ -24,6 +44,9 @@ static int parse_container(const cJSON *o, struct mb_container *out,
 				    sizeof(ct.expires_at), what, err)) ||
 	    (r = mb_json_get_strbuf(o, "size", false, ct.size, sizeof(ct.size), what, err)))
 		return r;
+	display(o, "catalogId", ct.catalog_id, sizeof(ct.catalog_id));
+	display(o, "imageId", ct.image_id, sizeof(ct.image_id));
+	display(o, "imageName", ct.image_name, sizeof(ct.image_name));
 	*out = ct;
 	return 0;
 }

@@ -2,6 +2,9 @@
  *
  *   mbfs [options] CONTAINER[@GENERATION][:REMOTE_DIR] MOUNTPOINT
  *   mbfs --create [--catalog ID] [--size SIZE] [options] MOUNTPOINT
+ *   mbfs --list [--json]     (list.c)
+ *   mbfs --stop [--force] ID@GENERATION     (list.c)
+ *   mbfs --status [--wait] MOUNTPOINT     (status.c)
  *
  * Everything that can be wrong with the arguments, the credentials, the
  * container or the remote directory is checked before anything is mounted
@@ -28,6 +31,7 @@
 
 #include "common/cred.h"
 #include "common/log.h"
+#include "common/mountinfo.h"
 #include "common/util.h"
 #include "fuse/attach.h"
 #include "fuse/batch.h"
@@ -42,11 +46,13 @@
 #include "fuse/kcache.h"
 #include "fuse/journal.h"
 #include "fuse/lease.h"
+#include "fuse/list.h"
 #include "fuse/node.h"
 #include "fuse/prefetch.h"
 #include "fuse/ops.h"
 #include "fuse/recover.h"
 #include "fuse/warm.h"
+#include "fuse/when.h"
 #include "fuse/watch.h"
 
 #define DEFAULT_TIMEOUT_MS 20000
@@ -55,7 +61,7 @@
 
 struct mbfs *mbfs_fs;
 
-enum { KEY_HELP, KEY_VERSION, KEY_RO, KEY_IGNORE };
+enum { KEY_HELP, KEY_VERSION, KEY_RO, KEY_VERBOSE, KEY_IGNORE };
 
 #define OPT(t, f, v) { t, offsetof(struct mbfs_opts, f), v }
 static const struct fuse_opt mbfs_opt_spec[] = {
@@ -82,6 +88,9 @@ static const struct fuse_opt mbfs_opt_spec[] = {
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
 	FUSE_OPT_KEY("--version", KEY_VERSION),
+	FUSE_OPT_KEY("-v", KEY_VERBOSE),
+	FUSE_OPT_KEY("-vv", KEY_VERBOSE),
+	FUSE_OPT_KEY("--verbose", KEY_VERBOSE),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	/* fstab / mount(8) words that mean nothing to a FUSE mount */
 	FUSE_OPT_KEY("_netdev", KEY_IGNORE),
@@ -121,9 +130,16 @@ static int opt_proc(void *data, const char *arg, int key,
 	case KEY_RO:
 		ps->o.ro = 1;
 		return 1;
+	case KEY_VERBOSE:
+		ps->o.verbose += strcmp(arg, "-vv") == 0 ? 2 : 1;
+		return 0;
 	case KEY_IGNORE:
 		return 0;
 	case FUSE_OPT_KEY_OPT:
+		/* libfuse's own -d (and -o debug) go on to it; it logs API
+		 * requests too, as mbfs(1) says */
+		if (strcmp(arg, "-d") == 0 || strcmp(arg, "debug") == 0)
+			ps->o.debug = 1;
 		return strncmp(arg, "x-", 2) == 0 ? 0 : 1;
 	case FUSE_OPT_KEY_NONOPT:
 		if (ps->nnonopt >= 3)
@@ -141,14 +157,19 @@ static void usage(FILE *f)
 "usage: mbfs [options] CONTAINER[@GENERATION][:REMOTE_DIR] MOUNTPOINT\n"
 "       mbfs --create [--catalog ID] [--size SIZE] [options] MOUNTPOINT\n"
 "       mbfs --status [--wait] MOUNTPOINT\n"
+"       mbfs --list [--json]\n"
+"       mbfs --stop [--force] ID@GENERATION\n"
 "\n"
 "Mount a directory of a running Mainbrella sandbox (default /workspace).\n"
 "Without @GENERATION the current generation is looked up once and pinned.\n"
+"A mountpoint that already holds an mbfs mount is refused.\n"
 "Unmount with: fusermount3 -u MOUNTPOINT\n"
 "\n"
 "options:\n"
 "    -f                     stay in the foreground\n"
 "    -d                     debug output (implies -f)\n"
+"    -v, --verbose          log each API request (method, route, status,\n"
+"                           time); -vv: debug output too, without -f\n"
 "    -s                     single-threaded\n"
 "    -o ro                  read-only mount\n"
 "    -o attr_timeout=T      cache attributes for T, in mbfs and in the kernel\n"
@@ -178,9 +199,15 @@ static void usage(FILE *f)
 "                           requests of its own (default 1: when a program\n"
 "                           reads many files of a directory, their small files\n"
 "                           come in one archive; a walk's listings in one go)\n"
-"    --create               start a new container and mount it\n"
+"    --create               start a new container and mount it; prints\n"
+"                           ID@GENERATION, then its hard and idle deadlines\n"
 "    --catalog ID           image for --create (node, python, rust, go, devops)\n"
 "    --size SIZE            size for --create (lite, small, medium, large, xl)\n"
+"    --list                 the account's containers: id, generation, size,\n"
+"                           image, status, deadlines, local mounts using each\n"
+"    --json                 with --list: a JSON array of the same facts\n"
+"    --stop ID@GENERATION   stop that generation (not a MOUNTPOINT); refused\n"
+"                           while it is mounted here, unless --force\n"
 "    -h, --help             this help\n"
 "    -V, --version          version\n"
 "\n"
@@ -308,6 +335,7 @@ static int new_client(struct mbfs *fs, const char *key, struct mb_client **c)
 	struct mb_client_opts co = {
 		.api_url = fs->api_url, .api_key = key,
 		.op_timeout_ms = (long)fs->op_ms, .use_limiter = true,
+		.log_requests = fs->log_requests,
 	};
 	struct mb_err err;
 	mb_err_clear(&err);
@@ -368,6 +396,7 @@ static int validate(struct mbfs *fs, struct mbfs_opts *o, struct parse_state *ps
 	fs->uid = uid;
 	fs->gid = gid;
 	fs->ro = o->ro;
+	fs->log_requests = o->verbose > 0 || o->debug;
 	fs->sync_close = o->sync_close != 0;
 	if (o->bulk_read && strcmp(o->bulk_read, "0") &&
 	    strcmp(o->bulk_read, "1"))
@@ -379,6 +408,10 @@ static int validate(struct mbfs *fs, struct mbfs_opts *o, struct parse_state *ps
 			    strerror(errno));
 	if (!S_ISDIR(st.st_mode))
 		return fail("mountpoint '%s' is not a directory", o->mountpoint);
+	/* a second mount would hide the first, and --create would start a
+	 * sandbox for nothing: refused before the service is asked */
+	if (mb_mountinfo_refuse(real, &err))
+		return fail("%s", err.msg);
 	snprintf(fs->mountpoint, sizeof(fs->mountpoint), "%s", real);
 	if (o->log_file && log_file_path(o->log_file, lt))
 		return 1;
@@ -427,6 +460,14 @@ static int prepare(struct mbfs *fs, struct mbfs_opts *o, const char *key,
 		return rc;
 	if (!o->keepalive)
 		fs->keepalive_ms = mbfs_lease_default_ms(idle_ms);
+	if (o->create) {
+		/* after ID@GENERATION: when it, and all in it, goes away */
+		char lines[512];
+		mbfs_when_create_lines(fs->expires_sec, time(NULL), idle_ms,
+				       fs->keepalive_ms, lines, sizeof(lines));
+		fputs(lines, stdout);
+		fflush(stdout);
+	}
 	/* on the terminal, before daemonising, when it is already due */
 	mbfs_lease_warn_if_due(fs);
 	return 0;
@@ -586,9 +627,14 @@ int main(int argc, char *argv[])
 	char *key = NULL;
 	int ret = 1;
 
-	for (int i = 1; i < argc; i++)
+	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--status") == 0)
 			return mbfs_status_main(argc, argv);
+		if (strcmp(argv[i], "--list") == 0)
+			return mbfs_list_main(argc, argv);
+		if (strcmp(argv[i], "--stop") == 0)
+			return mbfs_stop_main(argc, argv);
+	}
 	memset(&ps, 0, sizeof(ps));
 	mb_log_init("mbfs", MB_LOG_INFO);
 	fuse_set_log_func(fuse_log_to_mb);
@@ -611,6 +657,8 @@ int main(int argc, char *argv[])
 		ret = 0;
 		goto out;
 	}
+	if (o->verbose >= 2)
+		mb_log_set_level(MB_LOG_DEBUG);
 	if (o->show_version) {
 		printf("mbfs %s (libfuse %s)\n", MB_VERSION, fuse_pkgversion());
 		ret = 0;

@@ -118,6 +118,7 @@ struct mbfs_opts {
 	int sync_close;         /* -o sync_close */
 	char *bulk_read;        /* -o bulk_read=0|1 */
 	int show_help, show_version;
+	int verbose;            /* -v, --verbose: how many */
 	int foreground, debug, singlethread;
 };
 
@@ -143,6 +144,7 @@ struct mbfs {
 	uid_t uid;
 	gid_t gid;
 	bool ro;
+	bool log_requests;              /* -v: a log line per HTTP attempt */
 
 	struct mbfs_cache *cache;
 	struct mbfs_data *data;
