@@ -335,7 +335,7 @@ static int validate(struct mbfs *fs, struct mbfs_opts *o, struct parse_state *ps
 	} else if (!o->create) {
 		o->spec = ps->nonopt[0];
 		if (mb_ident_parse_spec(o->spec, &fs->ident, dir, &err))
-			return fail("invalid container '%s': %s", o->spec, err.msg);
+			return fail("%s", err.msg);
 		if (!dir[0])
 			snprintf(dir, sizeof(dir), "%s", MBFS_DEFAULT_ROOT);
 		if (dir[0] != '/')
@@ -409,7 +409,7 @@ static int prepare(struct mbfs *fs, struct mbfs_opts *o, const char *key,
 		mb_err_clear(&err);
 		if (mbfs_create_container(c, fs->api_url, o->catalog, o->size,
 					  &fs->ident, &err))
-			rc = fail("cannot create a container: %s", err.msg);
+			rc = fail("%s", err.msg);
 		else
 			printf("%s@%s\n", fs->ident.id, fs->ident.created_at);
 		fflush(stdout);
