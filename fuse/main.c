@@ -188,7 +188,24 @@ static void usage(FILE *f)
 "writing 'sync' sends what the mount still holds back (queued files, file\n"
 "times) first. --status prints what is not on the sandbox yet and what\n"
 "failed; with --wait it returns once nothing is pending (exit 1: failures).\n"
-"In /etc/fstab:  ID@GEN:/workspace  /mnt/sb  fuse.mbfs  noauto,user,_netdev  0 0\n");
+"In /etc/fstab, ID without @GEN (the running generation is looked up at each\n"
+"mount) and a key file (a mount from fstab sees no MAINBRELLA_API_KEY):\n"
+"  ID:/workspace  /mnt/sb  fuse.mbfs  noauto,user,_netdev,key_file=/home/USER/.config/mainbrella/api-key  0 0\n");
+}
+
+/* The libfuse options that mean something to mbfs. Not libfuse's own
+ * help: it lists cache defaults (1 s, 0 s) that mbfs overrides. */
+static void fuse_help(FILE *f)
+{
+	fprintf(f,
+"\n"
+"libfuse options (-o, passed through):\n"
+"    -o allow_other         let other local users in (needs user_allow_other\n"
+"                           in /etc/fuse.conf); permissions are still checked\n"
+"    -o allow_root          let root in\n"
+"    -o auto_unmount        unmount when mbfs ends, even when it is killed\n"
+"    -o max_threads=N       at most N worker threads (default 10)\n"
+"    -o clone_fd            a /dev/fuse descriptor per thread\n");
 }
 
 /* libfuse builds some messages with several calls: collect a line per
@@ -605,9 +622,7 @@ int main(int argc, char *argv[])
 	}
 	if (o->show_help) {
 		usage(stdout);
-		printf("\nFUSE options:\n");
-		fuse_cmdline_help();
-		fuse_lib_help(&args);
+		fuse_help(stdout);
 		ret = 0;
 		goto out;
 	}
