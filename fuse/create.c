@@ -179,12 +179,14 @@ static int save_request(const char *dir, const char *api_url,
  * at all (DNS, a refused connection) ends it after the retries of one
  * request, as for a plain mount: when no attempt got through, nothing was
  * started and -EHOSTUNREACH says so; when an earlier one may have, the
- * answer is still ambiguous (-ETIMEDOUT). err names the last cause. */
+ * answer is still ambiguous (-ETIMEDOUT), as it is for a resumed key.
+ * err names the last cause. */
 static int run_creation(struct mb_client *c, const struct mb_create_req *req,
-			struct mb_creation *cr, struct mb_err *err)
+			bool resumed, struct mb_creation *cr, struct mb_err *err)
 {
 	uint64_t deadline = mb_now_ms() + CREATE_WAIT_MS;
-	bool reached = false;   /* an attempt may have got to the service */
+	/* an attempt may have got to the service (a resumed key's did) */
+	bool reached = resumed;
 	for (;;) {
 		mb_err_clear(err);
 		int rc = mb_container_create(c, req, cr, err);
@@ -242,7 +244,7 @@ int mbfs_create_container(struct mb_client *c, const char *api_url,
 		.catalog_id = catalog, .size = size, .idempotency_key = sv.key,
 	};
 	struct mb_creation cr;
-	rc = run_creation(c, &req, &cr, err);
+	rc = run_creation(c, &req, resumed, &cr, err);
 	if (rc == -ESTALE && resumed) {
 		/* the saved one is over; a replacement is never launched
 		 * for it, so this --create starts its own */
@@ -252,7 +254,7 @@ int mbfs_create_container(struct mb_client *c, const char *api_url,
 		if ((rc = save_request(dir, api_url, catalog, size, &sv, err)))
 			return rc;
 		req.idempotency_key = sv.key;
-		rc = run_creation(c, &req, &cr, err);
+		rc = run_creation(c, &req, false, &cr, err);
 	}
 	if (rc == -ETIMEDOUT) {
 		char why[sizeof(err->msg)];
