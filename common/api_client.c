@@ -227,7 +227,16 @@ static void log_request(const struct mb_client *c, const struct mb_call *k,
 	if (!p)
 		p = "/";
 	q = strchr(p, '?');
-	if (r == 0)
+	if (r == 0 && resp->status >= 400 && !resp->stopped) {
+		char code[80];
+
+		/* "503 files_unavailable": what the service said, never a
+		 * guess such as a timeout */
+		error_code(resp, code);
+		mb_log(MB_LOG_INFO, "%s %.*s %d %s %llu ms", k->method,
+		       (int)(q ? q - p : (long)strlen(p)), p, resp->status,
+		       code[0] ? code : "(no code)", (unsigned long long)ms);
+	} else if (r == 0)
 		mb_log(MB_LOG_INFO, "%s %.*s %d %llu ms", k->method,
 		       (int)(q ? q - p : (long)strlen(p)), p, resp->status,
 		       (unsigned long long)ms);
@@ -348,11 +357,18 @@ int mb_call_run(struct mb_client *c, const struct mb_call *k,
 			lost = lost || maybe_done;
 			/* long waits are visible, once per call (-v shows each) */
 			if (!told && mb_now_ms() - t_first >= MB_WAIT_NOTICE_MS) {
+				char why[sizeof(e.msg)];
+
 				told = true;
+				if (r)
+					snprintf(why, sizeof(why), "%s", e.msg);
+				else
+					snprintf(why, sizeof(why), "the service answers "
+						 "HTTP %d %s", resp->status,
+						 code[0] ? code : "(no code)");
 				mb_log(MB_LOG_WARN, "%s: still waiting for the service "
 				       "(%s); retrying for up to %d s more", k->what,
-				       r ? e.msg : (code[0] ? code : "server error"),
-				       remaining(deadline) / 1000);
+				       why, remaining(deadline) / 1000);
 			}
 			mb_log(MB_LOG_DEBUG, "%s: retrying in %llu ms (%s)", k->what,
 			       (unsigned long long)delay,
@@ -363,7 +379,16 @@ int mb_call_run(struct mb_client *c, const struct mb_call *k,
 		/* a mutation whose answer was lost may have taken effect; so may
 		 * a keyed create that failed after a lost attempt */
 		maybe_done = (maybe_done || lost) && k->retry != MB_RETRY_READ;
-		if (r == 0)
+		if (r == 0 && retry) {
+			/* out of time while the service kept refusing: the
+			 * answer is the cause, the deadline only why we stop */
+			char what[MB_WHAT_MAX + 64];
+
+			snprintf(what, sizeof(what), "%s after %llu s of retries",
+				 k->what, (unsigned long long)
+				 (mb_now_ms() - t_first + 500) / 1000);
+			r = mb_err_api(err, k->op, resp->status, code, what);
+		} else if (r == 0)
 			r = mb_err_api(err, k->op, resp->status, code, k->what);
 		else
 			r = mb_err_set(err, -r, "%s: %s%s", k->what, e.msg,

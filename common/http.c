@@ -151,24 +151,46 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *ud)
 	return n;
 }
 
+/* scheme://host[:port] of url: what a failure to connect is about. */
+static void origin_of(const char *url, char out[256])
+{
+	const char *p = strstr(url, "://");
+	size_t n = p ? (size_t)(p + 3 - url) + strcspn(p + 3, "/?#") : strcspn(url, "?");
+
+	if (n > 255)
+		n = 255;
+	memcpy(out, url, n);
+	out[n] = '\0';
+}
+
+/* "cannot reach 'https://host': Could not resolve host": the service's
+ * address and libcurl's own words, so that a DNS or network fault reads
+ * as one and not as a timeout. */
 static int transport_error(CURLcode rc, long os_errno, const char *url,
 			   struct mb_err *err)
 {
+	char origin[256];
+
+	origin_of(url, origin);
 	switch (rc) {
 	case CURLE_COULDNT_CONNECT:
 		if (os_errno == ECONNREFUSED || os_errno == 0)
-			return mb_err_set(err, ECONNREFUSED,
-					  "connection to %s refused", url);
-		return mb_err_set(err, (int)os_errno, "cannot connect to %s: %s",
-				  url, strerror((int)os_errno));
+			return mb_err_set(err, ECONNREFUSED, "cannot reach '%s': "
+					  "connection refused", origin);
+		return mb_err_set(err, (int)os_errno, "cannot reach '%s': %s",
+				  origin, strerror((int)os_errno));
 	case CURLE_COULDNT_RESOLVE_HOST:
-		return mb_err_set(err, EHOSTUNREACH, "cannot resolve the host of %s", url);
+		return mb_err_set(err, EHOSTUNREACH, "cannot reach '%s': Could "
+				  "not resolve host", origin);
+	case CURLE_COULDNT_RESOLVE_PROXY:
+		return mb_err_set(err, EHOSTUNREACH, "cannot reach '%s': Could "
+				  "not resolve the proxy", origin);
 	case CURLE_OPERATION_TIMEDOUT:
-		return mb_err_set(err, ETIMEDOUT, "request to %s timed out", url);
+		return mb_err_set(err, ETIMEDOUT, "request to '%s' timed out", url);
 	case CURLE_OUT_OF_MEMORY:
 		return mb_err_set(err, ENOMEM, "out of memory");
 	default:
-		return mb_err_set(err, EIO, "request to %s failed: %s", url,
+		return mb_err_set(err, EIO, "request to '%s' failed: %s", url,
 				  curl_easy_strerror(rc));
 	}
 }
@@ -291,7 +313,7 @@ int mb_http_perform(const struct mb_http_req *q, struct mb_http_resp *resp,
 	if (rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && resp->stopped))
 		goto out;
 	if (x.too_big)
-		r = mb_err_set(err, EFBIG, "answer from %s larger than %zu bytes",
+		r = mb_err_set(err, EFBIG, "answer from '%s' larger than %zu bytes",
 			       where, q->max_body);
 	else if (x.nomem)
 		r = mb_err_set(err, ENOMEM, "out of memory");

@@ -49,10 +49,23 @@ int mb_ident_parse_spec(const char *spec, struct mb_ident *out,
 				  "invalid container spec '%.100s': expected CONTAINER[@GENERATION][:/DIR]",
 				  spec);
 	memcpy(id.id, spec, idlen);
+	/* "small:workspace": a remote directory without its leading slash
+	 * (an id has no colon; a generation's colons come after '@') */
+	const char *colon = memchr(spec, ':', idlen);
+	const char *gz = at ? memchr(at, 'Z', (size_t)(end - at)) : NULL;
+	if (!colon && gz && gz[1] == ':' && gz + 1 < end)
+		colon = gz + 1;
+	if (colon) {
+		size_t cl = (size_t)(colon - spec);
+		return mb_err_set(err, EINVAL,
+				  "invalid remote directory '%s' in '%.100s': it must "
+				  "be absolute, as in '%.*s:/%s'", colon + 1, spec,
+				  (int)cl, spec, colon + 1);
+	}
 	if (!mb_ident_valid_id(id.id))
 		return mb_err_set(err, EINVAL,
-				  "invalid container id '%s': expected 'small' or c1..c499",
-				  id.id);
+				  "unknown container '%s' in '%.100s': a container id "
+				  "is 'small' or c1..c499", id.id, spec);
 	if (at) {
 		genlen = (size_t)(end - at - 1);
 		if (genlen >= sizeof(id.created_at))
@@ -60,8 +73,8 @@ int mb_ident_parse_spec(const char *spec, struct mb_ident *out,
 		memcpy(id.created_at, at + 1, genlen);
 		if (!mb_is_canonical_generation(id.created_at))
 			return mb_err_set(err, EINVAL,
-					  "invalid generation '%s': expected YYYY-MM-DDTHH:MM:SS.mmmZ",
-					  id.created_at);
+					  "invalid generation '%s' in '%.100s': expected "
+					  "YYYY-MM-DDTHH:MM:SS.mmmZ", id.created_at, spec);
 	}
 	if (dir) {
 		const char *d = dir + 1;

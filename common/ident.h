@@ -53,7 +53,8 @@ int mb_ident_valid_id(const char *id);
 
 /* Parse "CONTAINER[@GENERATION][:REMOTE_DIR]" (the first ":/" separates the
  * directory, since a generation contains colons). gen_out/dir_out are set
- * to "" when absent. 0 or -EINVAL with a message in err. */
+ * to "" when absent. 0 or -EINVAL with a message in err that quotes spec
+ * and says which part is wrong (a relative directory, an unknown id). */
 int mb_ident_parse_spec(const char *spec, struct mb_ident *out,
 			char dir_out[MB_PATH_MAX], struct mb_err *err);
 

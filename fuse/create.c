@@ -173,12 +173,20 @@ static int save_request(const char *dir, const char *api_url,
 }
 
 /* Ask until the creation is running or the answer is definite. 0 with *cr,
- * -ESTALE when the creation has stopped, -ETIMEDOUT when still ambiguous,
- * or another -errno (definite: nothing was started). */
+ * -ESTALE when the creation has stopped, -ETIMEDOUT when still ambiguous
+ * (the service was reached, or may have been, and never said), or another
+ * -errno (definite: nothing was started). A service that cannot be reached
+ * at all (DNS, a refused connection) ends it after the retries of one
+ * request, as for a plain mount: when no attempt got through, nothing was
+ * started and -EHOSTUNREACH says so; when an earlier one may have, the
+ * answer is still ambiguous (-ETIMEDOUT), as it is for a resumed key.
+ * err names the last cause. */
 static int run_creation(struct mb_client *c, const struct mb_create_req *req,
-			struct mb_creation *cr, struct mb_err *err)
+			bool resumed, struct mb_creation *cr, struct mb_err *err)
 {
 	uint64_t deadline = mb_now_ms() + CREATE_WAIT_MS;
+	/* an attempt may have got to the service (a resumed key's did) */
+	bool reached = resumed;
 	for (;;) {
 		mb_err_clear(err);
 		int rc = mb_container_create(c, req, cr, err);
@@ -186,10 +194,15 @@ static int run_creation(struct mb_client *c, const struct mb_create_req *req,
 			return 0;
 		if (rc && rc != -EAGAIN)
 			return rc;
+		bool got_through = rc == 0 || err->http_status || err->ambiguous;
+		if (!got_through)
+			return reached ? -ETIMEDOUT : -EHOSTUNREACH;
+		reached = true;
 		if (mb_now_ms() >= deadline)
 			return -ETIMEDOUT;
 		mb_log(MB_LOG_DEBUG, "container creation not resolved yet (%s): "
-		       "asking again with the same key", err->msg);
+		       "asking again with the same key",
+		       rc ? err->msg : cr->status);
 		mb_sleep_ms(CREATE_POLL_MS);
 	}
 }
@@ -212,7 +225,8 @@ int mbfs_create_container(struct mb_client *c, const char *api_url,
 			  struct mb_ident *out, struct mb_err *err)
 {
 	if (!valid_word(catalog) || !valid_word(size))
-		return mb_err_set(err, EINVAL, "invalid --catalog or --size value");
+		return mb_err_set(err, EINVAL, "invalid --catalog or --size value: "
+				  "use a lowercase word, e.g. --size small");
 	char dir[PATH_MAX];
 	int rc = state_dir(dir, sizeof(dir));
 	if (rc)
@@ -222,14 +236,15 @@ int mbfs_create_container(struct mb_client *c, const char *api_url,
 	bool resumed = resume(dir, api_url, catalog, size, &sv);
 	if (resumed)
 		mb_log(MB_LOG_WARN, "resuming the unresolved container creation "
-		       "saved in '%s' (same key: no second container)", sv.file);
+		       "saved in '%s' (same key: no second container); to start "
+		       "afresh instead, delete that file", sv.file);
 	else if ((rc = save_request(dir, api_url, catalog, size, &sv, err)))
 		return rc;
 	struct mb_create_req req = {
 		.catalog_id = catalog, .size = size, .idempotency_key = sv.key,
 	};
 	struct mb_creation cr;
-	rc = run_creation(c, &req, &cr, err);
+	rc = run_creation(c, &req, resumed, &cr, err);
 	if (rc == -ESTALE && resumed) {
 		/* the saved one is over; a replacement is never launched
 		 * for it, so this --create starts its own */
@@ -239,22 +254,35 @@ int mbfs_create_container(struct mb_client *c, const char *api_url,
 		if ((rc = save_request(dir, api_url, catalog, size, &sv, err)))
 			return rc;
 		req.idempotency_key = sv.key;
-		rc = run_creation(c, &req, &cr, err);
+		rc = run_creation(c, &req, false, &cr, err);
 	}
 	if (rc == -ETIMEDOUT) {
+		char why[sizeof(err->msg)];
+		snprintf(why, sizeof(why), "%s", err->msg[0] ? err->msg :
+			 "no answer");
 		saved_close(&sv, false);
-		return mb_err_set(err, ETIMEDOUT, "container creation is still "
-				  "unresolved after %d s; its key is saved in '%s' "
-				  "and the next 'mbfs --create' resumes it",
-				  CREATE_WAIT_MS / 1000, sv.file);
+		return mb_err_set(err, ETIMEDOUT, "%s; the creation is unresolved "
+				  "(it may have started a container): its key is "
+				  "saved in '%s' and the next 'mbfs --create' "
+				  "resumes it (delete the file to start afresh)",
+				  why, sv.file);
 	}
 	if (rc) {
 		saved_close(&sv, true);   /* a definite answer: nothing pending */
+		if (!err->msg[0])
+			mb_err_set(err, -rc, "cannot create a container: %s",
+				   strerror(-rc));
+		err->errnum = -rc;
 		return rc;
 	}
 	/* confirm the generation in the list before using it */
 	struct mb_container ct;
-	rc = mb_container_find(c, cr.container_id, &ct, err);
+	struct mb_err e;
+	mb_err_clear(&e);
+	rc = mb_container_find(c, cr.container_id, &ct, &e);
+	if (rc)
+		mb_err_set(err, -rc, "cannot confirm the new container '%s': %s",
+			   cr.container_id, e.msg);
 	if (rc == 0 && strcmp(ct.created_at, cr.created_at) != 0)
 		rc = mb_err_set(err, ESTALE, "container '%s' was created but its "
 				"slot now runs generation %s", cr.container_id,

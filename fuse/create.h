@@ -13,14 +13,17 @@
  * was killed meanwhile), the next `mbfs --create` with the same URL and
  * options resumes that key instead of starting another container; a key
  * whose creation has stopped (409 creation_no_longer_running) is dropped
- * and a new one made. Never deletes a container by guesswork.
+ * and a new one made. Never deletes a container by guesswork. A service
+ * that no attempt reached (DNS, refused connections) fails after the
+ * retries of one request, and its key is dropped: nothing was started.
  */
 #ifndef MBFS_CREATE_H
 #define MBFS_CREATE_H
 
 #include "common/api.h"
 
-/* 0 with *out, or -errno with a one-line message in err. */
+/* 0 with *out, or -errno with a one-line message in err that says what
+ * failed on its own ("cannot create a container: ..."): print it as is. */
 int mbfs_create_container(struct mb_client *c, const char *api_url,
 			  const char *catalog, const char *size,
 			  struct mb_ident *out, struct mb_err *err);

@@ -205,8 +205,13 @@ static int load_lazy(struct mbfs *fs, struct mbfs_node *n, const char *path,
 	struct mb_err err;
 	int rc = mbfs_xfer_split(fs, path, &n->pieces, &err);
 	if (rc) {
-		mb_log(MB_LOG_WARN, "cannot read '%s': %s", path,
-		       err.msg[0] ? err.msg : strerror(-rc));
+		/* err names the remote file already ("cannot read
+		 * '/workspace/x': ..."): no second prefix */
+		if (err.msg[0])
+			mb_log(MB_LOG_WARN, "%s", err.msg);
+		else
+			mb_log(MB_LOG_WARN, "cannot read '%s': %s", path,
+			       strerror(-rc));
 		return rc;
 	}
 	n->have = calloc(n->pieces.n ? n->pieces.n : 1, 1);
@@ -305,8 +310,11 @@ int mbfs_load(struct mbfs *fs, struct mbfs_node *n, bool whole)
 			continue;
 		}
 		if (rc) {
-			mb_log(MB_LOG_WARN, "cannot read '%s': %s", path,
-			       err.msg[0] ? err.msg : strerror(-rc));
+			if (err.msg[0])   /* it names the remote file */
+				mb_log(MB_LOG_WARN, "%s", err.msg);
+			else
+				mb_log(MB_LOG_WARN, "cannot read '%s': %s",
+				       path, strerror(-rc));
 			if (n->fd >= 0)
 				close(n->fd);
 			n->fd = -1;

@@ -215,7 +215,24 @@ static void usage(FILE *f)
 "writing 'sync' sends what the mount still holds back (queued files, file\n"
 "times) first. --status prints what is not on the sandbox yet and what\n"
 "failed; with --wait it returns once nothing is pending (exit 1: failures).\n"
-"In /etc/fstab:  ID@GEN:/workspace  /mnt/sb  fuse.mbfs  noauto,user,_netdev  0 0\n");
+"In /etc/fstab, ID without @GEN (the running generation is looked up at each\n"
+"mount) and a key file (a mount from fstab sees no MAINBRELLA_API_KEY):\n"
+"  ID:/workspace  /mnt/sb  fuse.mbfs  noauto,user,_netdev,key_file=/home/USER/.config/mainbrella/api-key  0 0\n");
+}
+
+/* The libfuse options that mean something to mbfs. Not libfuse's own
+ * help: it lists cache defaults (1 s, 0 s) that mbfs overrides. */
+static void fuse_help(FILE *f)
+{
+	fprintf(f,
+"\n"
+"libfuse options (-o, passed through):\n"
+"    -o allow_other         let other local users in (needs user_allow_other\n"
+"                           in /etc/fuse.conf); permissions are still checked\n"
+"    -o allow_root          let root in\n"
+"    -o auto_unmount        unmount when mbfs ends, even when it is killed\n"
+"    -o max_threads=N       at most N worker threads (default 10)\n"
+"    -o clone_fd            a /dev/fuse descriptor per thread\n");
 }
 
 /* libfuse builds some messages with several calls: collect a line per
@@ -363,7 +380,7 @@ static int validate(struct mbfs *fs, struct mbfs_opts *o, struct parse_state *ps
 	} else if (!o->create) {
 		o->spec = ps->nonopt[0];
 		if (mb_ident_parse_spec(o->spec, &fs->ident, dir, &err))
-			return fail("invalid container '%s': %s", o->spec, err.msg);
+			return fail("%s", err.msg);
 		if (!dir[0])
 			snprintf(dir, sizeof(dir), "%s", MBFS_DEFAULT_ROOT);
 		if (dir[0] != '/')
@@ -442,7 +459,7 @@ static int prepare(struct mbfs *fs, struct mbfs_opts *o, const char *key,
 		mb_err_clear(&err);
 		if (mbfs_create_container(c, fs->api_url, o->catalog, o->size,
 					  &fs->ident, &err))
-			rc = fail("cannot create a container: %s", err.msg);
+			rc = fail("%s", err.msg);
 		else
 			printf("%s@%s\n", fs->ident.id, fs->ident.created_at);
 		fflush(stdout);
@@ -651,9 +668,7 @@ int main(int argc, char *argv[])
 	}
 	if (o->show_help) {
 		usage(stdout);
-		printf("\nFUSE options:\n");
-		fuse_cmdline_help();
-		fuse_lib_help(&args);
+		fuse_help(stdout);
 		ret = 0;
 		goto out;
 	}

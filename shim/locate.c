@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 
 #include "common/ident.h"
 #include "shim/mbexec.h"
+#include "shim/result.h"
 
 #define FUSE_SUPER_MAGIC 0x65735546
 
@@ -181,11 +183,17 @@ static int find_mount(const char *dir, struct mb_control *c,
 	return 0;
 }
 
-static int fail(const char *fmt, const char *a, const char *b)
+/* Through mbx_error(): --json reports it in "error" too. */
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...)
 {
-	fprintf(stderr, "%s: ", MBX_PROG);
-	fprintf(stderr, fmt, a, b);
-	fputc('\n', stderr);
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	mbx_error("%s", msg);
 	return MBX_EXIT_USAGE;
 }
 

@@ -42,6 +42,34 @@ static bool shell_only(const char *name)
 	return false;
 }
 
+/* `mbexec bash` from a terminal: without -t or -i a terminal's input is
+ * not forwarded, so an interactive program reads EOF and ends at once with
+ * status 0. Say why, once, when the command is a known one run bare; the
+ * command still runs as asked (docker exec does not add -t either). */
+static void hint_tty(const struct mbx_opts *o)
+{
+	static const char *const names[] = {
+		"bash", "sh", "zsh", "dash", "ksh", "fish", "ash", "csh", "tcsh",
+		"python", "python3", "ipython", "node", "irb", "ruby", "lua",
+		"ghci", "psql", "mysql", "sqlite3", "redis-cli", "R",
+	};
+	const char *base;
+	size_t i;
+
+	if (o->sh || o->argc != 1 || o->tty != -1 || o->interactive ||
+	    o->no_stdin || o->attach || !isatty(0))
+		return;
+	base = strrchr(o->argv[0], '/');
+	base = base ? base + 1 : o->argv[0];
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(base, names[i])) {
+			mbx_note("'%s' reads a terminal, whose input mbexec "
+				 "forwards only with -t: use 'mbexec -t %s'",
+				 o->argv[0], o->argv[0]);
+			return;
+		}
+}
+
 /* The text /bin/sh -c runs: exports, then the script or the quoted argv.
  * With use_exec an argv replaces the shell (as when run without one: no
  * "Killed" notice from a shell in between, the status is the program's). */
@@ -206,6 +234,7 @@ int main(int argc, char **argv)
 	code = mbx_locate(&o, &target);
 	if (code)
 		goto out;
+	hint_tty(&o);
 	warn_deadline(&target);
 	code = resolve_url(&target, &url);
 	if (code)
@@ -298,7 +327,8 @@ out:
 	if (!run.end_ms)
 		run.end_ms = mb_now_ms();
 	if (o.json && mbx_print_json(&run, run.strategy ? run.strategy->name : "none",
-				     has_status, has_status ? NULL : mbx_last_error()))
+				     has_status, code,
+				     has_status ? NULL : mbx_last_error()))
 		code = code ? code : MBX_EXIT_FAIL;
 	mb_cred_free_key(key);
 	free(url);

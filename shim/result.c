@@ -3,9 +3,11 @@
  * mbx_error() is the one way strategies report a failure: a line on stderr
  * ("mbexec: problem...") that --json also puts in "error". The JSON writer
  * is hand-rolled because output is bytes: NUL is escaped as \u0000 and bytes
- * that are not UTF-8 become U+FFFD, so the object is always valid JSON.
+ * that are not UTF-8 become U+FFFD, so the object is always valid JSON;
+ * "stdoutLossy"/"stderrLossy" say when that happened.
  */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -51,7 +53,10 @@ const char *mbx_last_error(void)
 }
 
 
-static int json_str(struct mb_buf *b, const char *s, size_t n)
+/* s as a JSON string; *lossy (when not NULL) set when a byte that is not
+ * UTF-8 became U+FFFD. */
+static int json_str_lossy(struct mb_buf *b, const char *s, size_t n,
+			  bool *lossy)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	size_t i = 0, l;
@@ -79,6 +84,8 @@ static int json_str(struct mb_buf *b, const char *s, size_t n)
 			i++;
 		} else if ((l = mb_utf8_seq_len(p + i, n - i)) == 0) {
 			r = mb_buf_appends(b, "\\ufffd");
+			if (lossy)
+				*lossy = true;
 			i++;
 		} else {
 			r = mb_buf_append(b, p + i, l);
@@ -88,17 +95,26 @@ static int json_str(struct mb_buf *b, const char *s, size_t n)
 	return r ? r : mb_buf_append(b, "\"", 1);
 }
 
+static int json_str(struct mb_buf *b, const char *s, size_t n)
+{
+	return json_str_lossy(b, s, n, NULL);
+}
+
 int mbx_print_json(const struct mbx_run *r, const char *strategy,
-		   bool has_status, const char *error)
+		   bool has_status, int exit_status, const char *error)
 {
 	struct mb_buf b;
 	uint64_t ms = r->end_ms > r->t0_ms ? r->end_ms - r->t0_ms : 0;
+	bool out_lossy = false, err_lossy = false;
+	char fallback[64];
 	int e = 0;
 	size_t w;
 
 	mb_buf_init(&b, MB_BUF_UNLIMITED);
+	/* the status mbexec exits with: 124 after --timeout, 128+N when
+	 * mbexec itself was ended by signal N, else the command's */
 	if (has_status)
-		e = mb_buf_appendf(&b, "{\"exitCode\":%d,", r->status);
+		e = mb_buf_appendf(&b, "{\"exitCode\":%d,", exit_status);
 	else
 		e = mb_buf_appends(&b, "{\"exitCode\":null,");
 	if (!e && r->term_signal)
@@ -107,12 +123,16 @@ int mbx_print_json(const struct mbx_run *r, const char *strategy,
 		e = mb_buf_appends(&b, "\"signal\":null,");
 	e = e ? e : mb_buf_appendf(&b, "\"timedOut\":%s,\"stdout\":",
 				   r->timed_out ? "true" : "false");
-	e = e ? e : json_str(&b, r->out.buf.data ? r->out.buf.data : "", r->out.buf.len);
+	e = e ? e : json_str_lossy(&b, r->out.buf.data ? r->out.buf.data : "",
+				   r->out.buf.len, &out_lossy);
 	e = e ? e : mb_buf_appends(&b, ",\"stderr\":");
-	e = e ? e : json_str(&b, r->err.buf.data ? r->err.buf.data : "", r->err.buf.len);
+	e = e ? e : json_str_lossy(&b, r->err.buf.data ? r->err.buf.data : "",
+				   r->err.buf.len, &err_lossy);
 	e = e ? e : mb_buf_appendf(&b,
-		",\"stdoutTruncated\":%s,\"stderrTruncated\":%s,"
+		",\"stdoutLossy\":%s,\"stderrLossy\":%s,"
+		"\"stdoutTruncated\":%s,\"stderrTruncated\":%s,"
 		"\"executionTimeMs\":%llu,\"strategy\":",
+		out_lossy ? "true" : "false", err_lossy ? "true" : "false",
 		r->out.truncated ? "true" : "false",
 		r->err.truncated ? "true" : "false", (unsigned long long)ms);
 	e = e ? e : json_str(&b, strategy, strlen(strategy));
@@ -121,6 +141,13 @@ int mbx_print_json(const struct mbx_run *r, const char *strategy,
 		e = json_str(&b, r->remote_id, strlen(r->remote_id));
 	else if (!e)
 		e = mb_buf_appends(&b, "null");
+	/* no status: mbexec could not run or follow the command, and says
+	 * why, whatever part failed */
+	if (!has_status && (!error || !*error)) {
+		snprintf(fallback, sizeof(fallback), "the command did not run or "
+			 "was not followed to its end (exit %d)", exit_status);
+		error = fallback;
+	}
 	if (!e && error && *error) {
 		e = mb_buf_appends(&b, ",\"error\":");
 		e = e ? e : json_str(&b, error, strlen(error));

@@ -19,11 +19,14 @@ void mbx_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The last message given to mbx_error() ("" if none). */
 const char *mbx_last_error(void);
 
-/* Print the --json object for r on stdout: exitCode (r->status when
- * has_status, else null), signal, timedOut, stdout, stderr, truncation
- * flags, executionTimeMs, strategy, remoteId, and error when not NULL.
- * 0 or -1 when stdout failed. */
+/* Print the --json object for r on stdout: exitCode (exit_status, the
+ * status mbexec exits with, when has_status, else null), signal, timedOut,
+ * stdout, stderr, stdoutLossy/stderrLossy (a byte that is not UTF-8 became
+ * U+FFFD), truncation flags (capture over MBX_JSON_CAP), executionTimeMs,
+ * strategy, remoteId, and error: always when !has_status (error, else a
+ * generic sentence), else when error is not NULL. 0 or -1 when stdout
+ * failed. */
 int mbx_print_json(const struct mbx_run *r, const char *strategy,
-		   bool has_status, const char *error);
+		   bool has_status, int exit_status, const char *error);
 
 #endif
