@@ -79,9 +79,11 @@ static const struct fuse_opt mbfs_opt_spec[] = {
 	OPT("--catalog %s", catalog, 0),
 	OPT("--size=%s", size, 0),
 	OPT("--size %s", size, 0),
+	/* fuse_opt applies every template that matches, and "--profile %s"
+	 * matches "--profile=NAME" too (as "=NAME"): "=%s" comes last */
 	OPT("profile=%s", profile, 0),
-	OPT("--profile=%s", profile, 0),
 	OPT("--profile %s", profile, 0),
+	OPT("--profile=%s", profile, 0),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
