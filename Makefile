@@ -129,15 +129,26 @@ asan: deps
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	$(PYTHON) -m pytest -q $(PYTEST_PAR) $(PYTEST_ARGS) tests
 
+# Shell completion (common/completion/): one bash file for both commands,
+# installed under each name (bash-completion loads it by command name).
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/site-functions
+
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
+	           $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR)
 	install -m 0755 $(MBFS) $(MBEXEC) $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 man/mbfs.1 man/mbexec.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 0644 common/completion/mainbrella.bash $(DESTDIR)$(BASHCOMPDIR)/mbfs
+	install -m 0644 common/completion/mainbrella.bash $(DESTDIR)$(BASHCOMPDIR)/mbexec
+	install -m 0644 common/completion/_mbfs common/completion/_mbexec $(DESTDIR)$(ZSHCOMPDIR)/
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/mbfs $(DESTDIR)$(PREFIX)/bin/mbexec \
 	      $(DESTDIR)$(PREFIX)/share/man/man1/mbfs.1 \
-	      $(DESTDIR)$(PREFIX)/share/man/man1/mbexec.1
+	      $(DESTDIR)$(PREFIX)/share/man/man1/mbexec.1 \
+	      $(DESTDIR)$(BASHCOMPDIR)/mbfs $(DESTDIR)$(BASHCOMPDIR)/mbexec \
+	      $(DESTDIR)$(ZSHCOMPDIR)/_mbfs $(DESTDIR)$(ZSHCOMPDIR)/_mbexec
 
 serve:
 	$(PYTHON) tests/localservice.py --listen 127.0.0.1:8787 --state build/serve-state

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/config.h"
 #include "common/cred.h"
 
 #define KEY_MAX 4096
@@ -127,7 +128,23 @@ static void forget_env_key(void)
 	unsetenv("MAINBRELLA_API_KEY");
 }
 
-int mb_cred_load_key(const char *key_file, char **key_out, struct mb_err *err)
+/* A profile's key_file: the error says where it was named. */
+static int read_profile_key(const struct mb_profile *p, char **key_out,
+			    struct mb_err *err)
+{
+	char msg[sizeof(err->msg)];
+	int r = read_key_file(p->key_file, key_out, err);
+
+	if (r) {
+		snprintf(msg, sizeof(msg), "%s", err->msg);
+		r = mb_err_set(err, -r, "%s (key_file of profile '%s', %s)",
+			       msg, p->name, p->key_file_at);
+	}
+	return r;
+}
+
+int mb_cred_load_key_for(const char *key_file, const struct mb_profile *p,
+			 char **key_out, struct mb_err *err)
 {
 	const char *env = getenv("MAINBRELLA_API_KEY");
 	const char *home;
@@ -153,6 +170,8 @@ int mb_cred_load_key(const char *key_file, char **key_out, struct mb_err *err)
 	}
 	if (key_file)
 		return read_key_file(key_file, key_out, err);
+	if (p && p->key_file[0])
+		return read_profile_key(p, key_out, err);
 	home = getenv("HOME");
 	if (!home || !*home)
 		return mb_err_set(err, ENOKEY,
@@ -160,9 +179,14 @@ int mb_cred_load_key(const char *key_file, char **key_out, struct mb_err *err)
 	snprintf(path, sizeof(path), "%s/.config/mainbrella/api-key", home);
 	if (access(path, F_OK) != 0)
 		return mb_err_set(err, ENOKEY,
-				  "no API key: set MAINBRELLA_API_KEY, MAINBRELLA_API_KEY_FILE or create '%s' (mode 600)",
+				  "no API key: set MAINBRELLA_API_KEY, MAINBRELLA_API_KEY_FILE, a profile's key_file or create '%s' (mode 600)",
 				  path);
 	return read_key_file(path, key_out, err);
+}
+
+int mb_cred_load_key(const char *key_file, char **key_out, struct mb_err *err)
+{
+	return mb_cred_load_key_for(key_file, NULL, key_out, err);
 }
 
 /* 1 when host (without port, brackets kept for IPv6) is a loopback name. */
@@ -189,7 +213,8 @@ static int is_loopback(const char *host, size_t n)
 	return dots == 3;
 }
 
-int mb_cred_api_url(const char *url, char **url_out, struct mb_err *err)
+int mb_cred_api_url_for(const char *url, const struct mb_profile *p,
+			char **url_out, struct mb_err *err)
 {
 	const char *rest, *host, *host_end;
 	size_t n;
@@ -198,7 +223,7 @@ int mb_cred_api_url(const char *url, char **url_out, struct mb_err *err)
 	if (!url) {
 		url = getenv("MAINBRELLA_API_URL");
 		if (!url || !*url)
-			url = MB_DEFAULT_API_URL;
+			url = p && p->url[0] ? p->url : MB_DEFAULT_API_URL;
 	}
 	n = strlen(url);
 	while (n && url[n - 1] == '/')
@@ -234,4 +259,9 @@ int mb_cred_api_url(const char *url, char **url_out, struct mb_err *err)
 		return mb_err_set(err, ENOMEM, "out of memory");
 	*url_out = u;
 	return 0;
+}
+
+int mb_cred_api_url(const char *url, char **url_out, struct mb_err *err)
+{
+	return mb_cred_api_url_for(url, NULL, url_out, err);
 }

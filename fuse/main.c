@@ -29,6 +29,7 @@
 #include <fuse.h>
 #include <fuse_lowlevel.h>
 
+#include "common/config.h"
 #include "common/cred.h"
 #include "common/log.h"
 #include "common/mountinfo.h"
@@ -84,6 +85,11 @@ static const struct fuse_opt mbfs_opt_spec[] = {
 	OPT("--catalog %s", catalog, 0),
 	OPT("--size=%s", size, 0),
 	OPT("--size %s", size, 0),
+	/* fuse_opt applies every template that matches, and "--profile %s"
+	 * matches "--profile=NAME" too (as "=NAME"): "=%s" comes last */
+	OPT("profile=%s", profile, 0),
+	OPT("--profile %s", profile, 0),
+	OPT("--profile=%s", profile, 0),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -191,6 +197,10 @@ static void usage(FILE *f)
 "                           $MAINBRELLA_API_KEY_FILE, ~/.config/mainbrella/api-key)\n"
 "    -o api_url=URL         API base URL (default $MAINBRELLA_API_URL or\n"
 "                           " MB_DEFAULT_API_URL ")\n"
+"    -o profile=NAME, --profile NAME\n"
+"                           URL and key file of profile NAME in\n"
+"                           ~/.config/mainbrella/config (default\n"
+"                           $MAINBRELLA_PROFILE, else [default])\n"
 "    -o uid=N,gid=N         owner shown for every file (default: you)\n"
 "    -o sync_close          close() uploads and reports the upload's error\n"
 "                           (default: small files are queued and sent in\n"
@@ -433,12 +443,18 @@ static int validate(struct mbfs *fs, struct mbfs_opts *o, struct parse_state *ps
 	if (o->log_file && log_file_path(o->log_file, lt))
 		return 1;
 
+	/* options, then the environment, then the profile (cred.h) */
 	char *url = NULL;
-	if (mb_cred_api_url(o->api_url, &url, &err))
+	const char *env_url = getenv("MAINBRELLA_API_URL");
+	struct mb_profile prof;
+	if (mb_config_select(o->profile, o->api_url ? o->api_url
+			     : env_url && *env_url ? env_url : NULL, &prof, &err))
+		return fail("%s", err.msg);
+	if (mb_cred_api_url_for(o->api_url, &prof, &url, &err))
 		return fail("%s", err.msg);
 	snprintf(fs->api_url, sizeof(fs->api_url), "%s", url);
 	free(url);
-	if (mb_cred_load_key(o->key_file, key, &err))
+	if (mb_cred_load_key_for(o->key_file, &prof, key, &err))
 		return fail("%s", err.msg);
 	return 0;
 }
@@ -706,7 +722,7 @@ out:
 			  &o->attr_timeout, &o->dir_timeout, &o->op_timeout,
 			  &o->keepalive,
 			  &o->negative_timeout, &o->uid, &o->gid, &o->catalog,
-			  &o->size, &o->bulk_read };
+			  &o->size, &o->bulk_read, &o->profile };
 	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
 		free(*strs[i]);
 	for (int i = 0; i < ps.nnonopt; i++)

@@ -107,6 +107,7 @@ struct mbfs_opts {
 	char *mountpoint;
 	char *api_url;
 	char *key_file;
+	char *profile;          /* -o profile, --profile */
 	char *cache_dir;
 	char *log_file;
 	char *attr_timeout, *dir_timeout, *negative_timeout, *op_timeout;

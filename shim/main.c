@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/api.h"
+#include "common/config.h"
 #include "common/cred.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -136,6 +137,28 @@ static int resolve_url(const struct mbx_target *t, char **url)
 	return 0;
 }
 
+/* The profile asked for (--profile, $MAINBRELLA_PROFILE), else the one of
+ * the mount's URL; a profile that names a URL must name the mount's. */
+static int resolve_profile(const struct mbx_opts *o,
+			   const struct mbx_target *t, struct mb_profile *p)
+{
+	const char *mine = t->control.api_url;
+	struct mb_err err;
+
+	mb_err_clear(&err);
+	if (mb_config_select(o->profile, mine, p, &err)) {
+		mbx_error("%s", err.msg);
+		return MBX_EXIT_USAGE;
+	}
+	if (p->name[0] && p->url[0] && !mb_config_same_url(p->url, mine)) {
+		mbx_error("profile '%s' is for '%s' (%s) but the mount in '%s' "
+			  "uses '%s'; use that service's profile", p->name,
+			  p->url, p->url_at, t->mount_dir, mine);
+		return MBX_EXIT_USAGE;
+	}
+	return 0;
+}
+
 static bool stdin_forwardable(void)
 {
 	struct stat s;
@@ -206,6 +229,7 @@ int main(int argc, char **argv)
 	static struct mbx_opts o;
 	static struct mbx_run run;
 	struct mb_client_opts copts;
+	struct mb_profile prof;
 	struct mb_err err;
 	char *url = NULL, *key = NULL;
 	bool ran = false, has_status = false;
@@ -237,10 +261,12 @@ int main(int argc, char **argv)
 	hint_tty(&o);
 	warn_deadline(&target);
 	code = resolve_url(&target, &url);
+	if (!code)
+		code = resolve_profile(&o, &target, &prof);
 	if (code)
 		goto out;
 	mb_err_clear(&err);
-	if (mb_cred_load_key(o.key_file, &key, &err)) {
+	if (mb_cred_load_key_for(o.key_file, &prof, &key, &err)) {
 		mbx_error("no usable API key: %s", err.msg);
 		code = MBX_EXIT_USAGE;
 		goto out;

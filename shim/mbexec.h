@@ -50,6 +50,7 @@ struct mbx_opts {
 	uint64_t timeout_ms;    /* --timeout; 0 none */
 	enum mbx_mode mode;
 	const char *key_file;   /* --key-file */
+	const char *profile;    /* --profile, or NULL */
 	const char *attach;     /* --attach RUN_ID, or NULL */
 };
 

@@ -24,6 +24,7 @@ enum {
 	OPT_ATTACH,
 	OPT_JSON,
 	OPT_KEY_FILE,
+	OPT_PROFILE,
 };
 
 static const struct option longopts[] = {
@@ -40,6 +41,7 @@ static const struct option longopts[] = {
 	{ "attach", required_argument, NULL, OPT_ATTACH },
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "key-file", required_argument, NULL, OPT_KEY_FILE },
+	{ "profile", required_argument, NULL, OPT_PROFILE },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
@@ -67,6 +69,10 @@ static const char usage_text[] =
 	"      --mode MODE      auto (default), exec or managed\n"
 	"      --json           capture the output, print one JSON result at the end\n"
 	"      --key-file FILE  read the API key from FILE\n"
+	"      --profile NAME   the key file of profile NAME in\n"
+	"                       ~/.config/mainbrella/config (default\n"
+	"                       $MAINBRELLA_PROFILE, else the profile of the\n"
+	"                       mount's URL)\n"
 	"      --attach RUN_ID  follow a run whose mbexec lost contact: the rest of\n"
 	"                       its output, then its exit status\n"
 	"  -v, --verbose        log the requests made (twice: more)\n"
@@ -220,6 +226,9 @@ int mbx_opts_parse(int argc, char **argv, struct mbx_opts *o)
 		case OPT_KEY_FILE:
 			o->key_file = optarg;
 			break;
+		case OPT_PROFILE:
+			o->profile = optarg;
+			break;
 		case 'v':
 			o->verbose++;
 			break;
@@ -275,6 +284,8 @@ int mbx_opts_parse(int argc, char **argv, struct mbx_opts *o)
 		return usage_error("%s", "-C needs a directory");
 	if (o->mount && !*o->mount)
 		return usage_error("%s", "--mount needs a directory");
+	if (o->profile && !*o->profile)
+		return usage_error("%s", "--profile needs a name");
 	return -1;
 }
 
