@@ -164,8 +164,8 @@ static void usage(FILE *f)
 "                           0: off)\n"
 "    -o cache_dir=DIR       local copies, journal of unsaved writes, kept/\n"
 "                           (default $XDG_CACHE_HOME/mbfs/ID-HASH)\n"
-"    -o log_file=FILE       append the log to FILE (default: stderr with -f;\n"
-"                           else syslog, or CACHE_DIR/mbfs.log without one)\n"
+"    -o log_file=FILE       append the log to FILE (default: stderr with -f,\n"
+"                           else CACHE_DIR/mbfs.log; --status names it)\n"
 "    -o key_file=FILE       API key file (default $MAINBRELLA_API_KEY,\n"
 "                           $MAINBRELLA_API_KEY_FILE, ~/.config/mainbrella/api-key)\n"
 "    -o api_url=URL         API base URL (default $MAINBRELLA_API_URL or\n"
@@ -517,12 +517,11 @@ static int run_session(struct mbfs *fs, struct fuse_args *args,
 		goto out;
 	if (fuse_mount(f, fs->mountpoint))
 		goto out_destroy;
-	/* from now on: the file asked for; else, in the background, syslog,
-	 * or a file in the cache directory when no syslog daemon listens
-	 * (containers, minimal machines), where lines would be lost. Opened
-	 * before daemonising: the daemon runs in / */
-	bool to_file = lt->asked ||
-		       (!cmd.foreground && !mb_log_syslog_available());
+	/* from now on: the file asked for; else, in the background, a file
+	 * in the cache directory, one a user finds (--status names it, as
+	 * the control file does), syslog only when it cannot be opened.
+	 * Opened before daemonising: the daemon runs in / */
+	bool to_file = lt->asked || !cmd.foreground;
 	if (to_file) {
 		int lrc = mb_log_use_file(lt->path);
 		if (lrc)
@@ -532,7 +531,7 @@ static int run_session(struct mbfs *fs, struct fuse_args *args,
 	}
 	if (fuse_daemonize(cmd.foreground))
 		goto out_unmount;
-	if (!cmd.foreground && !to_file)
+	if (!cmd.foreground && !to_file && mb_log_syslog_available())
 		mb_log_use_syslog(1);
 	if (new_client(fs, key, &fs->client))
 		goto out_unmount;
