@@ -140,7 +140,7 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: mbfs [options] CONTAINER[@GENERATION][:REMOTE_DIR] MOUNTPOINT\n"
 "       mbfs --create [--catalog ID] [--size SIZE] [options] MOUNTPOINT\n"
-"       mbfs --status [--wait] MOUNTPOINT\n"
+"       mbfs --status [--wait] [--json] MOUNTPOINT\n"
 "\n"
 "Mount a directory of a running Mainbrella sandbox (default /workspace).\n"
 "Without @GENERATION the current generation is looked up once and pinned.\n"
@@ -186,8 +186,9 @@ static void usage(FILE *f)
 "\n"
 "Writing the line 'invalidate' to MOUNTPOINT/" MB_CONTROL_NAME " drops every cache;\n"
 "writing 'sync' sends what the mount still holds back (queued files, file\n"
-"times) first. --status prints what is not on the sandbox yet and what\n"
-"failed; with --wait it returns once nothing is pending (exit 1: failures).\n"
+"times) first. --status prints what is not on the sandbox yet, what failed\n"
+"and where the log is; with --wait it returns once nothing is pending (exit\n"
+"1: failures, or the sandbox stopped); --json prints it as one JSON object.\n"
 "In /etc/fstab:  ID@GEN:/workspace  /mnt/sb  fuse.mbfs  noauto,user,_netdev  0 0\n");
 }
 
