@@ -111,7 +111,7 @@ int mbfs_status_facts(const char *path, cJSON **doc, struct mbfs_status *f)
 void mbfs_status_human(double b, char *out, size_t n)
 {
 	if (b < 1024)
-		snprintf(out, n, "%.0f bytes", b);
+		snprintf(out, n, "%.0f byte%s", b, b == 1 ? "" : "s");
 	else if (b < 1048576)
 		snprintf(out, n, "%.1f KiB", b / 1024);
 	else if (b < 1073741824)

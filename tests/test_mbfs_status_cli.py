@@ -114,10 +114,13 @@ def run_status(mnt, *args):
 
 
 def notice_stopped(path):
-    """Make the mount meet its gone generation: a lookup of a new name
-    asks the sandbox."""
+    """Make the mount meet its gone generation: a file saved with fsync
+    goes to the sandbox at once (and fails), whatever the caches hold."""
     try:
-        os.stat(os.path.join(path, unique("probe")))
+        with open(os.path.join(path, unique("probe")), "wb") as f:
+            f.write(b"probe\n")
+            f.flush()
+            os.fsync(f.fileno())
     except OSError:
         pass
 
