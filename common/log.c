@@ -19,6 +19,7 @@ static char prog_name[32] = "mb";
 static volatile int cur_level = MB_LOG_WARN;
 static volatile int use_syslog;
 static volatile int log_fd = -1;     /* a log file, when one is used */
+static char log_path[4096];          /* its path; set before log_fd */
 
 void mb_log_init(const char *prog, enum mb_log_level level)
 {
@@ -64,11 +65,17 @@ int mb_log_use_file(const char *path)
 	if (fd < 0)
 		return -errno;
 	int old = log_fd;
+	snprintf(log_path, sizeof(log_path), "%s", path);
 	log_fd = fd;
 	use_syslog = 0;
 	if (old >= 0)
 		close(old);
 	return 0;
+}
+
+const char *mb_log_file(void)
+{
+	return log_fd >= 0 && !use_syslog ? log_path : NULL;
 }
 
 void mb_log(enum mb_log_level level, const char *fmt, ...)

@@ -21,6 +21,9 @@ int mb_log_syslog_available(void);
 /* From now on append lines (with time and pid) to path, created 0600,
  * instead of stderr or syslog. 0 or -errno (the previous target stays). */
 int mb_log_use_file(const char *path);
+/* The file lines go to (the path given to mb_log_use_file), or NULL when
+ * they go to stderr or syslog. Set once at startup: read it afterwards. */
+const char *mb_log_file(void);
 
 void mb_log(enum mb_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

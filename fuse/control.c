@@ -1,5 +1,7 @@
 /* control.c: the control file (see control.h). */
+#include <cjson/cJSON.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,24 +48,52 @@ bool mbfs_is_control(const char *path)
 	return path && path[0] == '/' && strcmp(path + 1, MB_CONTROL_NAME) == 0;
 }
 
-/* The control file's text now: the identity built at init, plus the
- * requests this mount answered by kind ("ops", warm.h), write-back's state
- * and what this mount kept ("kept": [{"path","file","reason"}], journal.h)
- * once there is any. malloc'd (*len bytes), or NULL without memory. */
+/* What is known only once mounted, or changes: where the log goes
+ * ("logFile", when a file), whether the generation is gone ("stopped")
+ * and where kept data goes ("keptDir"). malloc'd ",..." text (maybe
+ * ""), or NULL without memory. */
+static char *state_json(const struct mbfs *fs)
+{
+	cJSON *o = cJSON_CreateObject();
+	const char *log = mb_log_file();
+	const char *kdir = fs->journal ? mbfs_journal_kept_dir(fs->journal) : NULL;
+	char *t = NULL, *res = NULL;
+	if (!o ||
+	    (log && !cJSON_AddStringToObject(o, "logFile", log)) ||
+	    !cJSON_AddBoolToObject(o, "stopped", atomic_load(&fs->stopped)) ||
+	    (kdir && !cJSON_AddStringToObject(o, "keptDir", kdir)))
+		goto out;
+	t = cJSON_PrintUnformatted(o);
+	/* {"a":1} -> ,"a":1 */
+	if (t && asprintf(&res, "%s%.*s", t[1] != '}' ? "," : "",
+			  (int)strlen(t) - 2, t + 1) < 0)
+		res = NULL;
+out:
+	free(t);
+	cJSON_Delete(o);
+	return res;
+}
+
+/* The control file's text now: the identity built at init, plus
+ * state_json, the requests this mount answered by kind ("ops", warm.h),
+ * write-back's state and what this mount kept ("kept":
+ * [{"path","file","reason"}], journal.h) once there is any. malloc'd
+ * (*len bytes), or NULL without memory. */
 static char *control_text(const struct mbfs *fs, size_t *len)
 {
 	char *kept = fs->journal ? mbfs_journal_kept_json(fs->journal) : NULL;
 	char *wb = mbfs_wbq_json((struct mbfs *)fs);
 	char *ops = mbfs_warm_json(fs->warm);
+	char *st = state_json(fs);
 	char *t = NULL;
 	size_t base = fs->control_len;
-	if ((!kept && !wb && !ops) || base < 2) {
+	if (!st || base < 2) {
 		t = malloc(base + 1);
 		if (t)
 			memcpy(t, fs->control_json ? fs->control_json : "", base + 1);
 		*len = base;
-	} else if (asprintf(&t, "%.*s%s%s%s%s%s%s}\n", (int)(base - 2),
-			    fs->control_json, ops ? ",\"ops\":" : "",
+	} else if (asprintf(&t, "%.*s%s%s%s%s%s%s%s}\n", (int)(base - 2),
+			    fs->control_json, st, ops ? ",\"ops\":" : "",
 			    ops ? ops : "", wb ? ",\"writeback\":" : "",
 			    wb ? wb : "", kept ? ",\"kept\":" : "",
 			    kept ? kept : "") >= 0) {
@@ -71,6 +101,7 @@ static char *control_text(const struct mbfs *fs, size_t *len)
 	} else {
 		t = NULL;
 	}
+	free(st);
 	free(ops);
 	free(kept);
 	free(wb);
@@ -139,6 +170,10 @@ int mbfs_control_sync(struct mbfs *fs)
 	mbfs_hidden_settle(fs, NULL);   /* names removed while open */
 	int wrc = mbfs_wbq_sync(fs);   /* closed files still queued */
 	int rc = mbfs_batch_sync(fs);
+	/* large files being uploaded at their close, in parts */
+	int urc = mbfs_wbq_upload_wait(fs);
+	if (!wrc)
+		wrc = urc;
 	/* a failed batch dropped what the kernel holds of its paths (times or
 	 * files that never landed): gone before the caller looks again */
 	if ((wrc || rc) &&

@@ -340,6 +340,11 @@ const char *mbfs_journal_run_dir(const struct mbfs_journal *j)
 	return j->run;
 }
 
+const char *mbfs_journal_kept_dir(const struct mbfs_journal *j)
+{
+	return j->keptdir;
+}
+
 /* Remove every file in dir that is not needed: with keep_state, records,
  * their data, staging lists and the lock stay. *left: files still there. */
 static void sweep_dir(const char *dir, bool keep_state, size_t *left)

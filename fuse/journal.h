@@ -61,6 +61,8 @@ void mbfs_journal_close(struct mbfs_journal *j);
 
 /* The run directory, for data.c's files. */
 const char *mbfs_journal_run_dir(const struct mbfs_journal *j);
+/* DIR/kept, where data that could not be uploaded goes. */
+const char *mbfs_journal_kept_dir(const struct mbfs_journal *j);
 
 /* Write (or replace) the record of the working copy local; r's owner
  * fields are filled here. 0 or -errno (ENOSPC: the caller may free space

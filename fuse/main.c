@@ -162,7 +162,7 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: mbfs [options] CONTAINER[@GENERATION][:REMOTE_DIR] MOUNTPOINT\n"
 "       mbfs --create [--catalog ID] [--size SIZE] [options] MOUNTPOINT\n"
-"       mbfs --status [--wait] MOUNTPOINT\n"
+"       mbfs --status [--wait] [--json] MOUNTPOINT\n"
 "       mbfs --list [--json]\n"
 "       mbfs --stop [--force] ID@GENERATION\n"
 "\n"
@@ -191,8 +191,8 @@ static void usage(FILE *f)
 "                           0: off)\n"
 "    -o cache_dir=DIR       local copies, journal of unsaved writes, kept/\n"
 "                           (default $XDG_CACHE_HOME/mbfs/ID-HASH)\n"
-"    -o log_file=FILE       append the log to FILE (default: stderr with -f;\n"
-"                           else syslog, or CACHE_DIR/mbfs.log without one)\n"
+"    -o log_file=FILE       append the log to FILE (default: stderr with -f,\n"
+"                           else CACHE_DIR/mbfs.log; --status names it)\n"
 "    -o key_file=FILE       API key file (default $MAINBRELLA_API_KEY,\n"
 "                           $MAINBRELLA_API_KEY_FILE, ~/.config/mainbrella/api-key)\n"
 "    -o api_url=URL         API base URL (default $MAINBRELLA_API_URL or\n"
@@ -215,7 +215,8 @@ static void usage(FILE *f)
 "    --size SIZE            size for --create (lite, small, medium, large, xl)\n"
 "    --list                 the account's containers: id, generation, size,\n"
 "                           image, status, deadlines, local mounts using each\n"
-"    --json                 with --list: a JSON array of the same facts\n"
+"    --json                 with --list: a JSON array of the same facts;\n"
+"                           with --status: one JSON object\n"
 "    --stop ID@GENERATION   stop that generation (not a MOUNTPOINT); refused\n"
 "                           while it is mounted here, unless --force\n"
 "    -h, --help             this help\n"
@@ -223,8 +224,9 @@ static void usage(FILE *f)
 "\n"
 "Writing the line 'invalidate' to MOUNTPOINT/" MB_CONTROL_NAME " drops every cache;\n"
 "writing 'sync' sends what the mount still holds back (queued files, file\n"
-"times) first. --status prints what is not on the sandbox yet and what\n"
-"failed; with --wait it returns once nothing is pending (exit 1: failures).\n"
+"times) first. --status prints what is not on the sandbox yet, what failed\n"
+"and where the log is; with --wait it returns once nothing is pending (exit\n"
+"1: failures, or the sandbox stopped); --json prints it as one JSON object.\n"
 "In /etc/fstab, ID without @GEN (the running generation is looked up at each\n"
 "mount) and a key file (a mount from fstab sees no MAINBRELLA_API_KEY):\n"
 "  ID:/workspace  /mnt/sb  fuse.mbfs  noauto,user,_netdev,key_file=/home/USER/.config/mainbrella/api-key  0 0\n");
@@ -591,12 +593,11 @@ static int run_session(struct mbfs *fs, struct fuse_args *args,
 		goto out;
 	if (fuse_mount(f, fs->mountpoint))
 		goto out_destroy;
-	/* from now on: the file asked for; else, in the background, syslog,
-	 * or a file in the cache directory when no syslog daemon listens
-	 * (containers, minimal machines), where lines would be lost. Opened
-	 * before daemonising: the daemon runs in / */
-	bool to_file = lt->asked ||
-		       (!cmd.foreground && !mb_log_syslog_available());
+	/* from now on: the file asked for; else, in the background, a file
+	 * in the cache directory, one a user finds (--status names it, as
+	 * the control file does), syslog only when it cannot be opened.
+	 * Opened before daemonising: the daemon runs in / */
+	bool to_file = lt->asked || !cmd.foreground;
 	if (to_file) {
 		int lrc = mb_log_use_file(lt->path);
 		if (lrc)
@@ -606,7 +607,7 @@ static int run_session(struct mbfs *fs, struct fuse_args *args,
 	}
 	if (fuse_daemonize(cmd.foreground))
 		goto out_unmount;
-	if (!cmd.foreground && !to_file)
+	if (!cmd.foreground && !to_file && mb_log_syslog_available())
 		mb_log_use_syslog(1);
 	if (new_client(fs, key, &fs->client))
 		goto out_unmount;

@@ -175,6 +175,8 @@ struct mbfs {
 	atomic_int stopped;             /* generation gone: fail fast */
 	atomic_int stop_logged;
 	atomic_int deadline_warned;     /* the hard-deadline warning is out */
+	_Atomic uint64_t up_sent;       /* bytes of the uploads running now
+	                                   PUT so far (xfer_up.c; wbq_up.c) */
 };
 
 extern struct mbfs *mbfs_fs;

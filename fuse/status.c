@@ -1,4 +1,6 @@
-/* status.c: `mbfs --status` (see status.h). */
+/* status.c: `mbfs --status` (see status.h): the control file's facts,
+ * read once into struct facts and printed from there, for a person or as
+ * JSON; --wait (status_wait.c) in between. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,17 +13,16 @@
 
 #include "common/ident.h"
 #include "fuse/status.h"
+#include "fuse/status_int.h"
 
 static int usage_error(const char *msg)
 {
-	fprintf(stderr, "mbfs: %s\nusage: mbfs --status [--wait] MOUNTPOINT\n",
+	fprintf(stderr, "mbfs: %s\nusage: mbfs --status [--wait] [--json] MOUNTPOINT\n",
 		msg);
 	return 2;
 }
 
-/* The control file of mountpoint, read whole (malloc'd), or NULL with
- * errno set. */
-static char *read_control(const char *path)
+char *mbfs_status_read(const char *path)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -68,69 +69,230 @@ static const char *str(const cJSON *o, const char *name)
 	return cJSON_IsString(v) && v->valuestring ? v->valuestring : "";
 }
 
-static void human(double b, char *out, size_t n)
+int mbfs_status_facts(const char *path, cJSON **doc, struct mbfs_status *f)
 {
-	if (b < 1024)
-		snprintf(out, n, "%.0f bytes", b);
-	else if (b < 1048576)
-		snprintf(out, n, "%.1f KiB", b / 1024);
-	else
-		snprintf(out, n, "%.1f MiB", b / 1048576);
+	char *text = mbfs_status_read(path);
+	if (!text)
+		return -errno;
+	cJSON *d = cJSON_Parse(text);
+	free(text);
+	if (!cJSON_IsObject(d)) {
+		cJSON_Delete(d);
+		return -EINVAL;
+	}
+	const cJSON *wb = cJSON_GetObjectItemCaseSensitive(d, "writeback");
+	const cJSON *kept = cJSON_GetObjectItemCaseSensitive(d, "kept");
+	memset(f, 0, sizeof(*f));
+	f->id = str(d, "id");
+	f->created_at = str(d, "createdAt");
+	f->root = str(d, "root");
+	f->mountpoint = str(d, "mountpoint");
+	f->pid = num(d, "pid");
+	f->log_file = str(d, "logFile");
+	f->kept_dir = str(d, "keptDir");
+	f->stopped = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "stopped"));
+	f->reported = cJSON_IsObject(wb);
+	f->pending_files = num(wb, "pendingFiles");
+	f->pending_dirs = num(wb, "pendingDirs");
+	f->pending_bytes = num(wb, "pendingBytes");
+	f->uploading_files = num(wb, "uploadingFiles");
+	f->uploading_bytes = num(wb, "uploadingBytes");
+	f->uploading_sent = num(wb, "uploadingSentBytes");
+	f->sent_files = num(wb, "sentFiles");
+	f->sent_batches = num(wb, "sentBatches");
+	f->sent_bytes = num(wb, "sentBytes");
+	f->failed_files = num(wb, "failedFiles");
+	f->last_error = str(wb, "lastError");
+	f->kept = cJSON_IsArray(kept) ? kept : NULL;
+	*doc = d;
+	return 0;
 }
 
-static void print_status(const cJSON *doc)
+void mbfs_status_human(double b, char *out, size_t n)
 {
-	const cJSON *wb = cJSON_GetObjectItemCaseSensitive(doc, "writeback");
-	const cJSON *kept = cJSON_GetObjectItemCaseSensitive(doc, "kept");
-	char b[64];
-	printf("mount:   %s@%s:%s on %s (pid %.0f)\n", str(doc, "id"),
-	       str(doc, "createdAt"), str(doc, "root"), str(doc, "mountpoint"),
-	       num(doc, "pid"));
-	if (cJSON_IsObject(wb)) {
-		double pf = num(wb, "pendingFiles"), pd = num(wb, "pendingDirs");
-		human(num(wb, "pendingBytes"), b, sizeof(b));
-		if (pd > 0)
-			printf("pending: %.0f file%s and %.0f new director%s, "
-			       "%s not on the sandbox yet\n", pf,
-			       pf == 1 ? "" : "s", pd, pd == 1 ? "y" : "ies", b);
-		else
-			printf("pending: %.0f file%s, %s not on the sandbox "
-			       "yet\n", pf, pf == 1 ? "" : "s", b);
-		human(num(wb, "sentBytes"), b, sizeof(b));
+	if (b < 1024)
+		snprintf(out, n, "%.0f byte%s", b, b == 1 ? "" : "s");
+	else if (b < 1048576)
+		snprintf(out, n, "%.1f KiB", b / 1024);
+	else if (b < 1073741824)
+		snprintf(out, n, "%.1f MiB", b / 1048576);
+	else
+		snprintf(out, n, "%.2f GiB", b / 1073741824);
+}
+
+static const char *plural(double n, const char *one, const char *more)
+{
+	return n == 1 ? one : more;
+}
+
+/* The one sentence for a generation that is gone, into out. */
+static void stopped_text(const struct mbfs_status *f, char *out, size_t n)
+{
+	int nk = f->kept ? cJSON_GetArraySize(f->kept) : 0;
+	snprintf(out, n, "the sandbox '%s' generation %s is no longer running; "
+		 "nothing more can be sent; %d file%s kept in %s", f->id,
+		 f->created_at, nk, nk == 1 ? "" : "s",
+		 f->kept_dir[0] ? f->kept_dir : "the cache directory's kept/");
+}
+
+static void print_pending(const struct mbfs_status *f)
+{
+	char b[64], u[64], t[64];
+	double pf = f->pending_files, pd = f->pending_dirs;
+	mbfs_status_human(f->pending_bytes, b, sizeof(b));
+	if (pd > 0)
+		printf("pending: %.0f file%s and %.0f new director%s, %s not on "
+		       "the sandbox yet\n", pf, plural(pf, "", "s"), pd,
+		       plural(pd, "y", "ies"), b);
+	else
+		printf("pending: %.0f file%s, %s not on the sandbox yet\n", pf,
+		       plural(pf, "", "s"), b);
+	if (f->uploading_files > 0) {
+		mbfs_status_human(f->uploading_sent, u, sizeof(u));
+		mbfs_status_human(f->uploading_bytes, t, sizeof(t));
+		printf("         of which %.0f uploading on %s own: %s of %s "
+		       "sent\n", f->uploading_files,
+		       plural(f->uploading_files, "its", "their"), u, t);
+	}
+}
+
+static void print_text(const struct mbfs_status *f)
+{
+	char b[64], why[1024];
+	printf("mount:   %s@%s:%s on %s (pid %.0f)\n", f->id, f->created_at,
+	       f->root, f->mountpoint, f->pid);
+	if (f->stopped) {
+		stopped_text(f, why, sizeof(why));
+		printf("stopped: %s\n", why);
+	}
+	if (f->reported) {
+		print_pending(f);
+		mbfs_status_human(f->sent_bytes, b, sizeof(b));
 		printf("sent:    %.0f file%s in %.0f batch%s (%s)\n",
-		       num(wb, "sentFiles"), num(wb, "sentFiles") == 1 ? "" : "s",
-		       num(wb, "sentBatches"),
-		       num(wb, "sentBatches") == 1 ? "" : "es", b);
-		if (num(wb, "failedFiles") > 0)
-			printf("failed:  %.0f file%s (last: %s)\n",
-			       num(wb, "failedFiles"),
-			       num(wb, "failedFiles") == 1 ? "" : "s",
-			       str(wb, "lastError"));
-		else
+		       f->sent_files, plural(f->sent_files, "", "s"),
+		       f->sent_batches, plural(f->sent_batches, "", "es"), b);
+		if (f->failed_files > 0)
+			printf("failed:  %.0f file%s (last: %s)\n", f->failed_files,
+			       plural(f->failed_files, "", "s"), f->last_error);
+		else if (!f->stopped)
 			printf("failed:  none\n");
 	} else {
 		printf("pending: unknown (this mount does not report it)\n");
 	}
-	int nk = cJSON_IsArray(kept) ? cJSON_GetArraySize(kept) : 0;
+	int nk = f->kept ? cJSON_GetArraySize(f->kept) : 0;
 	if (nk)
 		printf("kept:    %d file%s that could not be uploaded, data in:\n",
 		       nk, nk == 1 ? "" : "s");
 	for (int i = 0; i < nk; i++) {
-		const cJSON *k = cJSON_GetArrayItem(kept, i);
+		const cJSON *k = cJSON_GetArrayItem(f->kept, i);
 		printf("  %s\n    -> %s\n    (%s)\n", str(k, "path"), str(k, "file"),
 		       str(k, "reason"));
 	}
+	if (f->log_file[0])
+		printf("log:     %s\n", f->log_file);
+	else
+		printf("log:     on the standard error of process %.0f (mounted "
+		       "with -f or -d)\n", f->pid);
+}
+
+static void add_num(cJSON *o, const char *name, bool known, double v)
+{
+	if (known)
+		cJSON_AddNumberToObject(o, name, v);
+	else
+		cJSON_AddNullToObject(o, name);
+}
+
+static void add_str(cJSON *o, const char *name, const char *v)
+{
+	if (v[0])
+		cJSON_AddStringToObject(o, name, v);
+	else
+		cJSON_AddNullToObject(o, name);
+}
+
+/* The facts print_text shows, one JSON object on one line; error: why the
+ * exit status is 1, or NULL. */
+static void print_json(const struct mbfs_status *f, const char *error)
+{
+	cJSON *o = cJSON_CreateObject();
+	bool r = f->reported;
+	cJSON_AddStringToObject(o, "id", f->id);
+	cJSON_AddStringToObject(o, "createdAt", f->created_at);
+	cJSON_AddStringToObject(o, "root", f->root);
+	cJSON_AddStringToObject(o, "mountpoint", f->mountpoint);
+	cJSON_AddNumberToObject(o, "pid", f->pid);
+	cJSON_AddBoolToObject(o, "stopped", f->stopped);
+	add_num(o, "pendingFiles", r, f->pending_files);
+	add_num(o, "pendingDirs", r, f->pending_dirs);
+	add_num(o, "pendingBytes", r, f->pending_bytes);
+	add_num(o, "uploadingFiles", r, f->uploading_files);
+	add_num(o, "uploadingBytes", r, f->uploading_bytes);
+	add_num(o, "uploadingSentBytes", r, f->uploading_sent);
+	add_num(o, "sentFiles", r, f->sent_files);
+	add_num(o, "sentBatches", r, f->sent_batches);
+	add_num(o, "sentBytes", r, f->sent_bytes);
+	add_num(o, "failedFiles", r, f->failed_files);
+	add_str(o, "lastError", f->last_error);
+	cJSON *kept = f->kept ? cJSON_Duplicate(f->kept, true)
+			      : cJSON_CreateArray();
+	cJSON_AddItemToObject(o, "kept", kept);
+	add_str(o, "keptDir", f->kept_dir);
+	add_str(o, "logFile", f->log_file);
+	add_str(o, "error", error ? error : "");
+	char *t = cJSON_PrintUnformatted(o);
+	if (t)
+		printf("%s\n", t);
+	else
+		fprintf(stderr, "mbfs: cannot print the status: out of memory\n");
+	free(t);
+	cJSON_Delete(o);
+}
+
+static int not_a_mount(const char *mnt, int rc)
+{
+	if (rc == -EINVAL)
+		fprintf(stderr, "mbfs: cannot read the status of '%s'\n", mnt);
+	else
+		fprintf(stderr, "mbfs: '%s' is not an mbfs mount (or not yours): "
+			"%s\n", mnt, strerror(-rc));
+	return 2;
+}
+
+/* Print the facts; the exit status: 1 when the generation is gone or
+ * failed (the wait saw a failure), else 0. */
+static int report(const struct mbfs_status *f, bool json, bool failed)
+{
+	char why[1024];
+	const char *error = NULL;
+	if (f->stopped) {
+		stopped_text(f, why, sizeof(why));
+		error = why;
+	} else if (failed) {
+		error = "some files could not be uploaded: see 'failed' and "
+			"'kept', and the mount's log";
+	}
+	if (json)
+		print_json(f, error);
+	else
+		print_text(f);
+	if (!json && failed && !f->stopped)
+		printf("%s\n", error);
+	fflush(stdout);
+	return error ? 1 : 0;
 }
 
 int mbfs_status_main(int argc, char **argv)
 {
 	const char *mnt = NULL;
-	bool wait = false;
+	bool wait = false, json = false;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--status") == 0)
 			continue;
 		if (strcmp(argv[i], "--wait") == 0)
 			wait = true;
+		else if (strcmp(argv[i], "--json") == 0)
+			json = true;
 		else if (argv[i][0] == '-')
 			return usage_error("unknown option with --status");
 		else if (mnt)
@@ -144,47 +306,25 @@ int mbfs_status_main(int argc, char **argv)
 	if (snprintf(path, sizeof(path), "%s/%s", strcmp(mnt, "/") ? mnt : "",
 		     MB_CONTROL_NAME) >= (int)sizeof(path))
 		return usage_error("MOUNTPOINT too long");
-	int ret = 0;
-	if (wait) {
-		/* the mount sends everything queued before this write
-		 * returns, and fails it when a file could not be sent */
-		int fd = open(path, O_WRONLY | O_CLOEXEC);
-		ssize_t w = -1;
-		if (fd >= 0) {
-			do
-				w = write(fd, "sync\n", 5);
-			while (w < 0 && errno == EINTR);
-			if (w < 0 && errno == EIO)
-				ret = 1;
-			else if (w < 0)
-				fprintf(stderr, "mbfs: cannot wait for '%s': %s\n",
-					mnt, strerror(errno));
-			close(fd);
-		}
-		if (fd < 0 || (w < 0 && errno != EIO)) {
-			if (fd < 0)
-				fprintf(stderr, "mbfs: '%s' is not an mbfs mount "
-					"(or not yours): %s\n", mnt, strerror(errno));
-			return 2;
-		}
-	}
-	char *text = read_control(path);
-	if (!text) {
-		fprintf(stderr, "mbfs: '%s' is not an mbfs mount (or not yours): "
-			"%s\n", mnt, strerror(errno));
-		return 2;
-	}
-	cJSON *doc = cJSON_Parse(text);
-	free(text);
-	if (!cJSON_IsObject(doc)) {
+	struct mbfs_status f;
+	cJSON *doc = NULL;
+	int rc = mbfs_status_facts(path, &doc, &f);
+	if (rc)
+		return not_a_mount(mnt, rc);
+	bool failed = false;
+	/* a generation that is gone takes nothing more: no wait */
+	if (wait && !f.stopped) {
 		cJSON_Delete(doc);
-		fprintf(stderr, "mbfs: cannot read the status of '%s'\n", mnt);
-		return 2;
+		doc = NULL;
+		rc = mbfs_status_wait(path, mnt);
+		if (rc == 2)
+			return 2;
+		failed = rc == 1;
+		rc = mbfs_status_facts(path, &doc, &f);
+		if (rc)
+			return not_a_mount(mnt, rc);
 	}
-	print_status(doc);
-	if (ret)
-		printf("some files could not be uploaded: see 'failed' and 'kept' "
-		       "above, and the mount's log\n");
+	rc = report(&f, json, failed);
 	cJSON_Delete(doc);
-	return ret;
+	return rc;
 }

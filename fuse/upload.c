@@ -121,6 +121,8 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 	 * only if the copy changes again: worked out then (dirty.c) */
 	bool due = size > MBFS_CHUNK;
 	time_t now = time(NULL);
+	/* pending until it ends, as a queued file is (wbq.h) */
+	mbfs_wbq_upload_begin(fs, size);
 	if (!rc && !due && mbfs_wbsend_fits(path)) {
 		rc = send_small(fs, n, path, size, fresh ? mode : 0, now, sha,
 				&err);
@@ -132,6 +134,7 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 	if (rc) {
 		mbfs_cache_invalidate(fs->cache, path);
 		mbfs_node_keep(fs, n, path, version, rc, &err);
+		mbfs_wbq_upload_end(fs, size, rc);   /* kept: shown so */
 		return rc;
 	}
 	struct written w = { size, now };
@@ -175,5 +178,6 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 	} else {
 		mbfs_cache_modify(fs->cache, path, apply_written, &w);
 	}
+	mbfs_wbq_upload_end(fs, size, 0);
 	return mrc;
 }

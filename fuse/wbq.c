@@ -192,6 +192,17 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 	 * batch set them: what the cache assumed after the files is wrong */
 	for (i = 0; i < nd && !rc; i++)
 		mbfs_wbq_dir_landed(fs, &dv[i]);
+	/* those uploaded on their own are counted by their upload
+	 * meanwhile (wbq_up.c), not twice */
+	uint64_t upbytes = 0;
+	for (i = 0; i < nup; i++)
+		upbytes += ev[up[i]]->bytes;
+	if (nup) {
+		pthread_mutex_lock(&q->lock);
+		q->inflight -= nup;
+		q->inflight_bytes -= upbytes;
+		pthread_mutex_unlock(&q->lock);
+	}
 	for (i = 0; i < nup; i++) {
 		int urc = mbfs_node_wb_upload(fs, ev[up[i]]->n);
 		if (urc && !failed++) {
@@ -208,8 +219,8 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 	struct mbfs_node **drop = malloc(k * sizeof(*drop));
 	size_t ndrop = 0;
 	pthread_mutex_lock(&q->lock);
-	q->inflight -= k;
-	q->inflight_bytes -= bytes;
+	q->inflight -= k - nup;
+	q->inflight_bytes -= bytes - upbytes;
 	if (nf || nd)
 		q->sent_batches++;
 	q->sent_files += nf - bfailed;
@@ -556,14 +567,21 @@ char *mbfs_wbq_json(struct mbfs *fs)
 		}
 	}
 	esc[n] = '\0';
+	/* parts PUT of uploads on their own are on the sandbox already,
+	 * though not in place yet */
+	uint64_t up_sent = atomic_load(&fs->up_sent);
+	if (up_sent > q->up_bytes)
+		up_sent = q->up_bytes;
 	if (asprintf(&s, "{\"pendingFiles\":%zu,\"pendingDirs\":%zu,"
 		     "\"pendingBytes\":%" PRIu64
-		     ",\"inFlightFiles\":%zu,\"sentFiles\":%" PRIu64 ",\"sentBatches\":%" PRIu64
+		     ",\"inFlightFiles\":%zu,\"uploadingFiles\":%zu"
+		     ",\"uploadingBytes\":%" PRIu64 ",\"uploadingSentBytes\":%" PRIu64
+		     ",\"sentFiles\":%" PRIu64 ",\"sentBatches\":%" PRIu64
 		     ",\"sentBytes\":%" PRIu64 ",\"failedFiles\":%" PRIu64
 		     ",\"lastError\":\"%s\"}",
-		     q->queued + q->inflight - dirs, mkdirs,
-		     q->queued_bytes + q->inflight_bytes,
-		     q->inflight - dirs_inflight,
+		     q->queued + q->inflight - dirs + q->up_files, mkdirs,
+		     q->queued_bytes + q->inflight_bytes + q->up_bytes - up_sent,
+		     q->inflight - dirs_inflight, q->up_files, q->up_bytes, up_sent,
 		     q->sent_files, q->sent_batches, q->sent_bytes,
 		     q->failed_files, esc) < 0)
 		s = NULL;

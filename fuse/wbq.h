@@ -134,6 +134,16 @@ void mbfs_wbq_settle(struct mbfs *fs);
  * batch since the last sync, else 0. */
 int mbfs_wbq_sync(struct mbfs *fs);
 
+/* An upload on its own (a file too large for a batch: upload.c) of bytes
+ * starts; it is pending (mbfs_wbq_json) until the matching _end, whose rc
+ * is the upload's (0 or -errno). May be called with node->lock held. */
+void mbfs_wbq_upload_begin(struct mbfs *fs, uint64_t bytes);
+void mbfs_wbq_upload_end(struct mbfs *fs, uint64_t bytes, int rc);
+/* Wait until no upload on its own runs (or the generation is gone): for
+ * the control file's "sync". -EIO when one of those ended meanwhile
+ * failed, else 0. Never with a node lock held. */
+int mbfs_wbq_upload_wait(struct mbfs *fs);
+
 /* count files (the last one path) could not be sent (why): the next
  * mbfs_wbq_sync returns -EIO and the control file says so. For a recovery
  * that kept files (recover.c). */
@@ -141,7 +151,9 @@ void mbfs_wbq_note_failed(struct mbfs *fs, size_t count, const char *path,
 			  const char *why);
 
 /* The queue for the control file: {"pendingFiles","pendingDirs" (mkdirs),
- * "pendingBytes" (queued or in flight), "inFlightFiles", "sentFiles","sentBatches","sentBytes",
+ * "pendingBytes" (queued, in flight or uploading, not PUT yet),
+ * "inFlightFiles", "uploadingFiles","uploadingBytes","uploadingSentBytes"
+ * (uploads on their own), "sentFiles","sentBatches","sentBytes",
  * "failedFiles","lastError"} (totals since mount; malloc'd JSON object
  * text), or NULL without memory. */
 char *mbfs_wbq_json(struct mbfs *fs);

@@ -1,6 +1,7 @@
 /* wbq_int.h: the inside of the write-back queue, shared by wbq.c (the
- * queue, its flusher and the files) and wbq_dir.c (the entries of
- * directories: mkdirs, modes, times). Not for other modules. */
+ * queue, its flusher and the files), wbq_dir.c (the entries of
+ * directories: mkdirs, modes, times) and wbq_up.c (uploads on their
+ * own). Not for other modules. */
 #ifndef MBFS_WBQ_INT_H
 #define MBFS_WBQ_INT_H
 
@@ -47,6 +48,10 @@ struct mbfs_wbq {
 	uint64_t sent_files, sent_batches, sent_bytes, failed_files;
 	uint64_t failed_reported;  /* failed_files at the last sync */
 	char last_error[256];
+	/* uploads on their own, running now (wbq_up.c) */
+	size_t up_files;
+	uint64_t up_bytes;
+	uint64_t up_failed;      /* since mount */
 };
 
 /* Queue e (not in flight) at the end, as of now. q->lock held. */

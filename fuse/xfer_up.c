@@ -40,6 +40,7 @@ struct up {
 	uint64_t len;
 	unsigned mode;             /* for the last join; 0: the target's */
 	_Atomic uint64_t deadline;
+	_Atomic uint64_t sent;     /* bytes of parts PUT, in fs->up_sent too */
 	char dir[MB_PATH_MAX];     /* parts: /tmp/.mbfs-up-HEX, fresh */
 	char tmp[MB_PATH_MAX];     /* the joined file, next to the target */
 	size_t nparts;
@@ -282,6 +283,10 @@ static int put_part(void *ud, size_t i)
 		rc = mb_file_put(u->fs->client, &u->fs->ident, p, buf, n, &err);
 		if (rc == 0) {
 			progress(u);
+			/* for the control file; a part PUT again after a
+			 * failed round counts twice, near enough */
+			atomic_fetch_add(&u->sent, n);
+			atomic_fetch_add(&u->fs->up_sent, n);
 			break;
 		}
 		if (!again(u, &err, &tries))
@@ -493,6 +498,7 @@ int mbfs_xfer_put(struct mbfs *fs, const char *rpath, int fd, uint64_t len,
 	int rc = len <= MBFS_CHUNK ? put_small(&u, hex, err)
 				   : put_large(&u, sha != NULL, hex, err);
 	mb_op_deadline(outer);
+	atomic_fetch_sub(&fs->up_sent, atomic_load(&u.sent));
 	if (rc == 0 && sha)
 		memcpy(sha, hex, sizeof(hex));
 	if (rc == 0 && u.mode)
