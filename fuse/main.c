@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fuse/help.h"
 #include "fuse/mbfs.h"
 
 #include <fuse.h>
@@ -155,96 +156,6 @@ static int opt_proc(void *data, const char *arg, int key,
 	default:
 		return 1;
 	}
-}
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-"usage: mbfs [options] CONTAINER[@GENERATION][:REMOTE_DIR] MOUNTPOINT\n"
-"       mbfs --create [--catalog ID] [--size SIZE] [options] MOUNTPOINT\n"
-"       mbfs --status [--wait] [--json] MOUNTPOINT\n"
-"       mbfs --list [--json]\n"
-"       mbfs --stop [--force] ID@GENERATION\n"
-"\n"
-"Mount a directory of a running Mainbrella sandbox (default /workspace).\n"
-"Without @GENERATION the current generation is looked up once and pinned.\n"
-"A mountpoint that already holds an mbfs mount is refused.\n"
-"Unmount with: fusermount3 -u MOUNTPOINT\n"
-"\n"
-"options:\n"
-"    -f                     stay in the foreground\n"
-"    -d                     debug output (implies -f)\n"
-"    -v, --verbose          log each API request (method, route, status,\n"
-"                           time); -vv: debug output too, without -f\n"
-"    -s                     single-threaded\n"
-"    -o ro                  read-only mount\n"
-"    -o attr_timeout=T      cache attributes for T, in mbfs and in the kernel\n"
-"                           (default 20s)\n"
-"    -o dir_timeout=T       cache directory listings for T (default 20s); the\n"
-"                           kernel keeps names for the smaller of the two\n"
-"    -o negative_timeout=T  cache missing names for T (default 20s)\n"
-"    -o op_timeout=T        give up on an unanswered request, or an upload without\n"
-"                           progress, after T (default 60s)\n"
-"    -o keepalive=T         when the mount made no call for T, make one (a stat)\n"
-"                           so the sandbox is not stopped as idle (default: a\n"
-"                           third of the account's idle timeout, else 180s;\n"
-"                           0: off)\n"
-"    -o cache_dir=DIR       local copies, journal of unsaved writes, kept/\n"
-"                           (default $XDG_CACHE_HOME/mbfs/ID-HASH)\n"
-"    -o log_file=FILE       append the log to FILE (default: stderr with -f,\n"
-"                           else CACHE_DIR/mbfs.log; --status names it)\n"
-"    -o key_file=FILE       API key file (default $MAINBRELLA_API_KEY,\n"
-"                           $MAINBRELLA_API_KEY_FILE, ~/.config/mainbrella/api-key)\n"
-"    -o api_url=URL         API base URL (default $MAINBRELLA_API_URL or\n"
-"                           " MB_DEFAULT_API_URL ")\n"
-"    -o profile=NAME, --profile NAME\n"
-"                           URL and key file of profile NAME in\n"
-"                           ~/.config/mainbrella/config (default\n"
-"                           $MAINBRELLA_PROFILE, else [default])\n"
-"    -o uid=N,gid=N         owner shown for every file (default: you)\n"
-"    -o sync_close          close() uploads and reports the upload's error\n"
-"                           (default: small files are queued and sent in\n"
-"                           batches; fsync and 'sync' wait for them)\n"
-"    -o bulk_read=0         read every file and list every directory with\n"
-"                           requests of its own (default 1: when a program\n"
-"                           reads many files of a directory, their small files\n"
-"                           come in one archive; a walk's listings in one go)\n"
-"    --create               start a new container and mount it; prints\n"
-"                           ID@GENERATION, then its hard and idle deadlines\n"
-"    --catalog ID           image for --create (node, python, rust, go, devops)\n"
-"    --size SIZE            size for --create (lite, small, medium, large, xl)\n"
-"    --list                 the account's containers: id, generation, size,\n"
-"                           image, status, deadlines, local mounts using each\n"
-"    --json                 with --list: a JSON array of the same facts;\n"
-"                           with --status: one JSON object\n"
-"    --stop ID@GENERATION   stop that generation (not a MOUNTPOINT); refused\n"
-"                           while it is mounted here, unless --force\n"
-"    -h, --help             this help\n"
-"    -V, --version          version\n"
-"\n"
-"Writing the line 'invalidate' to MOUNTPOINT/" MB_CONTROL_NAME " drops every cache;\n"
-"writing 'sync' sends what the mount still holds back (queued files, file\n"
-"times) first. --status prints what is not on the sandbox yet, what failed\n"
-"and where the log is; with --wait it returns once nothing is pending (exit\n"
-"1: failures, or the sandbox stopped); --json prints it as one JSON object.\n"
-"In /etc/fstab, ID without @GEN (the running generation is looked up at each\n"
-"mount) and a key file (a mount from fstab sees no MAINBRELLA_API_KEY):\n"
-"  ID:/workspace  /mnt/sb  fuse.mbfs  noauto,user,_netdev,key_file=/home/USER/.config/mainbrella/api-key  0 0\n");
-}
-
-/* The libfuse options that mean something to mbfs. Not libfuse's own
- * help: it lists cache defaults (1 s, 0 s) that mbfs overrides. */
-static void fuse_help(FILE *f)
-{
-	fprintf(f,
-"\n"
-"libfuse options (-o, passed through):\n"
-"    -o allow_other         let other local users in (needs user_allow_other\n"
-"                           in /etc/fuse.conf); permissions are still checked\n"
-"    -o allow_root          let root in\n"
-"    -o auto_unmount        unmount when mbfs ends, even when it is killed\n"
-"    -o max_threads=N       at most N worker threads (default 10)\n"
-"    -o clone_fd            a /dev/fuse descriptor per thread\n");
 }
 
 /* libfuse builds some messages with several calls: collect a line per
@@ -684,8 +595,8 @@ int main(int argc, char *argv[])
 		goto out;
 	}
 	if (o->show_help) {
-		usage(stdout);
-		fuse_help(stdout);
+		mbfs_usage(stdout);
+		mbfs_fuse_help(stdout);
 		ret = 0;
 		goto out;
 	}
