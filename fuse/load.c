@@ -197,6 +197,18 @@ int mbfs_load_empty(struct mbfs *fs, struct mbfs_node *n)
 	return 0;
 }
 
+/* One line for a failed read of path: err's message when it names the
+ * file already ("cannot read '/workspace/x': ..."), else with that
+ * prefix, so a message is never prefixed twice nor left without a name. */
+static void say_failed(const char *path, int rc, const struct mb_err *err)
+{
+	if (strncmp(err->msg, "cannot read '", 13) == 0)
+		mb_log(MB_LOG_WARN, "%s", err->msg);
+	else
+		mb_log(MB_LOG_WARN, "cannot read '%s': %s", path,
+		       err->msg[0] ? err->msg : strerror(-rc));
+}
+
 /* Start cutting a large file on the guest and size the local copy;
  * pieces come as they are read. n->lock held. */
 static int load_lazy(struct mbfs *fs, struct mbfs_node *n, const char *path,
@@ -205,13 +217,7 @@ static int load_lazy(struct mbfs *fs, struct mbfs_node *n, const char *path,
 	struct mb_err err;
 	int rc = mbfs_xfer_split(fs, path, &n->pieces, &err);
 	if (rc) {
-		/* err names the remote file already ("cannot read
-		 * '/workspace/x': ..."): no second prefix */
-		if (err.msg[0])
-			mb_log(MB_LOG_WARN, "%s", err.msg);
-		else
-			mb_log(MB_LOG_WARN, "cannot read '%s': %s", path,
-			       strerror(-rc));
+		say_failed(path, rc, &err);
 		return rc;
 	}
 	n->have = calloc(n->pieces.n ? n->pieces.n : 1, 1);
@@ -310,11 +316,7 @@ int mbfs_load(struct mbfs *fs, struct mbfs_node *n, bool whole)
 			continue;
 		}
 		if (rc) {
-			if (err.msg[0])   /* it names the remote file */
-				mb_log(MB_LOG_WARN, "%s", err.msg);
-			else
-				mb_log(MB_LOG_WARN, "cannot read '%s': %s",
-				       path, strerror(-rc));
+			say_failed(path, rc, &err);
 			if (n->fd >= 0)
 				close(n->fd);
 			n->fd = -1;

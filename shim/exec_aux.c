@@ -48,12 +48,16 @@ static int guest_call_loop(struct mbx_run *r, const struct mb_buf *line,
 		if (e == 0) {
 			if (reached)
 				*reached = true;
-			if (!mb_exec_clean_take(&res))
+			if (!mb_exec_clean_take(&res)) {
+				/* nothing of ours ran, and a profile that
+				 * stops it will again: final, not ambiguous */
 				e = mb_err_set(err, EPROTO, "the sandbox's login "
 					       "shell did not run mbexec's script "
 					       "(its profile?): %.120s",
 					       res.errout ? res.errout : "");
-			else if (res.timed_out || res.output_truncated)
+				mb_exec_result_release(&res);
+				return e;
+			} else if (res.timed_out || res.output_truncated)
 				e = mb_err_set(err, ETIMEDOUT, "the sandbox did not "
 					       "answer in time (%s)",
 					       res.timed_out ? "timed out" : "output cut");

@@ -101,12 +101,15 @@ def test_mountpoints_and_commands(tmp_path):
     assert "mbexec" in complete("mbexec -t mbexe", "_mbexec")
 
 
-def test_container_only_from_list():
-    """Without `mbfs --list` in --help, no container is guessed."""
-    help_text = subprocess.run([mbtest.MBFS, "--help"], capture_output=True).stdout.decode()
-    if "--list" in help_text:
-        pytest.skip("this mbfs has --list: needs a service to list from")
-    assert complete("mbfs ", "_mbfs") == []
+def test_containers_come_from_list(service, container):
+    """The CONTAINER argument and --stop's ID@GENERATION are completed from
+    `mbfs --list` against the service."""
+    cid, gen = container["id"], container["createdAt"]
+    env = {"MAINBRELLA_API_URL": service.url, "MAINBRELLA_API_KEY": service.key}
+    words = complete("mbfs ", "_mbfs", env=env)
+    assert cid in words, words
+    stop = complete("mbfs --stop %s" % cid[:1], "_mbfs", env=env)
+    assert "%s@%s" % (cid, gen) in stop, stop
 
 
 def help_options(binary):

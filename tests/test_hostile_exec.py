@@ -223,6 +223,9 @@ def test_a_profile_that_never_runs_our_command_fails_loudly(service, need_fuse_m
                 sync(m)
             assert e.value.errno == errno.EIO, e.value
             assert "did not run" in m.log(), m.log()[-2000:]
+            # mbexec says so, and that the command did not run: no retries
+            p = mbx(service, ["true"], m.path("d"))
+            assert p.returncode == 255 and b"did not run mbexec's script" in p.stderr, p.stderr
             assert m.proc.poll() is None, m.log()[-3000:]
             # the large file's bytes are kept, whole
             kept = re.findall(r"upload of '/workspace/big' failed: .*data kept in (\S+)", m.log())

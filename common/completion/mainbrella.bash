@@ -79,15 +79,13 @@ _mainbrella_files()
 	return 0
 }
 
-# Containers for mbfs's first argument: from `mbfs --list`, only when
-# this mbfs has it (first column ID or ID@GEN).
+# Containers from `mbfs --list` (columns ID GENERATION ...): each ID and
+# ID@GENERATION, for mbfs's first argument and for --stop.
 _mbfs_containers()
 {
-	local prog=$1 help
-	help=$(command "$prog" --help 2>/dev/null) || return 0
-	[[ $help == *--list* ]] || return 0
+	local prog=$1
 	timeout 5 "$prog" --list 2>/dev/null |
-		awk '$1 ~ /^(small|c[0-9]+)(@[-0-9T:.Z]+)?$/ { print $1 }'
+		awk '$1 ~ /^(small|c[0-9]+)$/ { print $1; print $1 "@" $2 }'
 }
 
 _mbfs()
@@ -96,15 +94,8 @@ _mbfs()
 	_mainbrella_words
 	cur=${_mb_words[${#_mb_words[@]}-1]}
 	prev=${_mb_words[${#_mb_words[@]}-2]}
-	local opts="-f -d -s -o --create --catalog --size --profile --status --wait -h --help -V --version"
-	local mopts="ro attr_timeout= dir_timeout= negative_timeout= op_timeout= keepalive= cache_dir= log_file= key_file= api_url= profile= uid= gid= sync_close bulk_read= allow_other"
-	local help o
-	# options of newer builds, offered only when this mbfs has them
-	help=$(command "$prog" --help 2>/dev/null)
-	for o in --list --stop --json; do
-		[[ $help == *"$o"[\ =,]* ]] && opts+=" $o"
-	done
-	[[ $help == *" -v"[\ ,]* ]] && opts+=" -v"
+	local opts="-f -d -v --verbose -s -o --create --catalog --size --profile --status --wait --json --list --stop --force -h --help -V --version"
+	local mopts="ro attr_timeout= dir_timeout= negative_timeout= op_timeout= keepalive= cache_dir= log_file= key_file= api_url= profile= uid= gid= sync_close bulk_read= allow_other allow_root auto_unmount max_threads= clone_fd"
 
 	case $cur in
 	--size=*) _mainbrella_reply "$cur" --size={lite,small,medium,large,xl}; return 0 ;;
