@@ -22,6 +22,8 @@ msg = @printf '  %-7s %s\n' '$(1)' '$(2)';
 endif
 endif
 SUBMAKE = $(MAKE) --no-print-directory
+# a sub-make of demo and check: not even "Nothing to be done" (unless V=1)
+QUIETMAKE = $(SUBMAKE) $(if $(filter 1,$(V)),,-s) BUILD_QUIET=1
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
@@ -121,13 +123,13 @@ deps:
 
 check: deps
 	@echo "==> building (make V=1 shows the commands)"
-	$(Q)$(SUBMAKE) all BUILD_QUIET=1
+	$(Q)$(QUIETMAKE) all
 	@echo "==> shellcheck of the guest scripts"
 	$(Q)$(SUBMAKE) lint
 	@echo "==> unit tests of the parsers"
-	$(Q)$(SUBMAKE) unit BUILD_QUIET=1
+	$(Q)$(QUIETMAKE) unit
 	@echo "==> fuzzing the parsers, $(CHECK_FUZZ_SECONDS) s each"
-	$(Q)$(SUBMAKE) fuzz BUILD_QUIET=1 FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
+	$(Q)$(QUIETMAKE) fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
 	@echo "==> the pytest suite, $(PYTEST_JOBS) at a time"
 	$(Q)MB_BIN_DIR=$(CURDIR) $(PYTHON) -m pytest -q $(PYTEST_PAR) $(PYTEST_ARGS) tests
 
@@ -176,7 +178,7 @@ serve:
 
 demo: deps
 	@echo "==> building mbfs and mbexec (make V=1 shows the commands)"
-	$(Q)$(SUBMAKE) all BUILD_QUIET=1
+	$(Q)$(QUIETMAKE) all
 	$(Q)bash tests/demo.sh
 
 bench: deps
