@@ -3,7 +3,27 @@
 # missing, runs the parsers' unit tests (`make unit`), fuzzes them briefly
 # (`make fuzz`) and runs the whole pytest suite; `make asan` runs the unit
 # tests and the suite under AddressSanitizer + UBSan with binaries in
-# build/asan/.
+# build/asan/. `make test-quick` runs a subset of the suite in about a
+# minute. The build is quiet (one line per step); `make V=1` shows the
+# commands.
+
+# Quiet by default, as the kernel's kbuild: one short line per step, the
+# command itself with V=1. BUILD_QUIET=1 (demo, check) drops even those.
+V ?= 0
+ifeq ($(V),1)
+Q :=
+msg :=
+else
+Q := @
+ifeq ($(BUILD_QUIET),1)
+msg = @
+else
+msg = @printf '  %-7s %s\n' '$(1)' '$(2)';
+endif
+endif
+SUBMAKE = $(MAKE) --no-print-directory
+# a sub-make of demo and check: not even "Nothing to be done" (unless V=1)
+QUIETMAKE = $(SUBMAKE) $(if $(filter 1,$(V)),,-s) BUILD_QUIET=1
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
@@ -57,40 +77,41 @@ LIBCOMMON := $(OBJ)/libmbcommon.a
 
 .SECONDARY:
 
-.PHONY: all deps lint check test asan asan-build install uninstall clean serve demo bench unit fuzz
+.PHONY: all deps lint check test test-quick asan asan-build install uninstall clean serve demo bench \
+	unit fuzz
 
 all: $(MBFS) $(MBEXEC) $(TOOL_BIN)
 
 $(OBJ)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+	$(call msg,CC,$@)$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 $(OBJ)/gen/guest_sh.c: $(GUEST_SH) common/embed.sh
 	@mkdir -p $(dir $@)
-	sh common/embed.sh mbx_sh shim/guest_sh.h $(GUEST_SH) >$@.$$$$ && mv -f $@.$$$$ $@
+	$(call msg,EMBED,$@)sh common/embed.sh mbx_sh shim/guest_sh.h $(GUEST_SH) >$@.$$$$ && mv -f $@.$$$$ $@
 
 $(OBJ)/gen/fuse_sh.c: $(FUSE_SH) common/embed.sh
 	@mkdir -p $(dir $@)
-	sh common/embed.sh mbfs_sh fuse/guest_sh.h $(FUSE_SH) >$@.$$$$ && mv -f $@.$$$$ $@
+	$(call msg,EMBED,$@)sh common/embed.sh mbfs_sh fuse/guest_sh.h $(FUSE_SH) >$@.$$$$ && mv -f $@.$$$$ $@
 
 $(OBJ)/gen/%_sh.o: $(OBJ)/gen/%_sh.c
-	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+	$(call msg,CC,$@)$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 $(LIBCOMMON): $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	$(call msg,AR,$@)rm -f $@ && ar rcs $@ $^
 
 $(MBFS): $(FUSE_OBJ) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $(FUSE_OBJ) $(LIBCOMMON) $(PKG_LIBS)
+	$(call msg,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(FUSE_OBJ) $(LIBCOMMON) $(PKG_LIBS)
 
 $(MBEXEC): $(SHIM_OBJ) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $(SHIM_OBJ) $(LIBCOMMON) $(shell pkg-config --libs libcurl libcjson libcrypto 2>/dev/null) -lutil
+	$(call msg,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $(SHIM_OBJ) $(LIBCOMMON) $(shell pkg-config --libs libcurl libcjson libcrypto 2>/dev/null) -lutil
 
 $(O)/tests/%: $(OBJ)/tests/tools/%.o $(LIBCOMMON)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON) $(shell pkg-config --libs libcurl libcjson libcrypto 2>/dev/null)
+	$(call msg,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIBCOMMON) $(shell pkg-config --libs libcurl libcjson libcrypto 2>/dev/null)
 
 -include $(COMMON_OBJ:.o=.d) $(FUSE_OBJ:.o=.d) $(SHIM_OBJ:.o=.d) \
          $(TOOL_SRC:tests/tools/%.c=$(OBJ)/tests/tools/%.d)
@@ -101,19 +122,30 @@ deps:
 	@bash .ci/install-deps
 
 check: deps
-	$(MAKE) all
-	$(MAKE) lint
-	$(MAKE) unit
-	$(MAKE) fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
-	MB_BIN_DIR=$(CURDIR) $(PYTHON) -m pytest -q $(PYTEST_PAR) $(PYTEST_ARGS) tests
+	@echo "==> building (make V=1 shows the commands)"
+	$(Q)$(QUIETMAKE) all
+	@echo "==> shellcheck of the guest scripts"
+	$(Q)$(SUBMAKE) lint
+	@echo "==> unit tests of the parsers"
+	$(Q)$(QUIETMAKE) unit
+	@echo "==> fuzzing the parsers, $(CHECK_FUZZ_SECONDS) s each"
+	$(Q)$(QUIETMAKE) fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
+	@echo "==> the pytest suite, $(PYTEST_JOBS) at a time"
+	$(Q)MB_BIN_DIR=$(CURDIR) $(PYTHON) -m pytest -q $(PYTEST_PAR) $(PYTEST_ARGS) tests
 
 # Every script that runs on the guest (and the one that embeds them) passes
 # shellcheck as POSIX sh, since the hosted images run them under dash.
 lint:
-	shellcheck -s sh $(GUEST_SH) $(FUSE_SH) common/embed.sh
+	$(Q)shellcheck -s sh $(GUEST_SH) $(FUSE_SH) common/embed.sh
 
 test: all
-	MB_BIN_DIR=$(CURDIR) $(PYTHON) -m pytest -q $(PYTEST_PAR) $(PYTEST_ARGS) tests
+	$(Q)MB_BIN_DIR=$(CURDIR) $(PYTHON) -m pytest -q $(PYTEST_PAR) $(PYTEST_ARGS) tests
+
+# A subset of the suite for a quick look, about a minute on 2 cores: the
+# test files marked `quick` (tests/conftest.py lists them). Not a substitute
+# for `make check`.
+test-quick: all
+	$(Q)MB_BIN_DIR=$(CURDIR) $(PYTHON) -m pytest -q $(PYTEST_PAR) -m quick $(PYTEST_ARGS) tests
 
 ASAN_VARS := O=build/asan CFLAGS="-O1 -g" \
 	SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
@@ -150,16 +182,19 @@ uninstall:
 	      $(DESTDIR)$(BASHCOMPDIR)/mbfs $(DESTDIR)$(BASHCOMPDIR)/mbexec \
 	      $(DESTDIR)$(ZSHCOMPDIR)/_mbfs $(DESTDIR)$(ZSHCOMPDIR)/_mbexec
 
+# The local service for trying mbfs and mbexec by hand: it prints the two
+# export lines to paste into another shell; Ctrl-C stops it.
 serve:
-	$(PYTHON) tests/localservice.py --listen 127.0.0.1:8787 --state build/serve-state
+	$(Q)$(PYTHON) tests/localservice.py --listen 127.0.0.1:8787 --state build/serve-state --exports
 
 demo: deps
-	$(MAKE) all
-	bash tests/demo.sh
+	@echo "==> building mbfs and mbexec (make V=1 shows the commands)"
+	$(Q)$(QUIETMAKE) all
+	$(Q)bash tests/demo.sh
 
 bench: deps
-	$(MAKE) all
-	$(PYTHON) tests/bench/bench.py
+	$(Q)$(SUBMAKE) all
+	$(Q)$(PYTHON) tests/bench/bench.py
 
 clean:
 	rm -rf build fuse/mbfs shim/mbexec $(TOOL_SRC:tests/tools/%.c=tests/%)
@@ -186,7 +221,7 @@ unit: $(UNIT_BIN)
 .SECONDEXPANSION:
 $(OBJ)/unit/%: $(OBJ)/tests/unit/%.o $$(UNIT_OBJ_$$*) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $< $(UNIT_OBJ_$*) $(LIBCOMMON) $(COMMON_LIBS)
+	$(call msg,LD,$@)$(CC) $(ALL_LDFLAGS) -o $@ $< $(UNIT_OBJ_$*) $(LIBCOMMON) $(COMMON_LIBS)
 
 # Fuzz targets of the same parsers (tests/fuzz/), built with clang's
 # libFuzzer under ASan + UBSan in build/fuzz/; `make fuzz` runs each for
@@ -221,22 +256,22 @@ $(foreach t,numbers report_cut report_pack report_df report_apply,\
 
 $(FUZZ_DIR)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
+	$(call msg,FUZZCC,$@)$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
 
 $(FUZZ_DIR)/obj/gen/guest_sh.o: $(OBJ)/gen/guest_sh.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
+	$(call msg,FUZZCC,$@)$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
 
 $(FUZZ_DIR)/obj/fuzz_report_%.o: tests/fuzz/fuzz_report.c tests/fuzz/fuzz.h fuse/report.h
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -DFUZZ_WHICH=$(FUZZ_WHICH_$*) -c -o $@ $<
+	$(call msg,FUZZCC,$@)$(FUZZ_CC) $(FUZZ_CFLAGS) -DFUZZ_WHICH=$(FUZZ_WHICH_$*) -c -o $@ $<
 
 $(FUZZ_LIBCOMMON): $(COMMON_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
-	rm -f $@ && ar rcs $@ $^
+	$(call msg,AR,$@)rm -f $@ && ar rcs $@ $^
 
 $(FUZZ_DIR)/fuzz_%: $$(or $$(FUZZ_MAIN_$$*),$(FUZZ_DIR)/obj/tests/fuzz/fuzz_$$*.o) \
 		    $$(addprefix $(FUZZ_DIR)/obj/,$$(FUZZ_OBJ_$$*)) $(FUZZ_LIBCOMMON)
-	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -pthread -o $@ $^ $(COMMON_LIBS)
+	$(call msg,FUZZLD,$@)$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -pthread -o $@ $^ $(COMMON_LIBS)
 
 fuzz: $(FUZZ_BIN)
 	@set -e; for t in $(FUZZ_TARGETS); do \

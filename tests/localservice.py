@@ -8,7 +8,9 @@
 # --lenient-*/--legacy-* option and the knobs below relax one point for a test.
 # Prints "listening http://HOST:PORT" (and "api-key mb_..." when it made one
 # up) on stdout once it accepts connections; logs go to stderr.  SIGTERM or
-# SIGINT stops every container and exits 0.  Code lives in tests/mbsvc/.
+# SIGINT stops every container and exits 0.  With --exports (`make serve`) it
+# prints instead the two `export` lines a user pastes into another shell.
+# Code lives in tests/mbsvc/.
 
 import argparse
 import logging
@@ -40,6 +42,8 @@ def parse_args(argv):
     p.add_argument("--retention-ms", type=int, default=0, help="override the 1 h execution retention")
     p.add_argument("--stream-ms", type=int, default=0, help="override the 30 s SSE rotation")
     p.add_argument("--log-level", default=os.environ.get("MBSVC_LOG", "INFO"))
+    p.add_argument("--exports", action="store_true",
+                   help="print the URL and the key as two shell export lines (make serve)")
     g = p.add_argument_group("deviations from the hosted runtime (for tests that need them)")
     g.add_argument("--default-catalog", choices=config.CATALOG_IDS, default=config.DEFAULT_CATALOG,
                    help="image started without catalogId (hosted: node, no /workspace)")
@@ -104,9 +108,16 @@ def main(argv=None):
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
     thread.start()
     host, port = server.server_address[:2]
-    print("listening http://%s:%d" % (host if ":" not in host else "[%s]" % host, port), flush=True)
-    if generated:
-        print("api-key " + args.api_key, flush=True)
+    url = "http://%s:%d" % (host if ":" not in host else "[%s]" % host, port)
+    if args.exports:
+        print("export MAINBRELLA_API_URL=%s\nexport MAINBRELLA_API_KEY=%s\n"
+              "# paste those two lines into the shell where you run mbfs and mbexec;\n"
+              "# Ctrl-C here stops the service and every container in it" % (url, args.api_key),
+              flush=True)
+    else:
+        print("listening " + url, flush=True)
+        if generated:
+            print("api-key " + args.api_key, flush=True)
     log.info("plan %s, state %s, isolation %s", args.plan, args.state, "on" if args.isolated else "OFF")
     while not stop.wait(1.0):
         pass
