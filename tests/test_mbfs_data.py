@@ -91,6 +91,7 @@ def test_vim_writes_file(service, container, mount):
                         "-c", "$put ='line three'", "-c", "wq", mount.path(name)],
                        capture_output=True, timeout=60)
     assert r.returncode == 0, r
+    sync(mount)   # vim's close may leave the file queued for write-back
     assert sh(service, container, "cat /workspace/" + name) == "line one\nline 2\nline three\n"
 
 

@@ -13,11 +13,7 @@ README = os.path.join(mbtest.ROOT, "README.md")
 MAKEFILE = os.path.join(mbtest.ROOT, "Makefile")
 MAX_BYTES = 10240
 
-# Options of mbfs that other branches are adding while this one is written
-# (issue 20): the README documents them already. A name listed here may be
-# missing from `mbfs --help`; the lead empties this list once those
-# branches are merged.
-PENDING_MBFS = {"--list", "--stop", "--force", "--json"}
+
 
 
 def readme():
@@ -108,8 +104,7 @@ def test_options_are_in_help(program):
             if words and os.path.basename(words[0]) == program:
                 shown.update(options_of(" ".join(words[1:])))
     assert shown, "the README shows no %s option" % program
-    pending = PENDING_MBFS if program == "mbfs" else set()
-    missing = sorted(o for o in shown if not listed(o, help_out) and o not in pending)
+    missing = sorted(o for o in shown if not listed(o, help_out))
     assert not missing, "the README shows %s options that --help does not list: %s" % (
         program, missing)
 
@@ -126,5 +121,5 @@ def test_lone_options_exist():
     for bit in code_bits(readme()):
         if re.fullmatch(r"(-o\s+\S+|--?[A-Za-z][a-z-]*)(\s+\S+)?", bit):
             lone.update(options_of(bit))
-    missing = sorted(o for o in lone if not listed(o, helps) and o not in PENDING_MBFS)
+    missing = sorted(o for o in lone if not listed(o, helps))
     assert not missing, "the README names options neither program lists: %s" % missing
