@@ -231,7 +231,7 @@ $(OBJ)/unit/%: $(OBJ)/tests/unit/%.o $$(UNIT_OBJ_$$*) $(LIBCOMMON)
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 8
 # per target in `make check`
-CHECK_FUZZ_SECONDS ?= 4
+CHECK_FUZZ_SECONDS ?= 2
 FUZZ_DIR     := build/fuzz
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS   = -std=gnu11 $(WARN) -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
