@@ -204,10 +204,13 @@ static void good(void)
 	e = find(&s, "d", "l");
 	CHECK(e && e->link_target && strcmp(e->link_target, "t") == 0);
 	seen_release(&s);
-	/* a name that is not UTF-8: its directory is not handed on */
+	/* a name that is not UTF-8 is handed on with the rest of its
+	 * directory (the cache's name rule drops it) */
 	CHECK_INT(parse(t, sizeof(t) - 1, &s), 0);
-	CHECK_INT(s.calls, 1);
+	CHECK_INT(s.calls, 2);
 	CHECK_STR(s.dirs[0], "");
+	CHECK_STR(s.dirs[1], "d");
+	CHECK(find(&s, "d", "\xff") != NULL && find(&s, "d", "f") != NULL);
 	seen_release(&s);
 	/* fn's non-zero return stops the walk and is returned */
 	s.stop_after = 1;
