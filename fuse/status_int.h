@@ -1,6 +1,6 @@
-/* status_int.h: the inside of `mbfs --status`, shared by status.c (the
- * facts and how they are printed) and status_wait.c (--wait and its
- * progress line). Not for other modules. */
+/* status_int.h: the inside of `mbfs --status`: status_facts.c (what the
+ * control file says), used by status.c (how it is printed) and
+ * status_wait.c (--wait and its progress line). Not for other modules. */
 #ifndef MBFS_STATUS_INT_H
 #define MBFS_STATUS_INT_H
 
@@ -29,6 +29,8 @@ char *mbfs_status_read(const char *path);
 /* Read and parse the control file at path into *doc (the caller's, to
  * cJSON_Delete) and f. 0, -EINVAL when it is not JSON, or -errno. */
 int mbfs_status_facts(const char *path, cJSON **doc, struct mbfs_status *f);
+/* o's string member name, or "" (never NULL). */
+const char *mbfs_status_str(const cJSON *o, const char *name);
 /* b bytes for a person ("1.5 MiB") into out. */
 void mbfs_status_human(double b, char *out, size_t n);
 
