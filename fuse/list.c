@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "common/api.h"
+#include "common/config.h"
 #include "common/cred.h"
 #include "common/log.h"
 #include "common/mountinfo.h"
@@ -16,8 +17,8 @@
 #include "fuse/list.h"
 #include "fuse/when.h"
 
-#define LIST_USAGE "usage: mbfs --list [--json] [-v] [-o api_url=URL,key_file=FILE]\n"
-#define STOP_USAGE "usage: mbfs --stop [--force] [-v] [-o api_url=URL,key_file=FILE] " \
+#define LIST_USAGE "usage: mbfs --list [--json] [-v] [--profile NAME] [-o api_url=URL,key_file=FILE]\n"
+#define STOP_USAGE "usage: mbfs --stop [--force] [-v] [--profile NAME] [-o api_url=URL,key_file=FILE] " \
 		   "ID@GENERATION\n"
 
 struct cli {
@@ -25,6 +26,7 @@ struct cli {
 	bool json, force;
 	int verbose;
 	char *api_url, *key_file;   /* from -o, malloc'd */
+	char *profile;              /* --profile or -o profile=, malloc'd */
 	const char *target;     /* --stop's ID@GENERATION */
 };
 
@@ -61,7 +63,8 @@ static int parse_o(struct cli *o, const char *arg)
 	for (char *w = strtok_r(copy, ",", &save); w && !rc;
 	     w = strtok_r(NULL, ",", &save)) {
 		char **dst = strncmp(w, "api_url=", 8) == 0 ? &o->api_url
-			: strncmp(w, "key_file=", 9) == 0 ? &o->key_file : NULL;
+			: strncmp(w, "key_file=", 9) == 0 ? &o->key_file
+			: strncmp(w, "profile=", 8) == 0 ? &o->profile : NULL;
 		if (!dst) {
 			rc = usage_error(o, "option '-o %s' does not go with this "
 					 "command", w);
@@ -74,6 +77,13 @@ static int parse_o(struct cli *o, const char *arg)
 	}
 	free(copy);
 	return rc;
+}
+
+static int set_profile(struct cli *o, const char *name)
+{
+	free(o->profile);
+	o->profile = strdup(name);
+	return o->profile ? 0 : usage_error(o, "out of memory");
 }
 
 static int parse_args(struct cli *o, const char *cmd, int argc, char **argv)
@@ -92,6 +102,10 @@ static int parse_args(struct cli *o, const char *cmd, int argc, char **argv)
 			o->force = true;
 		else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0)
 			o->verbose++;
+		else if (strcmp(a, "--profile") == 0 && i + 1 < argc)
+			rc = set_profile(o, argv[++i]);
+		else if (strncmp(a, "--profile=", 10) == 0)
+			rc = set_profile(o, a + 10);
 		else if (strcmp(a, "-o") == 0 && i + 1 < argc)
 			rc = parse_o(o, argv[++i]);
 		else if (strncmp(a, "-o", 2) == 0 && a[2])
@@ -115,6 +129,7 @@ static void cli_release(struct cli *o)
 {
 	free(o->api_url);
 	free(o->key_file);
+	free(o->profile);
 }
 
 /* The API client and the local mounts. 0, or 1 with the message printed. */
@@ -126,8 +141,13 @@ static int session_open(struct session *s, const struct cli *o)
 	mb_err_clear(&err);
 	mb_log_init("mbfs", o->verbose >= 2 ? MB_LOG_DEBUG :
 			    o->verbose ? MB_LOG_INFO : MB_LOG_WARN);
-	if (mb_cred_api_url(o->api_url, &s->url, &err) ||
-	    mb_cred_load_key(o->key_file, &key, &err)) {
+	/* options, then the environment, then the profile, as a mount */
+	const char *env_url = getenv("MAINBRELLA_API_URL");
+	struct mb_profile prof;
+	if (mb_config_select(o->profile, o->api_url ? o->api_url
+			     : env_url && *env_url ? env_url : NULL, &prof, &err) ||
+	    mb_cred_api_url_for(o->api_url, &prof, &s->url, &err) ||
+	    mb_cred_load_key_for(o->key_file, &prof, &key, &err)) {
 		fprintf(stderr, "mbfs: %s\n", err.msg);
 		return 1;
 	}
@@ -456,8 +476,9 @@ static int refuse_mounted(const struct session *s, const struct mb_ident *who,
 		if (!serves(s, &s->mounts[i], who->id, who->created_at))
 			continue;
 		fprintf(stderr, "mbfs: %s@%s is mounted on '%s': unmount it "
-			"first (fusermount3 -u '%s'), or stop it anyway with "
-			"--force\n", who->id, who->created_at, mp, mp);
+			"first (mbfs --status --wait '%s' && fusermount3 -u "
+			"'%s'), or stop it anyway with --force\n", who->id,
+			who->created_at, mp, mp, mp);
 		return 1;
 	}
 	return 0;

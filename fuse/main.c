@@ -564,6 +564,21 @@ static void fs_free(struct mbfs *fs)
 	free(fs);
 }
 
+/* Close what the caller left open besides stdin, stdout and stderr: a
+ * daemon that keeps a caller's pipe holds its reader until the unmount
+ * (`{ mbfs ID DIR 9>&1; } | cat` never ended). A mountpoint given as
+ * /dev/fd/N (mount.fuse3's drop_privileges) is kept. */
+static void close_inherited(int argc, char **argv)
+{
+	int keep = -1;
+	for (int i = 1; i < argc; i++)
+		if (strncmp(argv[i], "/dev/fd/", 8) == 0)
+			keep = atoi(argv[i] + 8);
+	if (keep > 3)
+		close_range(3, (unsigned)keep - 1, 0);
+	close_range(keep >= 3 ? (unsigned)keep + 1 : 3, ~0u, 0);
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -580,6 +595,7 @@ int main(int argc, char *argv[])
 		if (strcmp(argv[i], "--stop") == 0)
 			return mbfs_stop_main(argc, argv);
 	}
+	close_inherited(argc, argv);
 	memset(&ps, 0, sizeof(ps));
 	mb_log_init("mbfs", MB_LOG_INFO);
 	fuse_set_log_func(fuse_log_to_mb);

@@ -196,8 +196,16 @@ int mbfs_status_main(int argc, char **argv)
 			wait = true;
 		else if (strcmp(argv[i], "--json") == 0)
 			json = true;
-		else if (argv[i][0] == '-')
-			return usage_error("unknown option with --status");
+		else if (strcmp(argv[i], "--profile") == 0 && i + 1 < argc)
+			i++;   /* the mount knows its service: nothing to choose */
+		else if (strncmp(argv[i], "--profile=", 10) == 0)
+			continue;
+		else if (argv[i][0] == '-') {
+			char msg[300];
+			snprintf(msg, sizeof(msg), "unknown option '%.200s' with "
+				 "--status", argv[i]);
+			return usage_error(msg);
+		}
 		else if (mnt)
 			return usage_error("too many arguments");
 		else

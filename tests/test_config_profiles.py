@@ -282,3 +282,22 @@ def test_mbfs_environment_url_beats_profile(service, container, home, need_fuse,
             assert ok, read_log(log)
         finally:
             assert unmount(proc, mnt) == 0, read_log(log)
+
+
+@pytest.mark.parametrize("how", [["--profile", "local"], ["--profile=local"], ["-o", "profile=local"],
+                                 "env"], ids=["option", "option=", "o", "environment"])
+def test_list_and_stop_take_a_profile(service, home, how):
+    """--list and --stop find the service and key as a mount does: the
+    profile by option or $MAINBRELLA_PROFILE."""
+    two_profiles(home, service)
+    ident = service.create_container()
+    env = clean_env(home, MAINBRELLA_PROFILE="local") if how == "env" else clean_env(home)
+    args = [] if how == "env" else how
+    p = mbfs(["--list", "--json"] + args, env)
+    assert p.returncode == 0, p.stderr
+    assert [c for c in json.loads(p.stdout) if c["createdAt"] == ident["createdAt"]], p.stdout
+    p = mbfs(["--stop"] + args + ["%s@%s" % (ident["id"], ident["createdAt"])], env)
+    assert p.returncode == 0, p.stderr
+    # --status accepts it too (the mount already knows its service)
+    p = mbfs(["--status", "--profile", "local", str(home)], env)
+    assert b"unknown option" not in p.stderr, p.stderr

@@ -296,3 +296,28 @@ def test_verbose_is_accepted(service, fresh, mnt, flag, need_fuse):
     assert "GET /containers 200" in log, log
     r = run(service, ["--list", flag])
     assert r.returncode == 0 and "GET /containers 200" in r.stderr.decode(), r
+
+
+def test_the_daemon_keeps_no_descriptor_of_its_caller(service, container, need_fuse, tmp_path):
+    """A pipe the caller passed (a shell's 9>&1, a wrapper's fd) is closed
+    by mbfs as it starts: the pipe's reader sees its end while the mount
+    stays up (it used to wait for the unmount)."""
+    import select
+    mnt = str(tmp_path / "mnt")
+    os.mkdir(mnt)
+    r, w = os.pipe()
+    spec = "%s@%s:/workspace" % (container["id"], container["createdAt"])
+    proc = subprocess.Popen([mbtest.MBFS, "-f", spec, mnt], pass_fds=(w,), env=service.env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os.close(w)
+    try:
+        ready, _, _ = select.select([r], [], [], 30)
+        assert ready and os.read(r, 1) == b"", "mbfs still holds the caller's pipe"
+        assert proc.poll() is None
+    finally:
+        os.close(r)
+        deadline = time.monotonic() + 30
+        while not os.path.ismount(mnt) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+        proc.wait(30)

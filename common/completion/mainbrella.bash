@@ -112,7 +112,7 @@ _mbfs()
 		_mainbrella_reply "$cur" $(_mainbrella_profiles); return 0 ;;
 	--stop)
 		# shellcheck disable=SC2046
-		_mainbrella_reply "$cur" $(_mbfs_containers "$prog"); return 0 ;;
+		_mainbrella_reply "$cur" $(_mbfs_containers "$prog" | grep @); return 0 ;;
 	-o)
 		# one of a comma-separated list: complete the last item
 		local head="" item=$cur
