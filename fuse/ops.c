@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "fuse/mbfs.h"
@@ -122,6 +123,10 @@ static void *mbfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 		mb_log(MB_LOG_WARN, "cannot start the kernel cache thread (%s): "
 		       "changes show once the kernel's timeouts expire",
 		       strerror(-rc));
+	/* the log says when a session began and ended */
+	mb_log(MB_LOG_INFO, "mounted %s@%s:%s on '%s' (pid %ld)", FS->ident.id,
+	       FS->ident.created_at, FS->root[0] ? FS->root : "/",
+	       FS->mountpoint, (long)getpid());
 	return FS;
 }
 
@@ -137,6 +142,7 @@ static void mbfs_destroy(void *data)
 	mbfs_prefetch_stop(FS);
 	mbfs_node_flush_all(FS);
 	mbfs_batch_stop(FS);
+	mb_log(MB_LOG_INFO, "unmounted '%s'", FS->mountpoint);
 }
 
 static void default_file_stat(struct stat *st)
@@ -317,9 +323,7 @@ static int mbfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 		fill(&d, d.fresh[i].name, &d.fresh[i].st);
 	mbfs_prefetch_listing(FS, path);   /* a walk lists its subtree */
 	rc = mbfs_cache_readdir(FS, path, fill_one, &d);
-	if (rc == -EILSEQ) {
-		/* a name the list route cannot send (not UTF-8): a bulk
-		 * listing has it, and the name rule drops just that one */
+	if (rc == -EILSEQ) {   /* a name not UTF-8: a bulk listing drops it */
 		mbfs_prefetch_listing_now(FS, path);
 		rc = mbfs_cache_readdir(FS, path, fill_one, &d);
 	}

@@ -81,7 +81,7 @@ def test_json_has_the_facts_of_the_text(service, container, wb):
 
 def test_unknown_option_is_a_usage_error(wb):
     r = status(wb, "--jsn")
-    assert r.returncode == 2 and "unknown option with --status" in r.stderr, r
+    assert r.returncode == 2 and "unknown option '--jsn' with --status" in r.stderr, r
     assert "[--json]" in r.stderr
 
 
