@@ -1,10 +1,17 @@
 /* mountinfo.c: the mbfs mounts of this mount namespace (see mountinfo.h). */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common/mountinfo.h"
+#include "common/util.h"
 
 #define MOUNTINFO "/proc/self/mountinfo"
 
@@ -62,16 +69,59 @@ static int parse_line(const char *line, struct mb_mount *m)
 	return 1;
 }
 
+/* A mount whose daemon is stuck (every thread waiting on a silent
+ * service) would hold a read of its control file, and with it the
+ * command that lists mounts: the read goes in a child, given this long. */
+#define CONTROL_READ_MS 3000
+
 static void read_control(struct mb_mount *m)
 {
 	char path[MB_PATH_MAX + sizeof(MB_CONTROL_NAME) + 1];
-	struct mb_err e;
-	mb_err_clear(&e);
+	int fds[2];
 	snprintf(path, sizeof(path), "%s/%s",
 		 strcmp(m->mountpoint, "/") ? m->mountpoint : "", MB_CONTROL_NAME);
-	int r = mb_control_read(path, &m->ctl, &e);
-	m->has_control = r == 0;
-	m->control_errno = r ? -r : 0;
+	m->has_control = false;
+	m->control_errno = EIO;
+	if (pipe2(fds, O_CLOEXEC))
+		return;
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct mb_err e;
+		struct mb_control c;
+		mb_err_clear(&e);
+		int r = mb_control_read(path, &c, &e);
+		ssize_t w = r ? write(fds[1], &r, sizeof(r))
+			      : write(fds[1], &c, sizeof(c));
+		_exit(w < 0);
+	}
+	close(fds[1]);
+	struct pollfd pfd = { .fd = fds[0], .events = POLLIN };
+	union { struct mb_control c; int r; } got;
+	size_t have = 0;
+	uint64_t until = mb_now_ms() + CONTROL_READ_MS;
+	while (pid > 0 && have < sizeof(got.c)) {
+		uint64_t now = mb_now_ms();
+		if (now >= until || poll(&pfd, 1, (int)(until - now)) <= 0) {
+			m->control_errno = ETIMEDOUT;
+			break;
+		}
+		ssize_t k = read(fds[0], (char *)&got + have, sizeof(got.c) - have);
+		if (k <= 0)
+			break;
+		have += (size_t)k;
+	}
+	close(fds[0]);
+	if (pid > 0) {
+		kill(pid, SIGKILL);   /* gone already, or stuck in the read */
+		waitpid(pid, NULL, 0);
+	}
+	if (have == sizeof(got.c)) {
+		m->ctl = got.c;
+		m->has_control = true;
+		m->control_errno = 0;
+	} else if (have == sizeof(got.r) && got.r < 0) {
+		m->control_errno = -got.r;
+	}
 }
 
 int mb_mountinfo_list(bool read_control_files, struct mb_mount **out,

@@ -28,7 +28,8 @@ struct mb_mount {
 
 /* Every mbfs mount, in mount order (a mount stacked on another comes after
  * it). With read_control, each one's control file is read too (a failure
- * there is recorded in the entry, not returned). *out is a malloc'd array
+ * there is recorded in the entry, not returned; a mount that does not
+ * answer within 3 s counts as unreadable, ETIMEDOUT). *out is a malloc'd array
  * of *n entries (free()), NULL when none. 0 or -errno with err filled. */
 int mb_mountinfo_list(bool read_control, struct mb_mount **out, size_t *n,
 		      struct mb_err *err);
