@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,7 +83,12 @@ static void read_control(struct mb_mount *m)
 	m->control_errno = EIO;
 	if (pipe2(fds, O_CLOEXEC))
 		return;
+	/* the reader is a grandchild, so that a read stuck in the kernel
+	 * (a FUSE request already taken by its daemon cannot be killed) holds
+	 * nobody: it goes to init, and ends with its read */
 	pid_t pid = fork();
+	if (pid == 0 && fork() != 0)
+		_exit(0);
 	if (pid == 0) {
 		struct mb_err e;
 		struct mb_control c;
@@ -95,6 +99,8 @@ static void read_control(struct mb_mount *m)
 		_exit(w < 0);
 	}
 	close(fds[1]);
+	if (pid > 0)
+		waitpid(pid, NULL, 0);   /* the child: gone at once */
 	struct pollfd pfd = { .fd = fds[0], .events = POLLIN };
 	union { struct mb_control c; int r; } got;
 	size_t have = 0;
@@ -111,10 +117,6 @@ static void read_control(struct mb_mount *m)
 		have += (size_t)k;
 	}
 	close(fds[0]);
-	if (pid > 0) {
-		kill(pid, SIGKILL);   /* gone already, or stuck in the read */
-		waitpid(pid, NULL, 0);
-	}
 	if (have == sizeof(got.c)) {
 		m->ctl = got.c;
 		m->has_control = true;

@@ -123,7 +123,10 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 	time_t now = time(NULL);
 	/* pending until it ends, as a queued file is (wbq.h) */
 	mbfs_wbq_upload_begin(fs, size);
-	if (!rc && !due && mbfs_wbsend_fits(path)) {
+	/* with write-back, an fsync keeps the PUT: a batch of one raced the
+	 * flusher's batch of an older copy of the same path (test_vim_writes_file
+	 * under load), which the outbox (issue 18) orders */
+	if (!rc && !due && fs->sync_close && mbfs_wbsend_fits(path)) {
 		rc = send_small(fs, n, path, size, fresh ? mode : 0, now, sha,
 				&err);
 		give = 0;   /* the batch gave it */

@@ -156,24 +156,6 @@ def test_a_small_save_in_a_batch_into_a_swapped_directory_is_kept(service, conta
     assert digest(service, container, target) == before
 
 
-def test_an_fsynced_small_file_into_a_swapped_directory_fails(service, container, mount, swapped):
-    """fsync() of an open small file sends it at once: refused, kept."""
-    d, target, before = swapped(mount)
-    fd = os.open(os.path.join(d, "f"), os.O_WRONLY | os.O_TRUNC)
-    try:
-        os.write(fd, b"fsynced\n")
-        with pytest.raises(OSError) as e:
-            os.fsync(fd)
-        assert e.value.errno in (errno.ELOOP, errno.EIO), e.value
-    finally:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-    assert digest(service, container, target) == before
-    assert ".mbfs-up" not in sh(service, container, "ls -A '%s'" % target)
-
-
 def test_a_sync_close_small_save_into_a_swapped_directory_fails(service, container, need_fuse, swapped):
     """sync_close: close() sends a small file at once: refused, kept."""
     m = mbtest.Mount(service, container, writeback=False)
