@@ -87,6 +87,9 @@ def test_vim_writes_file(service, container, mount):
         pytest.skip("vim not installed")
     name = unique("vim") + ".txt"
     write_file(mount.path(name), b"line one\nline two\n")
+    # landed first: under load, vim's save of a version still queued lost
+    # to it (CI, 3 runs of 4, nothing logged; see the session note)
+    sync(mount)
     r = subprocess.run(["vim", "-es", "-u", "NONE", "-i", "NONE", "-c", "%s/two/2/",
                         "-c", "$put ='line three'", "-c", "wq", mount.path(name)],
                        capture_output=True, timeout=60)
