@@ -73,6 +73,19 @@ static int parse_line(const char *line, struct mb_mount *m)
  * command that lists mounts: the read goes in a child, given this long. */
 #define CONTROL_READ_MS 3000
 
+/* A reader left stuck must not hold the caller's output open (whoever
+ * reads our stdout to its end would wait as long), nor any other fd. */
+static void detach_reader(int keep)
+{
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	for (int fd = 0; null >= 0 && fd <= 2; fd++)
+		if (fd != keep)
+			dup2(null, fd);
+	if (keep > 3)
+		close_range(3, (unsigned)keep - 1, 0);
+	close_range(keep >= 3 ? (unsigned)keep + 1 : 3, ~0u, 0);
+}
+
 static void read_control(struct mb_mount *m)
 {
 	char path[MB_PATH_MAX + sizeof(MB_CONTROL_NAME) + 1];
@@ -90,6 +103,7 @@ static void read_control(struct mb_mount *m)
 	if (pid == 0 && fork() != 0)
 		_exit(0);
 	if (pid == 0) {
+		detach_reader(fds[1]);
 		struct mb_err e;
 		struct mb_control c;
 		mb_err_clear(&e);

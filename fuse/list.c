@@ -365,6 +365,10 @@ static void warn_stale_mounts(const struct session *s,
 	for (size_t i = 0; i < s->nmounts; i++) {
 		const struct mb_mount *m = &s->mounts[i];
 		bool live = false;
+		if (!m->has_control && m->control_errno == ETIMEDOUT)
+			fprintf(stderr, "mbfs: '%s' does not answer (its control "
+				"file took over 3 s to read): left out of this list\n",
+				m->mountpoint);
 		if (!m->has_control || strcmp(m->ctl.api_url, s->url) != 0)
 			continue;
 		for (size_t j = 0; j < n && !live; j++)

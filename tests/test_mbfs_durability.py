@@ -349,7 +349,7 @@ def test_create_resumes_a_saved_unresolved_key(need_fuse, tmp_path):
         ctl = json.loads(read_file(os.path.join(mnt, CONTROL))) if mounted else {}
         listed = containers(svc)
         rc, log = stop_create(second, mnt, log2)
-        assert mounted, log
+        assert mounted, log + "\nservice log:\n" + svc.log()[-4000:]
         assert rc == 0, log
         assert "resuming the unresolved container creation" in log
         assert [(c["id"], c["createdAt"]) for c in listed] == [(ctl["id"], ctl["createdAt"])]

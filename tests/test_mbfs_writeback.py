@@ -342,18 +342,20 @@ def test_kill9_while_a_batch_is_in_flight_is_no_conflict(service, container, nee
     try:
         d = m.path(name)
         os.mkdir(d)
-        service.fault(route=EXEC, count=1, delayMs=20000, when="after")   # the batch's command
+        # every batch's command: under load the 8 files may leave in more than one
+        service.fault(route=EXEC, count=8, delayMs=20000, when="after")
         for i in range(8):
             write_file(os.path.join(d, "f%d" % i), b"in flight %d\n" % i)
         # (files routes only: an exec of ours would take the fault)
-        wait_for(lambda: service.get_file(container, "/workspace/%s/f7" % name)[0] == 200,
-                 "the batch landing")
+        wait_for(lambda: all(service.get_file(container, "/workspace/%s/f%d" % (name, i))[0] == 200
+                             for i in range(8)), "the batches landing")
         assert control(m)["writeback"]["inFlightFiles"] == 8   # its answer not yet back
     finally:
         m.proc.send_signal(signal.SIGKILL)
         m.proc.wait(30)
         subprocess.run(["fusermount3", "-uz", m.mountpoint], capture_output=True)
         m.unmount()
+        service.clear_faults()
     m2 = mbtest.Mount(service, container, options=["cache_dir=" + cache], writeback=True)
     try:
         assert not control(m2).get("kept"), control(m2)

@@ -160,7 +160,12 @@ class Account:
 
     def _start(self, res, rec, created):
         index = res.index
-        gen = self._boot(res, created)
+        try:
+            gen = self._boot(res, created)
+        except Exception:
+            # a reservation left behind would answer "starting" forever
+            log.exception("boot of slot %d failed", index)
+            gen = None
         with self.lock:
             if gen is None or self.slots.get(index) is not res:
                 if self.slots.get(index) is res:
@@ -213,7 +218,7 @@ class Account:
             finally:
                 os.close(r)
                 os.close(w)
-            status = gen.guest.wait(pid)
+            status = gen.guest.wait(pid, timeout=config.BOOT_TIMEOUT_MS / 1000.0)
             if status != 0:
                 raise GuestError("readiness check exited with status %d" % status)
         except (GuestError, OSError) as e:

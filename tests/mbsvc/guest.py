@@ -231,9 +231,10 @@ class Guest:
             raise GuestError(res.get("error", "spawn failed"))
         return res["result"]["pid"], back[0]
 
-    def wait(self, pid):
-        """Block until pid exits; returns the raw wait status.  GuestError if the guest dies."""
-        res, _ = self.call({"op": "wait", "pid": pid})
+    def wait(self, pid, timeout=None):
+        """Block until pid exits (or timeout seconds); returns the raw wait status.
+        GuestError if the guest dies or the time runs out."""
+        res, _ = self.call({"op": "wait", "pid": pid}, timeout=timeout)
         if not res.get("_ok") or res["result"]["status"] is None:
             raise GuestError(res.get("error", "wait failed"))
         return res["result"]["status"]
