@@ -233,6 +233,8 @@ int mb_container_create(struct mb_client *c, const struct mb_create_req *req,
 	if (strcmp(cn.status, "running") != 0) {
 		*out = cn;
 		r = mb_err_set(err, EAGAIN, "container %s is still %s", cn.container_id, cn.status);
+		if (err)   /* an answer: the creation is known to the service */
+			err->http_status = resp.status;
 		goto out;
 	}
 	*out = cn;
