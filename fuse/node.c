@@ -332,6 +332,13 @@ int mbfs_node_flush(struct mbfs *fs, struct mbfs_node *n)
 	/* queued: it goes now, in a batch; failed, it is kept and the
 	 * upload below says EIO */
 	mbfs_wbq_flush_node(fs, n);
+	/* an older copy of the path still queued or in flight (another node:
+	 * an editor's save by rename) lands first, not over this one */
+	char path[MB_PATH_MAX];
+	pthread_mutex_lock(&fs->nodes_lock);
+	snprintf(path, sizeof(path), "%s", n->path);
+	pthread_mutex_unlock(&fs->nodes_lock);
+	mbfs_wbq_flush(fs, path, MBFS_BATCH_SELF);
 	need_dirs(fs, n);
 	pthread_mutex_lock(&n->lock);
 	int rc = mbfs_node_upload(fs, n);

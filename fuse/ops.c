@@ -616,10 +616,9 @@ static int mbfs_release(const char *path, struct fuse_file_info *fi)
 static int mbfs_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 {
 	(void)datasync;
+	(void)path;
 	if (!fi->fh)
 		return 0;
-	if (path)   /* an older copy still queued must not land over it */
-		mbfs_wbq_flush(FS, path, MBFS_BATCH_SELF);
 	return mbfs_node_flush(FS, NODE(fi));
 }
 

@@ -493,6 +493,11 @@ int mbfs_wbq_flush(struct mbfs *fs, const char *path, unsigned which)
 			}
 		}
 		pthread_mutex_unlock(&fs->nodes_lock);
+		if (any && !q->running) {
+			/* no flusher to send them (stopped): not waited for */
+			pthread_mutex_unlock(&q->lock);
+			return -EIO;
+		}
 		if (any) {
 			pthread_cond_broadcast(&q->cond);
 			pthread_cond_wait(&q->cond, &q->lock);

@@ -156,6 +156,26 @@ def test_a_small_save_in_a_batch_into_a_swapped_directory_is_kept(service, conta
     assert digest(service, container, target) == before
 
 
+def test_an_fsynced_small_save_into_a_swapped_directory_fails(service, container, mount, swapped):
+    """Write-back: fsync() sends a small file at once (an editor's save):
+    refused and kept, the target untouched."""
+    d, target, before = swapped(mount)
+    for name in ("f", "new"):
+        fd = os.open(os.path.join(d, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, b"fsynced\n")
+            with pytest.raises(OSError) as e:
+                os.fsync(fd)
+            assert e.value.errno in (errno.ELOOP, errno.EIO), e.value
+        finally:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    sync_kept(mount)
+    assert digest(service, container, target) == before
+
+
 def test_a_sync_close_small_save_into_a_swapped_directory_fails(service, container, need_fuse, swapped):
     """sync_close: close() sends a small file at once: refused, kept."""
     m = mbtest.Mount(service, container, writeback=False)
