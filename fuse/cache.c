@@ -58,11 +58,14 @@ void mbfs_cache_set_kcache(struct mbfs_cache *c, struct mbfs_kcache *kc)
 }
 
 /* Would the kernel show b differently from a? */
+/* A whole second (the guest's) and a finer time in it (ours) are one
+ * time: the kernel need not ask again for it. */
 static bool st_differs(const struct stat *a, const struct stat *b)
 {
+	long an = a->st_mtim.tv_nsec, bn = b->st_mtim.tv_nsec;
 	return a->st_mode != b->st_mode || a->st_size != b->st_size ||
 	       a->st_mtim.tv_sec != b->st_mtim.tv_sec ||
-	       a->st_mtim.tv_nsec != b->st_mtim.tv_nsec;
+	       (an && bn && an != bn);
 }
 
 /* Look path up. 1 with *st (fresh attributes), -ENOENT (fresh negative, or
@@ -109,11 +112,28 @@ static void put_attr_locked(struct mbfs_cache *c, const char *path,
 	e->neg_until = 0;
 }
 
-/* Attributes the guest gave for path, which the kernel may hold as
- * missing (kcache.h). */
-static void put_fetched_locked(struct mbfs_cache *c, const char *path,
-			       const struct stat *st)
+/* The guest's times come in whole seconds, ours (a batch's) exact: a
+ * whole second that matches what we knew keeps the finer time, or the
+ * mtime would step back (make: "up to date"). */
+static void keep_finer_locked(struct mbfs_cache *c, const char *path,
+			      struct stat *st)
 {
+	const struct centry *e = mbfs_cache_find(c, path);
+	if (!e || st->st_mtim.tv_nsec || !e->st.st_mtim.tv_nsec ||
+	    e->st.st_mtim.tv_sec != st->st_mtim.tv_sec ||
+	    e->st.st_size != st->st_size ||
+	    (e->st.st_mode & S_IFMT) != (st->st_mode & S_IFMT))
+		return;
+	st->st_mtim.tv_nsec = e->st.st_mtim.tv_nsec;
+	st->st_atim = st->st_ctim = st->st_mtim;
+}
+
+/* Attributes the guest gave for path, which the kernel may hold as
+ * missing (kcache.h); st may take a finer time from what was known. */
+static void put_fetched_locked(struct mbfs_cache *c, const char *path,
+			       struct stat *st)
+{
+	keep_finer_locked(c, path, st);
 	mbfs_kcache_appeared(c->kc, path);
 	put_attr_locked(c, path, st);
 }
@@ -201,6 +221,10 @@ static void put_listing_locked(struct mbfs_cache *c, const char *path,
 	char cpath[MB_PATH_MAX];
 	/* pages of a changing directory may repeat a name */
 	n = mbfs_cache_kids_sort(kids, n);
+	for (size_t i = 0; i < n; i++) {
+		if (join_path(path, kids[i].name, cpath, sizeof(cpath)))
+			keep_finer_locked(c, cpath, &kids[i].st);
+	}
 	struct centry *old = mbfs_cache_find(c, path);
 	if (old && old->kids)
 		compare_listing_locked(c, path, old, kids, n);
@@ -450,6 +474,8 @@ static int lookup_listing(struct mbfs *fs, const char *dir,
 	}
 
 	pthread_mutex_lock(&c->lock);
+	if (ans == 1)
+		keep_finer_locked(c, path, st);
 	if (c->counter == ctr && rc == 0 && next < 0) {
 		put_listing_locked(c, dir, kids, n);
 		kids = NULL;
@@ -588,7 +614,15 @@ void mbfs_cache_invalidate_all(struct mbfs_cache *c)
 {
 	pthread_mutex_lock(&c->lock);
 	c->counter++;
-	mbfs_cache_clear(c);
+	/* expired, not freed: the whole second a route gives next keeps its
+	 * nanoseconds from the time known (keep_finer_locked) */
+	for (size_t i = 0; i < c->nbuckets; i++) {
+		for (struct centry *e = c->tab[i]; e; e = e->next) {
+			e->attr_until = 0;
+			e->neg_until = 0;
+			mbfs_cache_free_kids(e);
+		}
+	}
 	pthread_mutex_unlock(&c->lock);
 }
 

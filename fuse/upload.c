@@ -1,8 +1,8 @@
 /* upload.c: a node's upload (node_int.h), and what the mount knows after
  * it without asking the guest: our bytes, the mode (kept by the PUT, or
- * the one a new file was created with) and, near enough, our clock's time
- * as mtime in whole seconds. The attribute timeout or an invalidate later
- * brings the guest's own view back.
+ * the one a new file was created with) and its mtime: exactly ours for a
+ * batch, our clock's at the end for a PUT. The attribute timeout or an
+ * invalidate later brings the guest's own view back.
  *
  * A file created here (fresh) comes into existence on the guest with this
  * upload, with the mode asked for at create or chmod: a file of up to 1 MiB
@@ -34,7 +34,7 @@
 
 struct written {
 	uint64_t size;
-	time_t mtime;
+	struct timespec mtime;
 };
 
 static void apply_written(struct stat *st, const void *arg)
@@ -42,8 +42,7 @@ static void apply_written(struct stat *st, const void *arg)
 	const struct written *w = arg;
 	st->st_size = (off_t)w->size;
 	st->st_blocks = (blkcnt_t)((w->size + 511) / 512);
-	st->st_mtim.tv_sec = w->mtime;
-	st->st_mtim.tv_nsec = 0;
+	st->st_mtim = w->mtime;
 	st->st_ctim = st->st_mtim;
 	st->st_atim = st->st_mtim;
 }
@@ -55,7 +54,8 @@ static void apply_written(struct stat *st, const void *arg)
  * would follow it, contract §4.3). mode: a new file's, or 0 for the one
  * it replaces. sha: our bytes' hash. 0 or -errno (logged). */
 static int send_small(struct mbfs *fs, struct mbfs_node *n, const char *path,
-		      uint64_t size, unsigned mode, time_t mtime, char sha[65],
+		      uint64_t size, unsigned mode, struct timespec mtime,
+		      char sha[65],
 		      struct mb_err *err)
 {
 	struct mbfs_wbfile f;
@@ -98,6 +98,7 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 	uint64_t size = n->size, version = n->version;
 	unsigned mode = n->mode;
 	bool kept = n->kept_any && n->kept_version == version;
+	struct timespec mine = n->mtime;
 	snprintf(path, sizeof(path), "%s", n->path);
 	pthread_mutex_unlock(&fs->nodes_lock);
 	if (!dirty)
@@ -120,14 +121,14 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 	/* a large file's hash is a pass over all of it that recovery needs
 	 * only if the copy changes again: worked out then (dirty.c) */
 	bool due = size > MBFS_CHUNK;
-	time_t now = time(NULL);
+	/* a batch gives the guest's copy our mtime exactly; a PUT, the
+	 * guest's clock at its end (near enough ours) */
+	struct written w = { size, { time(NULL), 0 } };
 	/* pending until it ends, as a queued file is (wbq.h) */
 	mbfs_wbq_upload_begin(fs, size);
-	/* with write-back, an fsync keeps the PUT: a batch of one raced the
-	 * flusher's batch of an older copy of the same path (test_vim_writes_file
-	 * under load), which the outbox (issue 18) orders */
-	if (!rc && !due && fs->sync_close && mbfs_wbsend_fits(path)) {
-		rc = send_small(fs, n, path, size, fresh ? mode : 0, now, sha,
+	if (!rc && !due && mbfs_wbsend_fits(path)) {
+		w.mtime = mine;
+		rc = send_small(fs, n, path, size, fresh ? mode : 0, mine, sha,
 				&err);
 		give = 0;   /* the batch gave it */
 	} else if (!rc) {
@@ -140,7 +141,6 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 		mbfs_wbq_upload_end(fs, size, rc);   /* kept: shown so */
 		return rc;
 	}
-	struct written w = { size, now };
 	/* times set while it was waiting for write-back (wbnode.c) follow
 	 * the upload, which moved them */
 	pthread_mutex_lock(&fs->nodes_lock);
@@ -159,7 +159,7 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 	n->fresh = false;
 	n->base_known = true;
 	n->base_size = size;
-	n->base_mtime = w.mtime;
+	n->base_mtime = w.mtime.tv_sec;
 	memcpy(n->base_sha, sha, sizeof(n->base_sha));
 	n->sha_due = due;
 	pthread_mutex_unlock(&fs->nodes_lock);

@@ -54,7 +54,7 @@ int mbfs_node_wb_take(struct mbfs *fs, struct mbfs_node *n,
 	bool fresh = n->fresh;
 	unsigned mode = n->mode;
 	uint64_t size = n->size, version = n->version;
-	time_t mtime = n->mtime.tv_sec;
+	struct timespec mtime = n->mtime;
 	bool held = n->refs > 1;   /* open, or in use, besides our queue */
 	snprintf(path, sizeof(path), "%s", n->path);
 	pthread_mutex_unlock(&fs->nodes_lock);
@@ -113,7 +113,7 @@ static void guest_stat(struct mbfs *fs, const struct mbfs_wbfile *f,
 	st->st_size = (off_t)f->len;
 	st->st_blksize = 65536;
 	st->st_blocks = (blkcnt_t)((f->len + 511) / 512);
-	st->st_mtim.tv_sec = f->mtime;
+	st->st_mtim = f->mtime;
 	st->st_atim = st->st_ctim = st->st_mtim;
 }
 
@@ -129,14 +129,15 @@ void mbfs_node_wb_done(struct mbfs *fs, struct mbfs_node *n,
 	bool same = here && n->version == f->tag;
 	/* a time set while the batch was in flight (retime above) */
 	bool timed = same && n->times_version == n->version &&
-		     n->mtime.tv_sec != f->mtime;
+		     (n->mtime.tv_sec != f->mtime.tv_sec ||
+		      n->mtime.tv_nsec != f->mtime.tv_nsec);
 	struct timespec tv[2] = { { 0, UTIME_OMIT }, n->mtime };
 	if (!rc && here) {
 		/* the guest has this version now, whatever came after it */
 		n->fresh = false;
 		n->base_known = true;
 		n->base_size = f->len;
-		n->base_mtime = timed ? tv[1].tv_sec : f->mtime;
+		n->base_mtime = timed ? tv[1].tv_sec : f->mtime.tv_sec;
 		memcpy(n->base_sha, sha, sizeof(n->base_sha));
 		n->sha_due = false;
 		if (same)

@@ -93,9 +93,10 @@ static void octal(char *field, size_t width, uint64_t v)
 		field[i] = (char)('0' + (v & 7));
 }
 
-/* A ustar header for a regular file prefix/name of len bytes. */
+/* A ustar header of type (a regular file '0', a pax record 'x') for
+ * prefix/name of len bytes. */
 static int tar_header(struct mb_buf *b, const char *prefix, const char *name,
-		      size_t len, unsigned mode, time_t mtime)
+		      size_t len, unsigned mode, time_t mtime, char type)
 {
 	unsigned char h[TAR_BLOCK];
 	memset(h, 0, sizeof(h));
@@ -108,7 +109,7 @@ static int tar_header(struct mb_buf *b, const char *prefix, const char *name,
 	octal((char *)h + 124, 12, len);
 	octal((char *)h + 136, 12, mtime > 0 ? (uint64_t)mtime : 0);
 	memset(h + 148, ' ', 8);
-	h[156] = '0';
+	h[156] = (unsigned char)type;
 	memcpy(h + 257, "ustar", 6);
 	memcpy(h + 263, "00", 2);
 	memcpy(h + 345, prefix, strlen(prefix));
@@ -120,16 +121,44 @@ static int tar_header(struct mb_buf *b, const char *prefix, const char *name,
 	return mb_buf_append(b, h, sizeof(h));
 }
 
-static int tar_member(struct mb_buf *b, const char *prefix, const char *name,
-		      const char *data, size_t len, unsigned mode, time_t mtime)
+static int pad(struct mb_buf *b, size_t len)
 {
 	static const char zero[TAR_BLOCK];
-	int rc = tar_header(b, prefix, name, len, mode, mtime);
+	return len % TAR_BLOCK ? mb_buf_append(b, zero, TAR_BLOCK - len % TAR_BLOCK)
+			       : 0;
+}
+
+/* A pax record giving the next member its mtime to the nanosecond (GNU
+ * tar sets it so at extraction): a whole-second time could be older than
+ * what a build made from the file, which then would not be rebuilt. */
+static int pax_mtime(struct mb_buf *b, const struct timespec *t)
+{
+	char rec[64], body[48];
+	int bl = snprintf(body, sizeof(body), " mtime=%lld.%09ld\n",
+			  (long long)(t->tv_sec > 0 ? t->tv_sec : 0),
+			  t->tv_sec > 0 ? t->tv_nsec : 0L);
+	/* the record's length counts its own digits */
+	int len = bl + 1;
+	while (snprintf(NULL, 0, "%d", len) + bl != len)
+		len++;
+	snprintf(rec, sizeof(rec), "%d%s", len, body);
+	int rc = tar_header(b, "", "PaxHeader", (size_t)len, 0644, 0, 'x');
+	if (!rc)
+		rc = mb_buf_append(b, rec, (size_t)len);
+	return rc ? rc : pad(b, (size_t)len);
+}
+
+static int tar_member(struct mb_buf *b, const char *prefix, const char *name,
+		      const char *data, size_t len, unsigned mode,
+		      const struct timespec *mtime)
+{
+	int rc = mtime ? pax_mtime(b, mtime) : 0;
+	if (!rc)
+		rc = tar_header(b, prefix, name, len, mode,
+				mtime ? mtime->tv_sec : time(NULL), '0');
 	if (!rc && len)
 		rc = mb_buf_append(b, data, len);
-	if (!rc && len % TAR_BLOCK)
-		rc = mb_buf_append(b, zero, TAR_BLOCK - len % TAR_BLOCK);
-	return rc;
+	return rc ? rc : pad(b, len);
 }
 
 /* Files sorted by directory (then by arrival): one group per directory. */
@@ -207,7 +236,7 @@ static int build(struct mbfs *fs, struct mbfs_wbfile *v, const size_t *order,
 	}
 	if (!rc)
 		rc = tar_member(b, "", "list", list.data ? list.data : "",
-				list.len, 0600, time(NULL));
+				list.len, 0600, NULL);
 	for (size_t k = 0; k < n && !rc; k++) {
 		const struct mbfs_wbfile *f = &v[order[k]];
 		size_t dl = dir_len(f->path);
@@ -216,7 +245,7 @@ static int build(struct mbfs *fs, struct mbfs_wbfile *v, const size_t *order,
 			group++;
 		snprintf(prefix, sizeof(prefix), "%zu", group);
 		rc = tar_member(b, prefix, f->path + dl + 1, f->data, f->len,
-				f->mode, f->mtime);
+				f->mode, &f->mtime);
 	}
 	/* the end: two zero blocks */
 	static const char zero[2 * TAR_BLOCK];

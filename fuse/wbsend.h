@@ -36,7 +36,7 @@ struct mbfs_wbfile {
 	char *data;          /* len bytes, malloc'd by the caller */
 	size_t len;
 	unsigned mode;       /* permission bits it gets */
-	time_t mtime;        /* whole seconds */
+	struct timespec mtime;   /* exact: it travels in a pax record */
 	uint64_t tag;        /* the caller's (not sent) */
 	int rc;              /* 0: in place; else -errno */
 	char why[160];       /* for a failure: what the guest said */
