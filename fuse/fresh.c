@@ -207,17 +207,20 @@ int mbfs_node_unlink_new(struct mbfs *fs, const char *path)
 	pthread_mutex_lock(&fs->nodes_lock);
 	n->unlinked = true;
 	n->shared = false;
+	bool replaces = n->replaces;
 	pthread_mutex_unlock(&fs->nodes_lock);
 	mbfs_node_unrecord(fs, n);   /* never to be uploaded */
 	pthread_mutex_unlock(&n->lock);
 	mbfs_node_release(fs, n);
 	dir_changes(fs, path);
-	return 1;
+	return replaces ? 2 : 1;
 }
 
 /* May path `to` take a file renamed from a fresh node? 0 or -errno, from
- * what the mount knows (caches, nodes), as a create checks. */
-static int can_take(struct mbfs *fs, const char *to, unsigned flags)
+ * what the mount knows (caches, nodes), as a create checks; *occupied:
+ * something is there (on the guest, or on its way) that it replaces. */
+static int can_take(struct mbfs *fs, const char *to, unsigned flags,
+		    bool *occupied)
 {
 	pthread_mutex_lock(&fs->nodes_lock);
 	struct mbfs_node *o = mbfs_node_find_shared(fs, to);
@@ -225,6 +228,7 @@ static int can_take(struct mbfs *fs, const char *to, unsigned flags)
 	pthread_mutex_unlock(&fs->nodes_lock);
 	struct stat st;
 	int rc = here ? 0 : mbfs_cache_getattr(fs, to, &st);
+	*occupied = rc == 0;
 	if (rc == 0 && (flags & RENAME_NOREPLACE))
 		return -EEXIST;
 	if (rc == 0 && !here && S_ISDIR(st.st_mode))
@@ -247,8 +251,14 @@ int mbfs_node_rename_new(struct mbfs *fs, const char *from, const char *to,
 	struct mbfs_node *n = lock_fresh(fs, from);
 	if (!n)
 		return 0;
-	*rc = can_take(fs, to, flags);
+	bool occupied = false;
+	*rc = can_take(fs, to, flags, &occupied);
 	if (!*rc) {
+		/* removed before it travels, it still has to remove what it
+		 * replaced (unlink_new) */
+		pthread_mutex_lock(&fs->nodes_lock);
+		n->replaces = n->replaces || occupied;
+		pthread_mutex_unlock(&fs->nodes_lock);
 		/* nothing of it is on the guest: the rename is ours alone,
 		 * and its batch puts it under the new name (over what is
 		 * there, atomically) */
@@ -373,7 +383,8 @@ int mbfs_node_link_new(struct mbfs *fs, const char *from, const char *to,
 		 * name is a copy that travels in a batch too (git's objects:
 		 * written as a temporary, linked into place, the temporary
 		 * removed, which then never travels) */
-		*rc = can_take(fs, to, RENAME_NOREPLACE);
+		bool occupied;   /* then EEXIST */
+		*rc = can_take(fs, to, RENAME_NOREPLACE, &occupied);
 		if (!*rc)
 			*rc = copy_new(fs, n, to);
 	}

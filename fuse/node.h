@@ -81,7 +81,9 @@ void mbfs_node_fgetattr(struct mbfs *fs, struct mbfs_node *n, struct stat *st);
 int mbfs_node_stat_new(struct mbfs *fs, struct mbfs_node *n, const char *path,
 		       struct stat *st);
 /* chmod / unlink of a path whose node is fresh, done on the node alone
- * (waits for an upload in progress). 1 when done, 0 when not fresh. */
+ * (waits for an upload in progress). 1 when done, 0 when not fresh; the
+ * unlink gives 2 when the node had replaced a file (renamed over it) that
+ * the guest has or is about to have: that one is to be removed there. */
 int mbfs_node_chmod_new(struct mbfs *fs, const char *path, unsigned mode);
 int mbfs_node_unlink_new(struct mbfs *fs, const char *path);
 /* rename of a fresh node (not on the guest yet) from -> to, done here

@@ -108,7 +108,8 @@ static int remove_path(struct mbfs *fs, const char *path, bool dir)
 	int rc = mbfs_remote_path(fs, path, rpath);
 	if (rc)
 		return rc;
-	if (!dir && mbfs_node_unlink_new(fs, path)) {
+	int fresh = dir ? 0 : mbfs_node_unlink_new(fs, path);
+	if (fresh == 1) {
 		/* created here and never uploaded: nothing on the guest */
 		mbfs_cache_removed(fs->cache, path, false);
 		return 0;
@@ -135,6 +136,8 @@ static int remove_path(struct mbfs *fs, const char *path, bool dir)
 	mbfs_wbq_settle(fs);
 	bool sure;
 	rc = mbfs_remote_remove(fs, path, dir, &sure);
+	if (fresh && rc == -ENOENT)
+		rc = 0;   /* what it replaced never got there: gone all the same */
 	if (dir)
 		mbfs_data_drop_tree(fs->data, path);
 	else

@@ -370,3 +370,31 @@ def test_status_of_something_else_fails(tmp_path):
     r = subprocess.run([mbtest.MBFS, "--status", str(tmp_path)], capture_output=True, text=True)
     assert r.returncode == 2
     assert "not an mbfs mount" in r.stderr
+
+
+@pytest.mark.parametrize("wait", ["landed", "in flight", "queued"])
+def test_a_removed_file_does_not_come_back(service, container, wb, wait):
+    """echo v1 > f; echo v2 > f.tmp; mv f.tmp f; rm f: nothing of f stays,
+    whether v1 is on the sandbox when the rest happens, on its way, or
+    not yet."""
+    d = wb.path(unique("resurrect"))
+    os.mkdir(d)
+    rel = "/workspace/" + os.path.relpath(d, wb.mountpoint)
+    f = os.path.join(d, "f")
+    if wait == "in flight":
+        service.fault(route=PUT, count=1, match="wb-", delayMs=3000)
+        write_file(f, b"v1\n")
+        wait_for(lambda: control(wb)["writeback"]["inFlightFiles"] == 1, "v1's batch leaving")
+    else:
+        write_file(f, b"v1\n")
+    if wait == "landed":
+        assert status(wb, "--wait").returncode == 0
+    write_file(f + ".tmp", b"v2\n")
+    os.rename(f + ".tmp", f)
+    os.unlink(f)
+    assert status(wb, "--wait").returncode == 0
+    assert not os.path.exists(f)
+    assert sh(service, container, "ls -A %s" % rel) == ""
+    p = mbtest.run_mbexec(service, ["ls", "-A"], cwd=d)
+    assert p.returncode == 0 and p.stdout == b"", p
+    assert os.listdir(d) == []
