@@ -270,8 +270,10 @@ void mbfs_kcache_moved(struct mbfs_kcache *kc, const char *from,
 		struct kpath *p = moved;
 		moved = p->next;
 		int r = snprintf(buf, sizeof(buf), "%s%s", to, p->path + n);
-		if (r > 0 && (size_t)r < sizeof(buf))
-			add_locked(kc, buf, p->type);
+		struct kpath *q = r > 0 && (size_t)r < sizeof(buf)
+				  ? add_locked(kc, buf, p->type) : NULL;
+		if (q)   /* a name held as missing stays so, not "shown" */
+			q->missing_until = p->missing_until;
 		free(p);
 	}
 	pthread_mutex_unlock(&kc->lock);

@@ -226,3 +226,24 @@ def test_kill9_with_a_queued_directory_loses_nothing(service, container, need_fu
     m2 = mbtest.Mount(service, container, options=["cache_dir=" + cache], writeback=True)
     log = finish(m2)
     assert sh(service, container, "cd /workspace/%s && cat a/b/f a/g" % name) == "deep\nshallow\n", log
+
+
+@pytest.mark.parametrize("make", ["mkdir", "symlink"])
+def test_a_name_looked_up_in_a_renamed_directory_can_be_made(service, container, wb, make):
+    """mkdir a && ls a/c; mv a d && mkdir d/c: the missing c the kernel
+    remembered under a is no stale handle under d."""
+    top = wb.path(unique("movedneg"))
+    os.mkdir(top)
+    a, d = os.path.join(top, "a"), os.path.join(top, "d")
+    os.mkdir(a)
+    assert not os.path.exists(os.path.join(a, "c"))
+    os.rename(a, d)
+    if make == "mkdir":
+        os.mkdir(os.path.join(d, "c"))
+        assert os.path.isdir(os.path.join(d, "c"))
+    else:
+        os.symlink("target", os.path.join(d, "c"))
+        assert os.readlink(os.path.join(d, "c")) == "target"
+    assert status(wb, "--wait").returncode == 0
+    rel = "/workspace/" + os.path.relpath(d, wb.mountpoint)
+    assert sh(service, container, "ls -A %s" % rel) == "c\n"
