@@ -32,8 +32,8 @@ unsigned mbx_orphan_seconds(void)
 /* ---- one guest call ---- */
 
 static int guest_call_loop(struct mbx_run *r, const struct mb_buf *line,
-			   long timeout_ms, bool retry, struct mbx_report *rep,
-			   bool *reached, struct mb_err *err)
+			   long timeout_ms, uint64_t budget_ms, bool retry,
+			   struct mbx_report *rep, bool *reached, struct mb_err *err)
 {
 	uint64_t t0 = mb_now_ms();
 	struct mb_exec_result res;
@@ -76,7 +76,7 @@ static int guest_call_loop(struct mbx_run *r, const struct mb_buf *line,
 		/* never sent (common/ already retried), or refused: final */
 		if (!retry || (!err->ambiguous && err->http_status < 500))
 			return e;
-		if (mb_now_ms() - t0 > MBX_RETRY_BUDGET_MS)
+		if (mb_now_ms() - t0 > budget_ms)
 			return e;
 		mb_log(MB_LOG_DEBUG, "exec: %s; retrying", err->msg);
 		/* long retries are visible, once per call */
@@ -84,7 +84,7 @@ static int guest_call_loop(struct mbx_run *r, const struct mb_buf *line,
 			told = true;
 			mb_log(MB_LOG_WARN, "still waiting for the sandbox (%s); "
 			       "retrying for up to %llu s more", err->msg,
-			       (unsigned long long)(MBX_RETRY_BUDGET_MS -
+			       (unsigned long long)(budget_ms -
 						    (mb_now_ms() - t0)) / 1000);
 		}
 		mb_sleep_ms(mb_backoff_ms(attempt++, 250, 4000));
@@ -96,7 +96,7 @@ static int guest_call_loop(struct mbx_run *r, const struct mb_buf *line,
  * the launch keeps the login shell's exported variables, as text, for the
  * user's command (run.sh). */
 static int guest_call(struct mbx_run *r, const struct mb_buf *script,
-		      unsigned flags, long timeout_ms, bool retry,
+		      unsigned flags, long timeout_ms, uint64_t budget_ms, bool retry,
 		      struct mbx_report *rep, bool *reached, struct mb_err *err)
 {
 	struct mb_buf line;
@@ -107,7 +107,8 @@ static int guest_call(struct mbx_run *r, const struct mb_buf *script,
 		mb_buf_release(&line);
 		return mb_err_set(err, E2BIG, "the guest script is too long");
 	}
-	e = guest_call_loop(r, &line, timeout_ms, retry, rep, reached, err);
+	e = guest_call_loop(r, &line, timeout_ms, budget_ms, retry, rep, reached,
+			    err);
 	mb_buf_release(&line);
 	return e;
 }
@@ -116,14 +117,29 @@ int mbx_guest_call(struct mbx_run *r, const struct mb_buf *script,
 		   long timeout_ms, bool retry, struct mbx_report *rep,
 		   bool *reached, struct mb_err *err)
 {
-	return guest_call(r, script, 0, timeout_ms, retry, rep, reached, err);
+	return guest_call(r, script, 0, timeout_ms, MBX_RETRY_BUDGET_MS, retry,
+			  rep, reached, err);
+}
+
+uint64_t mbx_reconnect_ms(void)
+{
+	uint64_t w = mbx_orphan_seconds() * 2000ull / 3;
+
+	return w > MBX_RETRY_BUDGET_MS ? w : MBX_RETRY_BUDGET_MS;
+}
+
+int mbx_guest_poll_call(struct mbx_run *r, const struct mb_buf *script,
+			struct mbx_report *rep, struct mb_err *err)
+{
+	return guest_call(r, script, 0, MBX_POLL_TIMEOUT_MS, mbx_reconnect_ms(),
+			  true, rep, NULL, err);
 }
 
 int mbx_guest_launch_call(struct mbx_run *r, const struct mb_buf *script,
 			  struct mbx_report *rep, bool *reached, struct mb_err *err)
 {
 	return guest_call(r, script, MB_EXEC_KEEP_ENV, MBX_LAUNCH_TIMEOUT_MS,
-			  true, rep, reached, err);
+			  MBX_RETRY_BUDGET_MS, true, rep, reached, err);
 }
 
 int mbx_deliver(struct mbx_run *r, struct mbx_sink *s, uint64_t *off,

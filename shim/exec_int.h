@@ -76,6 +76,17 @@ int mbx_guest_call(struct mbx_run *r, const struct mb_buf *script,
 		   long timeout_ms, bool retry, struct mbx_report *rep,
 		   bool *reached, struct mb_err *err);
 
+/* The reconnect window: how long a poll of a running command is retried
+ * (two thirds of the watchdog's patience, at least MBX_RETRY_BUDGET_MS), so
+ * a service that stalls for minutes does not end a command whose client
+ * waits, and one that gave up still has time to --attach. */
+uint64_t mbx_reconnect_ms(void);
+
+/* The poll loop's mbx_guest_call: MBX_POLL_TIMEOUT_MS, retried for the
+ * reconnect window. */
+int mbx_guest_poll_call(struct mbx_run *r, const struct mb_buf *script,
+			struct mbx_report *rep, struct mb_err *err);
+
 /* The launch: mbx_guest_call (retried, MBX_LAUNCH_TIMEOUT_MS) that also
  * hands the login shell's exported variables to the script (MBX_ENV, see
  * mb_exec_clean), for the user's command. */

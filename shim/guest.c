@@ -105,11 +105,12 @@ int mbx_guest_launch(struct mb_buf *b, const struct mbx_launch *l)
 		r = mb_base64_encode(l->in_data, l->in_len, &b64, &b64len);
 		r = r ? r : mb_buf_appendf(b, "IN='%s'\n", b64 ? b64 : "");
 	}
-	r = r ? r : mb_buf_appendf(b, "set -- %u.%03u %s %u %u %u %u\n",
+	r = r ? r : mb_buf_appendf(b, "set -- %u.%03u %s %u %u %u %u %s\n",
 				   l->wait_ms / 1000, l->wait_ms % 1000,
 				   in_mode_name(l->in_mode), l->guard_s,
 				   l->orphan_s >= 4 ? l->orphan_s : 4,
-				   l->cols ? l->cols : 80, l->rows ? l->rows : 24);
+				   l->cols ? l->cols : 80, l->rows ? l->rows : 24,
+				   l->no_wait_output ? "nowait" : "wait");
 	r = r ? r : mb_buf_appends(b, mbx_sh_launch);
 	free(b64);
 	return r;

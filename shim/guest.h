@@ -4,20 +4,25 @@
  * module fills their arguments. A run lives in the guest directory
  * /tmp/.mbexec/RUNID (mode 0700), created by the one launch that starts the
  * command (the idempotency guard, so a retried launch only reports):
- *   cwd, cmd, mode, winsz, guard, orphan, ready   written by the launch
+ *   cwd, cmd, mode, winsz, guard, orphan, late, ready   written by the launch
  *   started      the supervisor's run.sh took it (it starts a run once)
  *   pgid         the command's process group (it runs in its own session)
- *   out, err     its output; in (embedded stdin) or fifo + in.NNNNNN chunks
+ *   out, err     its output (copied from the FIFOs out.p, err.p, at most
+ *                16 MiB unread each; the bytes below ack are punched out);
+ *                in (embedded stdin) or fifo + in.NNNNNN chunks
  *                + in.eof (streamed stdin, see stdin_exec.h); in.pos counts
  *                the chunks the guest feeder has consumed
- *   rc           its exit status ($?: 128+N for signal N), one write
+ *   main         the main process's exit status ($?: 128+N for signal N)
+ *   rc           the same, one write, once every writer of the output has
+ *                closed it (late=nowait: at once)
+ *   seen, ack    the offsets the client has (for --attach; for the pumps)
  *   result       a final one-line report (remote directory missing...)
  *   idle         seconds since the client's last poll or heartbeat, counted
  *                by the supervisor, which ends the command at `orphan`
  *   tty, ptypid  a pty run's terminal and the job leader in it
  * A finished run keeps its files, so a lost answer can be fetched again by
  * repeating the same request; the client removes big ones, and the guest
- * supervisor removes finished runs after 10 minutes.
+ * supervisor removes finished runs after 10 to 20 minutes (KEEP, sup.sh).
  * Every report is ASCII (output is base64), so the UTF-8 decoding of exec
  * output cannot damage it. Nothing here does I/O.
  */
@@ -39,9 +44,12 @@
  * which then needs no cleanup request. */
 #define MBX_RESULT_KEEP 49152u
 /* A running command whose client has not polled (nor sent a heartbeat) for
- * this long is ended by its guest watchdog: mbexec was killed. Tests and
- * unusual setups may change it with $MBEXEC_ORPHAN_SECONDS (>= 4). */
-#define MBX_ORPHAN_S 120u
+ * this long is ended by its guest watchdog: mbexec was killed, or gave up.
+ * Long enough to ride out a service stall: mbexec retries its polls for
+ * two thirds of it (the reconnect window, 10 min), and one that gave up
+ * has the rest to --attach. Tests and unusual setups may change it with
+ * $MBEXEC_ORPHAN_SECONDS (>= 4). */
+#define MBX_ORPHAN_S 900u
 /* The client sends a heartbeat when it has not polled for this long. */
 #define MBX_HEARTBEAT_MS 20000u
 /* Stdin embedded in the launch when it ends within this many bytes. */
@@ -66,6 +74,8 @@ struct mbx_launch {
 	unsigned guard_s;            /* guest-side KILL after this (0: none) */
 	unsigned orphan_s;           /* the watchdog's patience (MBX_ORPHAN_S) */
 	unsigned cols, rows;         /* MBX_IN_PTY: the terminal size */
+	bool no_wait_output;         /* end at the main process's exit, not
+	                                when its output is closed */
 };
 
 /* Append `var=VALUE` (a shell assignment, newline-terminated) for any

@@ -46,6 +46,7 @@ struct mbx_opts {
 	bool interactive;       /* -i */
 	bool no_stdin;          /* -n */
 	bool json;              /* --json */
+	bool no_wait_output;    /* --no-wait-output */
 	int verbose;            /* -v, repeatable */
 	uint64_t timeout_ms;    /* --timeout; 0 none */
 	enum mbx_mode mode;

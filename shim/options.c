@@ -25,6 +25,7 @@ enum {
 	OPT_JSON,
 	OPT_KEY_FILE,
 	OPT_PROFILE,
+	OPT_NO_WAIT_OUTPUT,
 };
 
 static const struct option longopts[] = {
@@ -40,6 +41,7 @@ static const struct option longopts[] = {
 	{ "mode", required_argument, NULL, OPT_MODE },
 	{ "attach", required_argument, NULL, OPT_ATTACH },
 	{ "json", no_argument, NULL, OPT_JSON },
+	{ "no-wait-output", no_argument, NULL, OPT_NO_WAIT_OUTPUT },
 	{ "key-file", required_argument, NULL, OPT_KEY_FILE },
 	{ "profile", required_argument, NULL, OPT_PROFILE },
 	{ "verbose", no_argument, NULL, 'v' },
@@ -68,6 +70,8 @@ static const char usage_text[] =
 	"      --timeout DUR    end the command after DUR (30, 500ms, 2m, 1h); exit 124\n"
 	"      --mode MODE      auto (default), exec or managed\n"
 	"      --json           capture the output, print one JSON result at the end\n"
+	"      --no-wait-output return when the command exits, without waiting\n"
+	"                       for its background jobs to close stdout/stderr\n"
 	"      --key-file FILE  read the API key from FILE\n"
 	"      --profile NAME   the key file of profile NAME in\n"
 	"                       ~/.config/mainbrella/config (default\n"
@@ -222,6 +226,9 @@ int mbx_opts_parse(int argc, char **argv, struct mbx_opts *o)
 			break;
 		case OPT_JSON:
 			o->json = true;
+			break;
+		case OPT_NO_WAIT_OUTPUT:
+			o->no_wait_output = true;
 			break;
 		case OPT_KEY_FILE:
 			o->key_file = optarg;

@@ -128,6 +128,7 @@ static int build_launch(struct mbx_run *r, struct mbx_exec_state *st,
 			   st->in_mode == MBX_IN_PTY ? 200 :
 			   r->target->control.agent[0] ? MBX_LAUNCH_WAIT_SHARED_MS : 1000,
 		.orphan_s = mbx_orphan_seconds(),
+		.no_wait_output = r->opts->no_wait_output,
 	};
 
 	if (st->in_mode == MBX_IN_PTY) {
@@ -429,8 +430,7 @@ static int exec_wait(struct mbx_run *r)
 				e = -ENOTCONN;   /* this one directly, with retries */
 		}
 		if (e == -ENOTCONN)
-			e = mbx_guest_call(r, &b, MBX_POLL_TIMEOUT_MS, true, &rep,
-					   NULL, &err);
+			e = mbx_guest_poll_call(r, &b, &rep, &err);
 		if (e || (rep.state != MBX_ST_RUNNING && rep.state != MBX_ST_DONE)) {
 			mbx_ahead_finish(r, st, ahead, nahead, false);
 			nahead = 0;
@@ -443,11 +443,16 @@ static int exec_wait(struct mbx_run *r)
 			break;
 		}
 		if (e) {
+			/* the watchdog's patience less what the retries took */
+			uint64_t left = mbx_orphan_seconds(),
+				 gone = mbx_reconnect_ms() / 1000;
+
+			left = left > gone ? left - gone : 0;
 			mbx_error("lost contact with the command: %s; it may "
 				"still be running (run id %s). To reattach, run "
 				"`mbexec --attach %s` in the same mount within "
-				"%u s", err.msg, st->run_id, st->run_id,
-				mbx_orphan_seconds());
+				"%llu s", err.msg, st->run_id, st->run_id,
+				(unsigned long long)left);
 			ret = MBX_EXIT_FAIL;
 			break;
 		}

@@ -40,7 +40,9 @@ def test_long_retries_are_said_once(service, mnt):
 def test_lost_contact_says_how_to_reattach_and_attach_finishes(service, container, mnt):
     tag = unique("attach")
     script = "echo one; sleep 4; echo two; echo err >&2; exit 9 # %s" % tag
-    p = popen(service, ["sh", "-c", script], mnt.mountpoint)
+    # a watchdog of 90 s: mbexec retries its polls for 60 s of it
+    p = popen(service, ["sh", "-c", script], mnt.mountpoint,
+              env=service.env(MBEXEC_ORPHAN_SECONDS="90"))
     assert p.stdout.readline() == b"one\n"
     # every further exec fails: mbexec gives up and says how to come back
     service.fault(route="POST /containers/exec", count=1000, status=503,
@@ -50,7 +52,8 @@ def test_lost_contact_says_how_to_reattach_and_attach_finishes(service, containe
     finally:
         service.clear_faults()
     assert p.returncode == 255
-    m = re.search(r"`mbexec --attach ([0-9a-f]{16})`", err.decode())
+    m = re.search(r"`mbexec --attach ([0-9a-f]{16})` in the same mount within 30 s",
+                  err.decode())
     assert m, err
     a = mbx(service, ["--attach", m.group(1)], mnt.mountpoint)
     assert a.returncode == 9, a.stderr

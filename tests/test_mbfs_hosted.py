@@ -189,6 +189,13 @@ def idle_service():
     svc.stop()
 
 
+def test_listing_reports_the_idle_timeout_applied(idle_service):
+    # a mount computes its keepalive from it
+    status, doc = idle_service.request("GET", "/containers")
+    assert status == 200, doc
+    assert doc["limits"]["idleTimeoutMs"] == IDLE_MS
+
+
 def test_keepalive_keeps_an_idle_mount_alive(idle_service, need_fuse):
     ident = idle_service.create_container()
     m = mbtest.Mount(idle_service, ident, options=["keepalive=1"])

@@ -166,7 +166,7 @@ _mbexec()
 	_mainbrella_words
 	cur=${_mb_words[${#_mb_words[@]}-1]}
 	prev=${_mb_words[${#_mb_words[@]}-2]}
-	local opts="-C --cwd --mount --sh -e --env -i --interactive -n --no-stdin -t --tty -T --no-tty --timeout --mode --json --key-file --profile --attach -v --verbose -h --help -V --version"
+	local opts="-C --cwd --mount --sh -e --env -i --interactive -n --no-stdin -t --tty -T --no-tty --timeout --mode --json --no-wait-output --key-file --profile --attach -v --verbose -h --help -V --version"
 	local i w
 
 	# options end at the first word that is not one: the command

@@ -7,12 +7,20 @@
 # command has written already, so every piece is whole. Pieces numbered
 # below KEEP have been fetched and go; KEEP "all" clears every piece (a new
 # round of bulk output). The client cuts the next pieces while it still
-# fetches earlier ones, so only what it says it has goes.
+# fetches earlier ones, so only what it says it has goes; bytes of stdout
+# below the kept pieces are written out, and go from R/out (ack, run.sh).
 # shellcheck disable=SC2154 # B, V and R are set by the caller
 base_ok || { echo '@mbx gone'; exit 0; }
 set -- "$1" "$2" "$3" "$4" "$R"/piece.*
 off=$1 n=$2 first=$3 keep=$4
 shift 4
+# the client has written out every byte below the kept pieces: run.sh's
+# pump may drop them (ack)
+a=$off
+[ "$keep" = all ] || a=$((off - (first - keep) * 1048576))
+ae=0
+read -r _ ae <"$R/ack" 2>/dev/null
+echo "$a ${ae:-0}" >"$R/ack"
 if [ "$keep" = all ]; then
 	rm -f "$R"/piece.*
 else

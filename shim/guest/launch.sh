@@ -1,13 +1,15 @@
 #!/bin/sh
 # launch.sh: start one mbexec run on the guest (at most once), wait a little for its end, report.
 #
-# Usage (after lib.sh): launch.sh WAIT MODE GUARD ORPHAN COLS ROWS
+# Usage (after lib.sh): launch.sh WAIT MODE GUARD ORPHAN COLS ROWS LATE
 #   with C (remote directory), and S (the script) or SF (a guest file
 #   holding it), IN (base64 stdin for MODE embed) set by the caller.
 #   WAIT: seconds to wait for the end ("1.000"; 0: do not wait); MODE:
 #   none, embed, stream or pty; GUARD: seconds after which the command is
 #   killed (0: never); ORPHAN: seconds without a poll after which it is
-#   ended; COLS ROWS: the terminal size for pty.
+#   ended; COLS ROWS: the terminal size for pty; LATE: wait (the run ends
+#   when every writer of its output has closed it) or nowait (when its main
+#   process exits; see run.sh).
 # Creating R is the guard: a retried launch finds it and only reports (and
 # re-dispatches a run that the supervisor did not get). mkdir fails on any
 # name that exists, a symlink included, so R is always fresh and ours; B
@@ -49,6 +51,7 @@ if mkdir -m 700 "$R" 2>/dev/null; then
 		echo "$2" >"$R/mode"
 		echo "$3" >"$R/guard"
 		echo "$4" >"$R/orphan"
+		echo "${7:-wait}" >"$R/late"
 		echo 0 >"$R/idle"
 		echo $$ >"$R/waiter"
 		: >"$R/ready"

@@ -89,7 +89,7 @@ sup_up() {
 	free=0
 	{ flock -n 5 && free=1; } 5>>"$B/sup-$V.lock"
 	if [ $free = 1 ]; then
-		setsid -f /bin/sh "$B/sup-$V.sh" "$B" "$V" "${K:-120}" </dev/null >/dev/null 2>&1 || return 1
+		setsid -f /bin/sh "$B/sup-$V.sh" "$B" "$V" "${K:-600}" </dev/null >/dev/null 2>&1 || return 1
 	fi
 	return 0
 }
@@ -119,12 +119,13 @@ alive() {
 
 # poll_setup R OO EO IPOS RECORD: before a poll of run R from offsets OO/EO
 # (INPOS: stdin chunks known consumed, -1: not waiting for stdin): renew
-# it, keep OO EO for --attach when RECORD is 1, and mark now, or flag it
+# it, keep OO EO for --attach and as read (ack) when RECORD is 1, and mark now, or flag it
 # ready (.rdy) when something is new already. One stat per run.
 poll_setup() {
 	R=$1
 	base_ok || return 0
-	[ "$5" = 1 ] && [ -d "$R" ] && echo "$2 $3" >"$R/seen"
+	# seen: where --attach starts; ack: what run.sh's pumps may drop
+	[ "$5" = 1 ] && [ -d "$R" ] && echo "$2 $3" >"$R/seen" && echo "$2 $3" >"$R/ack"
 	alive
 	rm -f "$R/.rdy" 2>/dev/null
 	if [ -d "$R" ] && [ ! -s "$R/rc" ] && [ ! -s "$R/result" ]; then

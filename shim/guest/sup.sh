@@ -3,7 +3,7 @@
 #
 # Usage: sup.sh BASE VERSION [KEEP]   (lib.sh's sup_up starts it, setsid -f)
 #   KEEP: seconds a finished run is kept for a client that lost an answer
-#   and asks again (default 120: twice mbexec's retry budget).
+#   and asks again (default 600: mbexec's reconnect window).
 #
 # Why a parent that lives on: PID 1 of a Mainbrella container is
 # `sleep infinity`, which never reaps, so a process whose parent exits first
@@ -24,8 +24,8 @@
 # shellcheck disable=SC3013 # dash (and bash) have test -ot
 B=$1
 V=$2
-KEEP=${3:-120}
-[ "$KEEP" -ge 2 ] 2>/dev/null || KEEP=120
+KEEP=${3:-600}
+[ "$KEEP" -ge 2 ] 2>/dev/null || KEEP=600
 IDLE_TICKS=${MBX_SUP_IDLE:-600}
 cd "$B" || exit 1
 exec 9>>"sup-$V.lock"
@@ -57,7 +57,7 @@ enforce() {
 	read -r n <"$d/idle" 2>/dev/null
 	n=$((n + 1))
 	echo "$n" >"$d/idle"
-	o=120
+	o=900
 	read -r o <"$d/orphan" 2>/dev/null
 	# the client is gone: end it as a dropped ssh session would
 	if [ "$n" -eq "$o" ]; then

@@ -46,6 +46,8 @@ class Account:
         self.plan = opts.plan
         self.limits = dict(config.PLANS[opts.plan])
         self.idle_ms = opts.idle_timeout_ms or self.limits["idleTimeoutMs"]
+        # GET /containers reports what is applied (a mount's keepalive reads it)
+        self.limits["idleTimeoutMs"] = self.idle_ms
         self.state_dir = opts.state
         self.isolated = opts.isolated
         self.opts = opts

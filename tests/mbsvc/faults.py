@@ -4,6 +4,7 @@
 # flipped, or cut short).
 
 import threading
+import time
 
 from .errors import ApiError
 
@@ -22,6 +23,8 @@ class Fault:
         self.rewrite = [(a.encode(), b.encode()) for a, b in doc.get("rewrite", [])]
         self.corrupt = doc.get("corrupt")
         self.at_byte = doc.get("atByte", 0)
+        # holdMs: a stall; matching requests wait, unperformed, until it ends
+        self.until = time.monotonic() + doc["holdMs"] / 1000.0 if "holdMs" in doc else None
 
     def corrupt_body(self, body):
         """body with the low bit of byte atByte flipped ("flip") or cut
@@ -40,7 +43,7 @@ def parse(doc):
     def is_int(v):
         return isinstance(v, int) and not isinstance(v, bool)
     known = {"route", "count", "match", "status", "error", "when", "reset", "afterBytes", "delayMs",
-             "rewrite", "corrupt", "atByte"}
+             "rewrite", "corrupt", "atByte", "holdMs"}
     ok = (isinstance(doc, dict) and set(doc) <= known and isinstance(doc.get("route"), str)
           and is_int(doc.get("count")) and doc["count"] >= 1
           and isinstance(doc.get("match", ""), str))
@@ -53,6 +56,8 @@ def parse(doc):
             for p in pairs)
     elif ok and "corrupt" in doc:
         ok = doc["corrupt"] in ("flip", "truncate") and is_int(doc.get("atByte", 0))
+    elif ok and "holdMs" in doc:
+        ok = is_int(doc["holdMs"]) and doc["holdMs"] >= 0
     elif ok and "delayMs" in doc:
         ok = is_int(doc["delayMs"]) and doc["delayMs"] >= 0
     elif ok:
@@ -79,6 +84,8 @@ class Faults:
     def take(self, route, target):
         """Consume and return the first rule matching route and target (path+query), or None."""
         with self.lock:
+            now = time.monotonic()
+            self.rules = [r for r in self.rules if r.until is None or r.until > now]
             for rule in self.rules:
                 if rule.route == route and (not rule.match or rule.match in target):
                     rule.count -= 1

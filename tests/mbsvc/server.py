@@ -229,6 +229,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     fault = svc.faults.take(route_key, self.path)
                 if fault is not None and fault.status and fault.when == "before":
                     raise ApiError(fault.status, fault.error)
+                if fault is not None and fault.until is not None:
+                    time.sleep(max(0.0, fault.until - time.monotonic()))
                 resp = route.methods[method](req)
                 if fault is not None and fault.status and fault.when == "after":
                     if resp.discard is not None:
