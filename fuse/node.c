@@ -338,7 +338,11 @@ int mbfs_node_flush(struct mbfs *fs, struct mbfs_node *n)
 	pthread_mutex_lock(&fs->nodes_lock);
 	snprintf(path, sizeof(path), "%s", n->path);
 	pthread_mutex_unlock(&fs->nodes_lock);
-	mbfs_wbq_flush(fs, path, MBFS_BATCH_SELF);
+	/* the sandbox cannot be reached: it stays queued (and in the
+	 * journal), in order, and goes when the sandbox answers */
+	if (mbfs_wbq_flush(fs, path, MBFS_BATCH_SELF) == -EAGAIN ||
+	    mbfs_wbq_holds(fs, n))
+		return -EIO;
 	need_dirs(fs, n);
 	pthread_mutex_lock(&n->lock);
 	int rc = mbfs_node_upload(fs, n);
@@ -586,6 +590,7 @@ void mbfs_node_invalidate_all(struct mbfs *fs)
 
 void mbfs_node_flush_all(struct mbfs *fs)
 {
+	size_t left = 0;
 	for (;;) {
 		pthread_mutex_lock(&fs->nodes_lock);
 		struct mbfs_node *n = fs->nodes.head;
@@ -595,9 +600,19 @@ void mbfs_node_flush_all(struct mbfs *fs)
 			n->refs++;
 		pthread_mutex_unlock(&fs->nodes_lock);
 		if (!n) {
+			if (left)
+				mb_log(MB_LOG_WARN, "%zu file%s could not reach the "
+				       "sandbox before the unmount: the journal "
+				       "keeps %s, and the next mount of this "
+				       "sandbox with this cache sends %s", left,
+				       left == 1 ? "" : "s",
+				       left == 1 ? "it" : "them",
+				       left == 1 ? "it" : "them");
 			mbfs_xfer_sweep(fs);   /* staging failures left */
 			return;
 		}
+		/* still queued after the queue stopped: disconnected */
+		left += mbfs_wbq_holds(fs, n);
 		if (mbfs_node_flush(fs, n)) {
 			pthread_mutex_lock(&fs->nodes_lock);
 			n->kept_any = true;   /* do not loop on it */

@@ -70,6 +70,54 @@ static void note_failure(struct mbfs_wbq *q, size_t count, const char *path,
 		 why);
 }
 
+/* Could the batch not reach the sandbox for a reason that passes (the
+ * service unreachable or failing, no room here for the journal)? Then it
+ * goes again later; a refusal or a sandbox gone for good does not. */
+static bool may_retry(int rc, const struct mb_err *err)
+{
+	return rc && (mb_err_is_transient(err) || err->errnum == ENOSPC ||
+		      err->errnum == EDQUOT || rc == -ENOSPC);
+}
+
+/* The batch of k entries (ev) in flight could not reach the sandbox:
+ * each goes back in the queue where it was, nothing is kept or counted
+ * as failed, and the next try waits (1, 2, 4 ... 30 s; a waiter's
+ * fsync or sync tries at once). Its files' data (fv, nf) are freed. Lock
+ * not held; held on return. */
+static void retry_later(struct mbfs_wbq *q, struct mbfs_wbfile *fv,
+			size_t nf, size_t k, uint64_t bytes,
+			const struct mb_err *err)
+{
+	for (size_t i = 0; i < nf; i++) {
+		free(fv[i].path);
+		free(fv[i].data);
+	}
+	pthread_mutex_lock(&q->lock);
+	uint64_t now = mb_now_ms();
+	q->inflight -= k;
+	q->inflight_bytes -= bytes;
+	for (struct mbfs_wbq_entry *e = q->head; e; e = e->next) {
+		if (!e->inflight)
+			continue;
+		e->inflight = e->again = false;
+		e->since_ms = now;
+		q->queued++;
+		q->queued_bytes += e->bytes;
+	}
+	unsigned s = q->retry_streak < 5 ? q->retry_streak : 5;
+	uint64_t wait = (1000u << s) < 30000u ? (1000u << s) : 30000u;
+	if (!q->retry_streak++)
+		mb_log(MB_LOG_WARN, "write-back: the sandbox cannot be reached "
+		       "(%s); %zu queued change%s wait, in order, and go when "
+		       "it answers", err->msg[0] ? err->msg : "no answer",
+		       q->queued, q->queued == 1 ? "" : "s");
+	q->retries++;
+	q->retry_at = now + wait;
+	snprintf(q->last_error, sizeof(q->last_error), "waiting for the "
+		 "sandbox: %.200s", err->msg[0] ? err->msg : "no answer");
+	pthread_cond_broadcast(&q->cond);
+}
+
 /* Take the oldest queued entries (up to the batch limits), send them and
  * settle them. Lock held; dropped meanwhile. */
 static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
@@ -159,6 +207,15 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 					 MBFS_BATCH_SELF | MBFS_BATCH_PARENT);
 		rc = mbfs_wbsend(fs, fv, nf, dv, nd, &err);
 	}
+	if (may_retry(rc, &err)) {
+		retry_later(q, fv, nf, k, bytes, &err);
+		free(ev);
+		free(fv);
+		free(dv);
+		free(fe);
+		free(up);
+		return;
+	}
 	/* the directories made first: what the batch put in them is told
 	 * to the cache after their (empty) listings */
 	for (i = 0; i < nd; i++) {
@@ -223,6 +280,11 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 	q->inflight_bytes -= bytes - upbytes;
 	if (nf || nd)
 		q->sent_batches++;
+	if ((nf || nd) && !rc && q->retry_streak) {
+		mb_log(MB_LOG_INFO, "write-back: the sandbox answers again");
+		q->retry_streak = 0;
+		q->retry_at = 0;
+	}
 	q->sent_files += nf - bfailed;
 	q->sent_bytes += sent;
 	if (failed)
@@ -273,6 +335,13 @@ static uint64_t due_ms(const struct mbfs_wbq *q)
 {
 	if (!q->queued)
 		return 0;
+	if (q->retry_at && q->stop)
+		return 0;   /* disconnected at the end: the journal keeps it */
+	for (const struct mbfs_wbq_entry *e = q->head; e; e = e->next)
+		if (!e->inflight && e->urgent)
+			return 1;   /* someone waits: a try now */
+	if (q->retry_at)
+		return q->retry_at;
 	if (q->queued_bytes >= MBFS_WBQ_BATCH_BYTES || q->stop)
 		return 1;
 	uint64_t due = 0;
@@ -410,6 +479,17 @@ bool mbfs_wbq_busy(struct mbfs *fs, const struct mbfs_node *n)
 	return busy;
 }
 
+bool mbfs_wbq_holds(struct mbfs *fs, const struct mbfs_node *n)
+{
+	struct mbfs_wbq *q = fs->wbq;
+	if (!q)
+		return false;
+	pthread_mutex_lock(&q->lock);
+	bool held = n->wbq != NULL;
+	pthread_mutex_unlock(&q->lock);
+	return held;
+}
+
 bool mbfs_wbq_queued(struct mbfs *fs, const struct mbfs_node *n)
 {
 	struct mbfs_wbq *q = fs->wbq;
@@ -439,7 +519,9 @@ void mbfs_wbq_flush_node(struct mbfs *fs, struct mbfs_node *n)
 	if (!q)
 		return;
 	pthread_mutex_lock(&q->lock);
-	for (struct mbfs_wbq_entry *e; (e = n->wbq);) {
+	uint64_t retries0 = q->retries;
+	for (struct mbfs_wbq_entry *e; (e = n->wbq) && q->running &&
+	     q->retries == retries0;) {
 		if (!e->inflight) {
 			e->urgent = true;
 			pthread_cond_broadcast(&q->cond);
@@ -477,9 +559,10 @@ int mbfs_wbq_flush(struct mbfs *fs, const char *path, unsigned which)
 	struct mbfs_wbq *q = fs->wbq;
 	if (!q)
 		return 0;
-	uint64_t failed0;
+	uint64_t failed0, retries0;
 	pthread_mutex_lock(&q->lock);
 	failed0 = q->failed_files;
+	retries0 = q->retries;
 	pthread_mutex_unlock(&q->lock);
 	for (;;) {
 		bool any = false;
@@ -493,10 +576,11 @@ int mbfs_wbq_flush(struct mbfs *fs, const char *path, unsigned which)
 			}
 		}
 		pthread_mutex_unlock(&fs->nodes_lock);
-		if (any && !q->running) {
-			/* no flusher to send them (stopped): not waited for */
+		if (any && (!q->running || q->retries != retries0)) {
+			/* no flusher to send them (stopped), or the sandbox
+			 * cannot be reached: they stay queued, not waited for */
 			pthread_mutex_unlock(&q->lock);
-			return -EIO;
+			return -EAGAIN;
 		}
 		if (any) {
 			pthread_cond_broadcast(&q->cond);
@@ -536,9 +620,10 @@ int mbfs_wbq_sync(struct mbfs *fs)
 	struct mbfs_wbq *q = fs->wbq;
 	if (!q)
 		return 0;
-	mbfs_wbq_flush(fs, NULL, 0);
+	int frc = mbfs_wbq_flush(fs, NULL, 0);
 	pthread_mutex_lock(&q->lock);
-	int rc = q->failed_files != q->failed_reported ? -EIO : 0;
+	int rc = q->failed_files != q->failed_reported || frc == -EAGAIN
+		 ? -EIO : 0;
 	q->failed_reported = q->failed_files;
 	pthread_mutex_unlock(&q->lock);
 	return rc;
@@ -583,12 +668,14 @@ char *mbfs_wbq_json(struct mbfs *fs)
 		     ",\"uploadingBytes\":%" PRIu64 ",\"uploadingSentBytes\":%" PRIu64
 		     ",\"sentFiles\":%" PRIu64 ",\"sentBatches\":%" PRIu64
 		     ",\"sentBytes\":%" PRIu64 ",\"failedFiles\":%" PRIu64
+		     ",\"waiting\":%s,\"retries\":%" PRIu64
 		     ",\"lastError\":\"%s\"}",
 		     q->queued + q->inflight - dirs + q->up_files, mkdirs,
 		     q->queued_bytes + q->inflight_bytes + q->up_bytes - up_sent,
 		     q->inflight - dirs_inflight, q->up_files, q->up_bytes, up_sent,
 		     q->sent_files, q->sent_batches, q->sent_bytes,
-		     q->failed_files, esc) < 0)
+		     q->failed_files, q->retry_at ? "true" : "false",
+		     q->retries, esc) < 0)
 		s = NULL;
 	pthread_mutex_unlock(&q->lock);
 	return s;

@@ -109,6 +109,8 @@ bool mbfs_wbq_dir_mode(struct mbfs *fs, const char *path, unsigned perm);
  * queued. */
 int mbfs_wbq_need_dir(struct mbfs *fs, const char *path);
 
+/* Is n in the queue (queued, or in a batch being sent)? */
+bool mbfs_wbq_holds(struct mbfs *fs, const struct mbfs_node *n);
 /* n is queued and its batch not formed yet (nodes_lock may be held). */
 bool mbfs_wbq_queued(struct mbfs *fs, const struct mbfs_node *n);
 /* n is in a batch being sent. */
@@ -117,12 +119,15 @@ bool mbfs_wbq_busy(struct mbfs *fs, const struct mbfs_node *n);
 void mbfs_wbq_wait_idle(struct mbfs *fs, const struct mbfs_node *n);
 
 /* Send n now if queued, and wait until it is neither queued nor in
- * flight. Its outcome is in the node (kept on failure). */
+ * flight, or a try could not reach the sandbox (it stays queued, see
+ * mbfs_wbq_holds). Its outcome is in the node (kept on failure). */
 void mbfs_wbq_flush_node(struct mbfs *fs, struct mbfs_node *n);
 
 /* The same for every queued file that `which` (MBFS_BATCH_SELF, _BELOW,
  * _PARENT, _CHILDREN of batch.h) selects relative to path, and every
- * queued mkdir at or above path. 0, or -EIO when one of them failed. */
+ * queued mkdir at or above path. 0, -EIO when one of them failed, or
+ * -EAGAIN when a try could not reach the sandbox (they stay queued and
+ * go, in order, when it answers). */
 int mbfs_wbq_flush(struct mbfs *fs, const char *path, unsigned which);
 
 /* Wait until no batch is in flight: before a change on the guest that a

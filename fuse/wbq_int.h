@@ -48,6 +48,10 @@ struct mbfs_wbq {
 	uint64_t sent_files, sent_batches, sent_bytes, failed_files;
 	uint64_t failed_reported;  /* failed_files at the last sync */
 	char last_error[256];
+	/* disconnected: batches that could not reach the sandbox go again
+	 * (wbq.c, retry_later); retries counts them since mount */
+	uint64_t retries, retry_at;   /* retry_at: ms, 0 when connected */
+	unsigned retry_streak;        /* failed tries in a row */
 	/* uploads on their own, running now (wbq_up.c) */
 	size_t up_files;
 	uint64_t up_bytes;
