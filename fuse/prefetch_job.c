@@ -28,9 +28,6 @@
 #include "fuse/xfer_int.h"
 #include "fuse/prefetch_int.h"
 
-#define EXEC_TIMEOUT_MS 50000L
-
-
 static int unpack_one(void *ud, const struct mbfs_tar_member *m)
 {
 	struct job *j = ud;
@@ -157,7 +154,7 @@ static int pack(struct job *j, struct mb_err *err)
 		mb_err_set(err, -rc, "command too long");
 	} else {
 		j->pieces.note = mbfs_xfer_note_dir(fs, j->pieces.dir);
-		rc = mbfs_exec(fs, b.data, EXEC_TIMEOUT_MS, &res, err);
+		rc = mbfs_exec(fs, b.data, MBFS_EXEC_TIMEOUT_MS, &res, err);
 	}
 	mb_buf_release(&b);
 	if (rc) {

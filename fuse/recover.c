@@ -23,8 +23,6 @@
 #include "fuse/wbq.h"
 #include "fuse/xfer.h"
 
-#define EXEC_TIMEOUT_MS 50000L
-
 struct replay {
 	struct mbfs *fs;
 	unsigned uploaded, kept, left;
@@ -258,7 +256,7 @@ static enum mbfs_jact on_staged(void *ud, const struct mbfs_jrec *owner,
 		n++;
 	}
 	if (!rc && n && !(rc = mbfs_sh_body(&b, mbfs_sh_unstage)))
-		rc = mbfs_exec_simple(fs, b.data, EXEC_TIMEOUT_MS);
+		rc = mbfs_exec_simple(fs, b.data, MBFS_EXEC_TIMEOUT_MS);
 	mb_buf_release(&b);
 	if (rc)
 		mb_log(MB_LOG_WARN, "cannot remove the staging an earlier mount "

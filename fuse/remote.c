@@ -19,7 +19,6 @@
 #include "fuse/remote.h"
 #include "fuse/report.h"
 
-#define EXEC_TIMEOUT_MS 50000L
 #define STATFS_TTL_MS 5000
 
 int mbfs_remote_path(const struct mbfs *fs, const char *path, char *out)
@@ -257,7 +256,7 @@ int mbfs_remote_sha256(struct mbfs *fs, const char *rpath, char hex[65])
 	}
 	struct mb_exec_result res;
 	struct mb_err err;
-	rc = mbfs_exec(fs, b.data, EXEC_TIMEOUT_MS, &res, &err);
+	rc = mbfs_exec(fs, b.data, MBFS_EXEC_TIMEOUT_MS, &res, &err);
 	mb_buf_release(&b);
 	if (rc)
 		return mbfs_fail(fs, rc, &err);
@@ -299,7 +298,7 @@ static int run_ns(struct mbfs *fs, const char *what, const char *op,
 	}
 	struct mb_exec_result res;
 	struct mb_err err;
-	rc = mbfs_exec(fs, b.data, EXEC_TIMEOUT_MS, &res, &err);
+	rc = mbfs_exec(fs, b.data, MBFS_EXEC_TIMEOUT_MS, &res, &err);
 	mb_buf_release(&b);
 	if (rc) {
 		if (err.ambiguous && !mb_err_is_stopped(&err) && o &&
@@ -466,7 +465,7 @@ int mbfs_remote_statfs(struct mbfs *fs, struct statvfs *out)
 	}
 	struct mb_exec_result res;
 	struct mb_err err;
-	rc = mbfs_exec(fs, b.data, EXEC_TIMEOUT_MS, &res, &err);
+	rc = mbfs_exec(fs, b.data, MBFS_EXEC_TIMEOUT_MS, &res, &err);
 	mb_buf_release(&b);
 	if (rc)
 		return mbfs_fail(fs, rc, &err);

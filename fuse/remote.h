@@ -47,6 +47,11 @@ int mbfs_sh_body(struct mb_buf *b, const char *script);
 int mbfs_sh_cmd(struct mb_buf *b, const char *script,
 		const char *const *argv, size_t argc);
 
+/* How long a guest command of ours may run (its timeoutMs): under the
+ * service's 60 s foreground cap (MB_MAX_EXEC_TIMEOUT_MS), with room for
+ * the answer to come back before the request's own deadline. */
+#define MBFS_EXEC_TIMEOUT_MS 50000L
+
 /* Run cmd on the guest (exec.c). 0 with *res filled (the caller releases
  * it), even for a non-zero exit; -errno when the request itself failed (err
  * filled, err->ambiguous says whether it may have run). A command whose

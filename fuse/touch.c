@@ -15,7 +15,6 @@
 #include "fuse/remote.h"
 #include "fuse/touch.h"
 
-#define EXEC_TIMEOUT_MS 50000L
 /* how fuse/guest/touch.sh reports a group it could not touch */
 #define FAIL_MARK "!mbfs-touch-failed "
 /* the most a group's arguments other than its paths and marks take:
@@ -71,7 +70,7 @@ static void run_script(struct mbfs *fs, const char *script, struct mbfs_touch **
 {
 	struct mb_exec_result res;
 	struct mb_err err;
-	int rc = mbfs_exec(fs, script, EXEC_TIMEOUT_MS, &res, &err);
+	int rc = mbfs_exec(fs, script, MBFS_EXEC_TIMEOUT_MS, &res, &err);
 	if (rc) {
 		rc = mbfs_fail(fs, rc, &err);
 		snprintf(why, whysz, "%.200s", err.msg[0] ? err.msg : strerror(-rc));

@@ -25,7 +25,6 @@
  * exists until the unmount removes it, so a killed mount's goes at the
  * next mount (recover.c). */
 #define STAGE_PREFIX "/tmp/.mbfs-wb-"
-#define EXEC_TIMEOUT_MS 50000L
 #define APPLY_STAGE_SWAPPED 5   /* apply.sh: the batch directory is not ours */
 #define TAR_BLOCK 512u
 #define NAME_MAX_TAR 99u
@@ -394,7 +393,7 @@ static int apply(struct send *s, struct mbfs_wbfile *v, const size_t *order,
 	struct mb_exec_result res;
 	for (unsigned tries = 0;;) {
 		/* repeatable: a rerun prints the first run's report */
-		rc = mbfs_exec(s->fs, b.data, EXEC_TIMEOUT_MS, &res, err);
+		rc = mbfs_exec(s->fs, b.data, MBFS_EXEC_TIMEOUT_MS, &res, err);
 		if (rc == 0 || !again(s, err, &tries))
 			break;
 	}

@@ -22,8 +22,6 @@
 #include "fuse/xfer_fetch.h"
 #include "fuse/xfer_int.h"
 
-#define EXEC_TIMEOUT_MS 50000L
-
 /* A cut is an exec, tens of ms besides the copy, and takes one of the
  * sandbox's 4 operation slots from the GETs: the first round (with the
  * file's size) cuts a few pieces so that the GETs start early, later rounds
@@ -111,12 +109,12 @@ static int run_cut(struct mbfs *fs, const char *src, const char *dir,
 		mb_buf_release(&b);
 		return mb_err_set(err, -rc, "command too long");
 	}
-	rc = mbfs_exec(fs, b.data, EXEC_TIMEOUT_MS, res, err);
+	rc = mbfs_exec(fs, b.data, MBFS_EXEC_TIMEOUT_MS, res, err);
 	/* a later round only cuts and removes again what it did before: when
 	 * the request failed, once more */
 	if (rc && first && !mb_err_is_stopped(err)) {
 		mb_err_clear(err);
-		rc = mbfs_exec(fs, b.data, EXEC_TIMEOUT_MS, res, err);
+		rc = mbfs_exec(fs, b.data, MBFS_EXEC_TIMEOUT_MS, res, err);
 	}
 	mb_buf_release(&b);
 	if (rc)

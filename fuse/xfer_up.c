@@ -21,7 +21,6 @@
 #include "fuse/xfer.h"
 #include "fuse/xfer_int.h"
 
-#define EXEC_TIMEOUT_MS 50000L
 #define CLEANUP_MS 10000u   /* removing staging after a failure, at most */
 /* A round (an exec placing PUT parts in the joined file) costs an exec and
  * one of the four operations the PUTs share: only for this many parts
@@ -198,7 +197,7 @@ static int join_once(struct up *u, size_t from, size_t to, bool last,
 	}
 	struct mb_exec_result res;
 	bound(u);
-	rc = mbfs_exec(u->fs, b.data, EXEC_TIMEOUT_MS, &res, err);
+	rc = mbfs_exec(u->fs, b.data, MBFS_EXEC_TIMEOUT_MS, &res, err);
 	mb_buf_release(&b);
 	if (rc)
 		return rc;
@@ -532,7 +531,7 @@ void mbfs_xfer_sweep(struct mbfs *fs)
 	mb_buf_init(&b, MB_MAX_FILE_BYTES);
 	int rc = mbfs_sh_cmd(&b, mbfs_sh_unstage, (const char *const *)paths, n);
 	if (!rc)
-		rc = mbfs_exec_simple(fs, b.data, EXEC_TIMEOUT_MS);
+		rc = mbfs_exec_simple(fs, b.data, MBFS_EXEC_TIMEOUT_MS);
 	mb_buf_release(&b);
 	for (size_t i = 0; i < nids; i++) {
 		if (rc)
