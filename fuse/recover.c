@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,12 +16,14 @@
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "fuse/fdio.h"
 #include "fuse/guest_sh.h"
 #include "fuse/journal.h"
 #include "fuse/mbfs.h"
 #include "fuse/recover.h"
 #include "fuse/remote.h"
 #include "fuse/wbq.h"
+#include "fuse/wbsend.h"
 #include "fuse/xfer.h"
 
 struct replay {
@@ -55,7 +58,7 @@ static enum mbfs_jact keep(struct replay *x, const char *local,
  * 1 yes, 0 no (*why says how it differs), -errno when the guest could not
  * tell. */
 static int still_base(struct mbfs *fs, const struct mbfs_jrec *r,
-		      const char **why, char *buf, size_t n)
+		      const char **why, char *buf, size_t n, unsigned *mode)
 {
 	struct mb_entry e;
 	struct mb_err err;
@@ -72,6 +75,7 @@ static int still_base(struct mbfs *fs, const struct mbfs_jrec *r,
 	}
 	int ok = 0;
 	char sha[65];
+	*mode = e.mode & 07777;
 	if (r->fresh)
 		*why = "a file of that name was made on the sandbox since";
 	else if (e.type != MB_FT_FILE)
@@ -135,9 +139,50 @@ static int make_parents(struct mbfs *fs, const char *rpath)
 	return rc;
 }
 
-/* Upload local as r says; 0 or -errno with err. */
+/* r's guest path as a path of this mount, into rel; false when it is
+ * outside this mount's directory (a mount of another one left it). */
+static bool mount_path(const struct mbfs *fs, const char *rpath,
+		       char rel[MB_PATH_MAX])
+{
+	size_t rl = strlen(fs->root);
+	if (strncmp(rpath, fs->root, rl) != 0 || rpath[rl] != '/')
+		return false;
+	snprintf(rel, MB_PATH_MAX, "%s", rpath + rl);
+	return true;
+}
+
+/* A small file as a batch of one (wbsend.h): it gets its mode and the
+ * time the working copy kept (wbnode.c), as it would have in its batch,
+ * and lands only where no directory on its way is a symlink. */
+static int send_small(struct mbfs *fs, int fd, const struct stat *st,
+		      const char *rel, unsigned mode, struct mb_err *err)
+{
+	struct mbfs_wbfile f;
+	memset(&f, 0, sizeof(f));
+	f.path = strdup(rel);
+	f.len = (size_t)st->st_size;
+	f.data = malloc(f.len ? f.len : 1);
+	f.mode = mode;
+	f.mtime = st->st_mtim;
+	int rc = f.path && f.data ? mbfs_pread_all(fd, f.data, f.len, 0)
+				  : -ENOMEM;
+	if (rc)
+		mb_err_set(err, -rc, "cannot read the copy of '%s': %s", rel,
+			   strerror(-rc));
+	else if (!(rc = mbfs_wbsend(fs, &f, 1, NULL, 0, err)) && f.rc)
+		/* apply.sh's word for a directory not there (yet) */
+		rc = mb_err_set(err, strstr(f.why, "no such directory")
+				? ENOENT : -f.rc, "%s",
+				f.why[0] ? f.why : strerror(-f.rc));
+	free(f.path);
+	free(f.data);
+	return rc;
+}
+
+/* Upload local as r says (gmode: the mode of the guest's file it
+ * replaces); 0 or -errno with err. */
 static int upload(struct mbfs *fs, const char *local,
-		  const struct mbfs_jrec *r, struct mb_err *err)
+		  const struct mbfs_jrec *r, unsigned gmode, struct mb_err *err)
 {
 	struct stat st;
 	int fd = open(local, O_RDONLY | O_CLOEXEC);
@@ -148,14 +193,28 @@ static int upload(struct mbfs *fs, const char *local,
 		return mb_err_set(err, e, "cannot read '%s': %s", local,
 				  strerror(e));
 	}
-	/* a new file is 0600 on the guest: give it the asked mode */
-	unsigned mode = r->fresh && (r->mode & 0777) != 0600 ? r->mode & 0777 : 0;
-	int rc = mbfs_xfer_put(fs, r->rpath, fd, (uint64_t)st.st_size, &mode,
-			       NULL, err);
-	if (rc == -ENOENT && r->fresh && make_parents(fs, r->rpath) == 0) {
-		mb_err_clear(err);
+	char rel[MB_PATH_MAX];
+	int rc;
+	unsigned mode;
+	if ((uint64_t)st.st_size <= MBFS_CHUNK && mount_path(fs, r->rpath, rel) &&
+	    mbfs_wbsend_fits(rel)) {
+		mode = r->fresh ? r->mode & 07777 : gmode;
+		rc = send_small(fs, fd, &st, rel, mode, err);
+		if (rc == -ENOENT && r->fresh && make_parents(fs, r->rpath) == 0) {
+			mb_err_clear(err);
+			rc = send_small(fs, fd, &st, rel, mode, err);
+		}
+		mode = 0;   /* the batch gave it */
+	} else {
+		/* a new file is 0600 on the guest: give it the asked mode */
+		mode = r->fresh && (r->mode & 0777) != 0600 ? r->mode & 0777 : 0;
 		rc = mbfs_xfer_put(fs, r->rpath, fd, (uint64_t)st.st_size,
 				   &mode, NULL, err);
+		if (rc == -ENOENT && r->fresh && make_parents(fs, r->rpath) == 0) {
+			mb_err_clear(err);
+			rc = mbfs_xfer_put(fs, r->rpath, fd, (uint64_t)st.st_size,
+					   &mode, NULL, err);
+		}
 	}
 	close(fd);
 	if (rc == 0 && mode) {   /* one PUT: a chmod after */
@@ -187,7 +246,8 @@ static enum mbfs_jact on_dirty(void *ud, const char *local,
 	}
 	const char *differs = "";
 	char msg[512];
-	int rc = still_base(fs, r, &differs, msg, sizeof(msg));
+	unsigned gmode = 0644;
+	int rc = still_base(fs, r, &differs, msg, sizeof(msg), &gmode);
 	if (rc < 0) {
 		mb_log(MB_LOG_WARN, "'%s' was written before mbfs stopped and not "
 		       "uploaded; the sandbox could not be asked (%s): it is "
@@ -205,7 +265,7 @@ static enum mbfs_jact on_dirty(void *ud, const char *local,
 		return keep(x, local, r->rpath, differs);
 	struct mb_err err;
 	mb_err_clear(&err);
-	if (upload(fs, local, r, &err)) {
+	if (upload(fs, local, r, gmode, &err)) {
 		snprintf(why, sizeof(why), "the upload failed: %.100s", err.msg);
 		return keep(x, local, r->rpath, why);
 	}

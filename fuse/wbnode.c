@@ -23,6 +23,16 @@
 #include "fuse/wbsend.h"
 #include "fuse/xfer_int.h"
 
+/* The working copy carries the file's mtime, so that a replay after a
+ * crash gives the file its time (recover.c). nodes_lock held. */
+static void stamp_locked(const struct mbfs_node *n)
+{
+	const struct timespec tv[2] = { { 0, UTIME_OMIT }, n->mtime };
+	if (n->fd >= 0 && futimens(n->fd, tv))
+		mb_log(MB_LOG_DEBUG, "cannot set the time of the copy of '%s': "
+		       "%s", n->path, strerror(errno));
+}
+
 int mbfs_node_close(struct mbfs *fs, struct mbfs_node *n)
 {
 	if (!fs->sync_close) {
@@ -31,6 +41,8 @@ int mbfs_node_close(struct mbfs *fs, struct mbfs_node *n)
 		bool kept = n->kept_any && n->kept_version == n->version;
 		uint64_t size = n->size;
 		bool fits = mbfs_wbsend_fits(n->path);
+		if (dirty)
+			stamp_locked(n);
 		pthread_mutex_unlock(&fs->nodes_lock);
 		if (!dirty)
 			return 0;
@@ -192,6 +204,7 @@ int mbfs_node_wb_retime(struct mbfs *fs, const char *path,
 		if (mtime->tv_nsec == UTIME_NOW)
 			clock_gettime(CLOCK_REALTIME, &n->mtime);
 		n->times_version = n->version;
+		stamp_locked(n);
 	}
 	pthread_mutex_unlock(&fs->nodes_lock);
 	return take;

@@ -401,10 +401,9 @@ void mbfs_wbq_stop(struct mbfs *fs)
 	q->stop = true;
 	pthread_cond_broadcast(&q->cond);
 	pthread_mutex_unlock(&q->lock);
-	if (running) {
+	if (running)
 		pthread_join(q->thread, NULL);
-		mbfs_wbsend_finish(fs);
-	}
+	mbfs_wbsend_finish(fs);   /* a recovery's batches too (recover.c) */
 	pthread_mutex_lock(&q->lock);
 	q->running = false;
 	pthread_mutex_unlock(&q->lock);

@@ -398,3 +398,41 @@ def test_a_removed_file_does_not_come_back(service, container, wb, wait):
     p = mbtest.run_mbexec(service, ["ls", "-A"], cwd=d)
     assert p.returncode == 0 and p.stdout == b"", p
     assert os.listdir(d) == []
+
+
+def test_file_times_survive_kill9(service, container, need_fuse, tmp_path):
+    """Queued files, some with times set (tar, cp -p), then kill -9: the
+    next mount gives each its time on the sandbox, to the nanosecond, and
+    its mode."""
+    cache = str(tmp_path / "cache")
+    name = unique("crash-times")
+    service.fault(route=PUT, count=100000, match="wb-", status=503, error="files_unavailable")
+    m = mbtest.Mount(service, container, options=["cache_dir=" + cache], writeback=True)
+    want = {}
+    try:
+        d = m.path(name)
+        os.mkdir(d)
+        for i in range(6):
+            f = os.path.join(d, "f%d" % i)
+            write_file(f, b"timed %d\n" % i)
+            if i % 2:
+                os.utime(f, ns=(1500000000 * 10**9, (1500000000 + i) * 10**9 + 123456789))
+        os.chmod(os.path.join(d, "f3"), 0o751)
+        for i in range(6):
+            st = os.stat(os.path.join(d, "f%d" % i))
+            want["f%d" % i] = (st.st_mtime_ns, "%o" % (st.st_mode & 0o7777))
+    finally:
+        m.proc.send_signal(signal.SIGKILL)
+        m.proc.wait(30)
+        subprocess.run(["fusermount3", "-uz", m.mountpoint], capture_output=True)
+        m.unmount()
+        service.clear_faults()
+    m2 = mbtest.Mount(service, container, options=["cache_dir=" + cache], writeback=True)
+    finish(m2)
+    out = sh(service, container, "cd /workspace/%s && find . -type f -printf '%%f %%T@ %%m\\n'" % name)
+    got = {}
+    for line in out.splitlines():
+        n, t, mode = line.split()
+        sec, frac = t.split(".")
+        got[n] = (int(sec) * 10**9 + int(frac[:9].ljust(9, "0")), mode)
+    assert got == want
