@@ -83,12 +83,11 @@ int mbfs_node_wb_take(struct mbfs *fs, struct mbfs_node *n,
 	if (size > MBFS_WBQ_FILE_MAX || !mbfs_wbsend_fits(path) ||
 	    mbfs_check_alive(fs))
 		goto out;
-	if (!fresh) {
-		/* the mode of the file it replaces, as a PUT keeps it */
-		struct stat st;
-		mode = mbfs_cache_getattr(fs, path, &st) == 0 &&
-		       S_ISREG(st.st_mode) ? st.st_mode & 07777 : 0600;
-	}
+	struct stat st;
+	bool known = !fresh && mbfs_cache_getattr(fs, path, &st) == 0 &&
+		     S_ISREG(st.st_mode);
+	if (!fresh)   /* the mode of the file it replaces, as a PUT keeps it */
+		mode = known ? st.st_mode & 07777 : 0600;
 	char *data = malloc(size ? size : 1);
 	if (!data || mbfs_pread_all(n->fd, data, size, 0) ||
 	    !(f->path = strdup(path))) {
@@ -99,6 +98,21 @@ int mbfs_node_wb_take(struct mbfs *fs, struct mbfs_node *n,
 	f->len = size;
 	f->mode = mode;
 	f->mtime = mtime;
+	/* made on the guest meanwhile, or changed there since the copy was
+	 * read: the guest's stays and this one is kept (a conflict) */
+	pthread_mutex_lock(&fs->nodes_lock);
+	if (n->fresh && !n->replaces) {
+		f->base = MBFS_BASE_ABSENT;
+	} else if (!n->fresh && n->base_known) {
+		f->base = MBFS_BASE_STAT;
+		f->base_size = n->base_size;
+		f->base_mtime = n->base_mtime;
+	} else if (known) {   /* emptied at open (O_TRUNC): what was known */
+		f->base = MBFS_BASE_STAT;
+		f->base_size = (uint64_t)st.st_size;
+		f->base_mtime = st.st_mtim.tv_sec;
+	}
+	pthread_mutex_unlock(&fs->nodes_lock);
 	f->tag = version;
 	rc = 1;
 out:

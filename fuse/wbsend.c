@@ -215,6 +215,12 @@ static int build(struct mbfs *fs, struct mbfs_wbfile *v, const size_t *order,
 				rc = mb_buf_appendf(&list, "d%s\n",
 						    strcmp(rdir, "/") ? rdir : "");
 		}
+		if (!rc && f->base == MBFS_BASE_ABSENT)
+			rc = mb_buf_appendf(&list, "b-\n");
+		else if (!rc && f->base == MBFS_BASE_STAT)
+			rc = mb_buf_appendf(&list, "b%" PRIu64 " %lld\n",
+					    f->base_size,
+					    (long long)f->base_mtime);
 		if (!rc)
 			rc = mb_buf_appendf(&list, "f%s\n", f->path + dl + 1);
 	}

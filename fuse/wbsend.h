@@ -37,6 +37,11 @@ struct mbfs_wbfile {
 	size_t len;
 	unsigned mode;       /* permission bits it gets */
 	struct timespec mtime;   /* exact: it travels in a pax record */
+	/* what the guest's file must still be for this one to replace it
+	 * (else it is a conflict: the guest's stays, this one fails) */
+	enum { MBFS_BASE_ANY, MBFS_BASE_ABSENT, MBFS_BASE_STAT } base;
+	uint64_t base_size;      /* STAT: its size and whole-second mtime */
+	time_t base_mtime;
 	uint64_t tag;        /* the caller's (not sent) */
 	int rc;              /* 0: in place; else -errno */
 	char why[160];       /* for a failure: what the guest said */

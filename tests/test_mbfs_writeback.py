@@ -436,3 +436,30 @@ def test_file_times_survive_kill9(service, container, need_fuse, tmp_path):
         sec, frac = t.split(".")
         got[n] = (int(sec) * 10**9 + int(frac[:9].ljust(9, "0")), mode)
     assert got == want
+
+
+@pytest.mark.parametrize("case", ["changed", "made"])
+def test_a_sandbox_change_to_a_queued_file_is_kept_and_reported(service, container, wb, case):
+    """A file changed (or made) on the sandbox after the mount's close and
+    before its batch lands: the sandbox's version stays, the mount's goes
+    to kept/, and the next sync and --status say so."""
+    d = wb.path(unique("conflict"))
+    os.mkdir(d)
+    rel = "/workspace/" + os.path.relpath(d, wb.mountpoint)
+    f = os.path.join(d, "f")
+    if case == "changed":
+        write_file(f, b"base\n")
+    assert status(wb, "--wait").returncode == 0
+    hold_writeback(service, wb, d)
+    write_file(f, b"the mount's version\n")
+    sh(service, container, "echo 'the sandbox version, meanwhile' > %s/f" % rel)
+    r = status(wb, "--wait")
+    assert r.returncode == 1, r
+    assert sh(service, container, "cat %s/f" % rel) == "the sandbox version, meanwhile\n"
+    doc = control(wb)
+    assert [k["path"] for k in doc["kept"]] == [rel + "/f"], doc
+    lines = [l for l in wb.log().splitlines() if "conflict" in l and rel + "/f" in l]
+    assert lines, wb.log()[-2000:]
+    kept = re.findall(r"data kept in (\S+)", lines[0])
+    assert kept and read_file(kept[0]) == b"the mount's version\n"
+    assert kept[0] in r.stdout

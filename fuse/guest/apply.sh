@@ -12,7 +12,11 @@
 # by a directory) fails that line. Then a line "dDIR" (an absolute guest
 # directory; "d" alone is /) opens group G (0, 1, ... in list order),
 # followed by a line "fNAME" for each file of the group, NAME a file name
-# in DIR (never a '/' or a newline), by a line "tTIME": give DIR the
+# in DIR (never a '/' or a newline), maybe after a line "bBASE" that says
+# what DIR/NAME must still be for the file to replace it: "-" (nothing
+# there) or "SIZE MTIME" (bytes and whole seconds); otherwise it is a
+# conflict: the sandbox's file stays and this one is reported. Or by a
+# line "tTIME": give DIR the
 # modification time TIME (a touch -d value), or by a line "cMODE": give DIR
 # the mode MODE, each after the files before it are in place (their
 # renames moved the time). A time or a mode that cannot be set is left
@@ -27,6 +31,7 @@
 # a directory or a symlink, or a DIR that is gone, fails that file alone.
 #
 # Prints "y I WHY" for each directory I (0-based, in list order) not made,
+# "x I conflict: ..." for each file whose base did not hold,
 # "x I WHY" for each file I not put in place, then "ok COUNT" (the files). The report is left in PARTS.done too: a rerun
 # with the same arguments (mbfs lost the answer) prints it again and
 # applies nothing twice. PREV ("-" for none) is the report of an earlier
@@ -156,26 +161,45 @@ mkdirs() {
 # $sd/pairs (source, target, NUL-ended); without it, one mv per directory,
 # its files piled up in "$@". Both are a rename(2) each. A rename that
 # fails leaves its file staged, which the report says.
+# Each pair carries the file's base ("" for none): a target that no
+# longer matches it is not replaced, and its staged name goes to
+# $sd/conflicts (one a line) for the report.
+: >"$sd/conflicts"
 byperl=
 if command -v perl >/dev/null 2>&1; then
 	byperl=1
 	exec 3>"$sd/pairs"
 	renames() {
 		exec 3>&-
-		perl -0 -e 'while (defined(my $s = <STDIN>)) {
-			my $t = <STDIN>; chomp($s, $t); rename($s, $t);
-		}' <"$sd/pairs"
+		perl -0 -e 'open(my $c, ">>", $ARGV[0]) or die;
+		while (defined(my $s = <STDIN>)) {
+			my $t = <STDIN>; my $b = <STDIN>; chomp($s, $t, $b);
+			my @st = lstat($t);
+			my $now = @st ? "$st[7] $st[9]" : "-";
+			if ($b ne "" && $b ne $now) { print $c "$s\n"; next; }
+			rename($s, $t);
+		}' "$sd/conflicts" <"$sd/pairs"
 		exec 3>"$sd/pairs"
 	}
 else
 	renames() { :; }
 fi
+# Without perl: does DIR/NAME ($1) still match base?
+based() {
+	[ -n "$base" ] || return 0
+	if [ "$base" = - ]; then
+		! [ -e "$1" ] && ! [ -L "$1" ]
+		return
+	fi
+	[ "$(stat -c '%s %Y' -- "$1" 2>/dev/null)" = "$base" ]
+}
 set --
 g=-1
 dir=/
 why=
 mi=0
 mmode=
+base=
 while IFS= read -r l; do
 	k=${l%"${l#?}"} v=${l#?}
 	if [ "$k" != m ] && [ -n "$pend" ]; then
@@ -223,13 +247,19 @@ while IFS= read -r l; do
 		set --
 		renames
 		[ -n "$why" ] || touch -c -m -d "$v" -- "$dir" 2>/dev/null || :
+	elif [ "$k" = b ]; then
+		base=$v
+		continue
 	elif [ -z "$why" ] && ! [ -L "$dir/$v" ] && ! [ -d "$dir/$v" ]; then
 		if [ -n "$byperl" ]; then
-			printf '%s\0%s\0' "$sd/$g/$v" "$dir/$v" >&3
-		else
+			printf '%s\0%s\0%s\0' "$sd/$g/$v" "$dir/$v" "$base" >&3
+		elif based "$dir/$v"; then
 			set -- "$@" "$sd/$g/$v"
+		else
+			printf '%s\n' "$sd/$g/$v" >>"$sd/conflicts"
 		fi
 	fi
+	base=
 done <"$sd/list"
 if [ -n "$pend" ]; then
 	mkdirs "$@"
@@ -251,12 +281,15 @@ g=-1
 			refusal
 			continue
 		fi
-		case $k in [mtc]) continue ;; esac
+		case $k in [mtcb]) continue ;; esac
 		i=$((i + 1))
 		s=$sd/$g/$v
 		[ -e "$s" ] || [ -L "$s" ] || continue
 		if [ -n "$why" ]; then
 			echo "x $i $why"
+		elif grep -Fxq -- "$s" "$sd/conflicts"; then
+			echo "x $i conflict: the file changed on the sandbox since" \
+				"the mount's copy was made"
 		elif [ -L "$dir/$v" ] || [ -d "$dir/$v" ]; then
 			echo "x $i not a regular file"
 		else
