@@ -217,10 +217,8 @@ int mbfs_node_unlink_new(struct mbfs *fs, const char *path)
 }
 
 /* May path `to` take a file renamed from a fresh node? 0 or -errno, from
- * what the mount knows (caches, nodes), as a create checks; *occupied:
- * something is there (on the guest, or on its way) that it replaces. */
-static int can_take(struct mbfs *fs, const char *to, unsigned flags,
-		    bool *occupied)
+ * what the mount knows (caches, nodes), as a create checks. */
+static int can_take(struct mbfs *fs, const char *to, unsigned flags)
 {
 	pthread_mutex_lock(&fs->nodes_lock);
 	struct mbfs_node *o = mbfs_node_find_shared(fs, to);
@@ -228,7 +226,6 @@ static int can_take(struct mbfs *fs, const char *to, unsigned flags,
 	pthread_mutex_unlock(&fs->nodes_lock);
 	struct stat st;
 	int rc = here ? 0 : mbfs_cache_getattr(fs, to, &st);
-	*occupied = rc == 0;
 	if (rc == 0 && (flags & RENAME_NOREPLACE))
 		return -EEXIST;
 	if (rc == 0 && !here && S_ISDIR(st.st_mode))
@@ -251,13 +248,15 @@ int mbfs_node_rename_new(struct mbfs *fs, const char *from, const char *to,
 	struct mbfs_node *n = lock_fresh(fs, from);
 	if (!n)
 		return 0;
-	bool occupied = false;
-	*rc = can_take(fs, to, flags, &occupied);
+	*rc = can_take(fs, to, flags);
 	if (!*rc) {
-		/* removed before it travels, it still has to remove what it
-		 * replaced (unlink_new) */
+		/* a rename replaces what is there, which the mount may not
+		 * see (a file open there and hidden keeps its guest name until
+		 * this rename replaces it, hidden.h): its batch does not ask
+		 * for the name to be free, and removed before it travels, it
+		 * still removes the name on the guest (unlink_new) */
 		pthread_mutex_lock(&fs->nodes_lock);
-		n->replaces = n->replaces || occupied;
+		n->replaces = true;
 		pthread_mutex_unlock(&fs->nodes_lock);
 		/* nothing of it is on the guest: the rename is ours alone,
 		 * and its batch puts it under the new name (over what is
@@ -383,8 +382,7 @@ int mbfs_node_link_new(struct mbfs *fs, const char *from, const char *to,
 		 * name is a copy that travels in a batch too (git's objects:
 		 * written as a temporary, linked into place, the temporary
 		 * removed, which then never travels) */
-		bool occupied;   /* then EEXIST */
-		*rc = can_take(fs, to, RENAME_NOREPLACE, &occupied);
+		*rc = can_take(fs, to, RENAME_NOREPLACE);
 		if (!*rc)
 			*rc = copy_new(fs, n, to);
 	}

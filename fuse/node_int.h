@@ -27,8 +27,8 @@ struct mbfs_node {
 	bool dirty;
 	bool fresh;            /* created here, not on the guest until its
 	                          upload (then dirty as well) */
-	bool replaces;         /* fresh, renamed over a file on the guest or
-	                          on its way there */
+	bool replaces;         /* fresh, renamed to its path: it replaces
+	                          whatever the guest has there */
 	unsigned mode;         /* fresh: the permission bits to give it */
 	uint64_t size;         /* local size once loaded */
 	struct timespec mtime; /* time of the last local change */

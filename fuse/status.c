@@ -70,6 +70,10 @@ static void print_text(const struct mbfs_status *f)
 	}
 	if (f->reported) {
 		print_pending(f);
+		if (f->waiting)
+			printf("waiting: the sandbox cannot be reached (%s); "
+			       "the pending changes go when it answers\n",
+			       f->last_error);
 		mbfs_status_human(f->sent_bytes, b, sizeof(b));
 		printf("sent:    %.0f file%s in %.0f batch%s (%s)\n",
 		       f->sent_files, plural(f->sent_files, "", "s"),
@@ -136,6 +140,8 @@ static void print_json(const struct mbfs_status *f, const char *error)
 	add_num(o, "sentBatches", r, f->sent_batches);
 	add_num(o, "sentBytes", r, f->sent_bytes);
 	add_num(o, "failedFiles", r, f->failed_files);
+	if (r)
+		cJSON_AddBoolToObject(o, "waiting", f->waiting);
 	add_str(o, "lastError", f->last_error);
 	cJSON *kept = f->kept ? cJSON_Duplicate(f->kept, true)
 			      : cJSON_CreateArray();

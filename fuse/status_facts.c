@@ -93,6 +93,7 @@ int mbfs_status_facts(const char *path, cJSON **doc, struct mbfs_status *f)
 	f->sent_batches = num(wb, "sentBatches");
 	f->sent_bytes = num(wb, "sentBytes");
 	f->failed_files = num(wb, "failedFiles");
+	f->waiting = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(wb, "waiting"));
 	f->last_error = mbfs_status_str(wb, "lastError");
 	f->kept = cJSON_IsArray(kept) ? kept : NULL;
 	*doc = d;

@@ -17,6 +17,7 @@ struct mbfs_status {
 	double pid;
 	bool stopped;              /* the generation is gone */
 	bool reported;             /* the mount reports write-back */
+	bool waiting;              /* its batches cannot reach the sandbox */
 	double pending_files, pending_dirs, pending_bytes;
 	double uploading_files, uploading_bytes, uploading_sent;
 	double sent_files, sent_batches, sent_bytes, failed_files;
