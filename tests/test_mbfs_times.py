@@ -4,6 +4,7 @@ older than what a build made from it earlier in that second), and the
 mount's own mtime does not step back once the sandbox has the file. So
 `mbexec make` right after an edit, and `touch` then make, rebuild."""
 import os
+import subprocess
 
 import mbtest
 from test_mbfs_helpers import sync, unique
@@ -67,3 +68,27 @@ def test_the_sandbox_has_the_mounts_mtime_to_the_nanosecond(service, container, 
     assert os.stat(f).st_mtime_ns == mine
     mbexec(service, d, "true")   # the command's invalidate: asked again
     assert os.stat(f).st_mtime_ns == mine
+
+
+def test_rsync_keeps_directory_and_file_times_on_the_sandbox(service, container, mount, tmp_path):
+    src = tmp_path / "src"
+    for i in range(20):
+        d = src / ("d%02d" % i)
+        (d / "sub").mkdir(parents=True)
+        for j in range(3):
+            (d / ("f%d" % j)).write_bytes(b"%d %d\n" % (i, j))
+            os.utime(d / ("f%d" % j), ns=(0, (1600002000 + i) * 10**9 + 5000 + j))
+        (d / "sub" / "g").write_bytes(b"g\n")
+        os.utime(d / "sub", ns=(0, (1600000000 + i) * 10**9 + 250000000))
+        os.utime(d, ns=(0, (1600001000 + i) * 10**9 + 750000000))
+    dst = mount.path(unique("rsync"))
+    subprocess.run(["rsync", "-a", str(src) + "/", dst + "/"], check=True)
+    sync(mount)
+    got = {}
+    for line in mbexec(service, dst, "find", ".", "-mindepth", "1", "-printf", "%p %T@\\n").splitlines():
+        p, t = line.rsplit(" ", 1)
+        sec, frac = t.split(".")
+        got[p[2:]] = int(sec) * 10**9 + int(frac[:9].ljust(9, "0"))
+    want = {os.path.relpath(os.path.join(dp, n), src): os.stat(os.path.join(dp, n)).st_mtime_ns
+            for dp, ds, fs in os.walk(src) for n in ds + fs}
+    assert got == want
