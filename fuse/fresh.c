@@ -249,6 +249,9 @@ int mbfs_node_rename_new(struct mbfs *fs, const char *from, const char *to,
 	if (!n)
 		return 0;
 	*rc = can_take(fs, to, flags);
+	pthread_mutex_lock(&fs->nodes_lock);
+	bool replaced = n->replaces;
+	pthread_mutex_unlock(&fs->nodes_lock);
 	if (!*rc) {
 		/* a rename replaces what is there, which the mount may not
 		 * see (a file open there and hidden keeps its guest name until
@@ -271,7 +274,7 @@ int mbfs_node_rename_new(struct mbfs *fs, const char *from, const char *to,
 	}
 	pthread_mutex_unlock(&n->lock);
 	mbfs_node_release(fs, n);
-	return 1;
+	return !*rc && replaced ? 2 : 1;
 }
 
 /* c (new, c->lock held) shares n's working file (n->lock held) through a

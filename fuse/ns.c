@@ -201,7 +201,22 @@ int mbfs_ns_rename(struct mbfs *fs, const char *from, const char *to,
 	if (rc)
 		return rc;
 	/* created here and still queued: renamed here, sent once */
-	if (mbfs_node_rename_new(fs, from, to, flags, &rc))
+	int fresh = mbfs_node_rename_new(fs, from, to, flags, &rc);
+	if (fresh == 2) {
+		/* it had replaced the guest's file at from, which goes now,
+		 * after any older copy of it lands */
+		mbfs_wbq_flush(fs, from, MBFS_BATCH_SELF);
+		bool sure;
+		rc = mbfs_remote_remove(fs, from, false, &sure);
+		if (rc == -ENOENT)
+			rc = 0;
+		if (rc)   /* the rename is done here: the stale name is logged */
+			mb_log(MB_LOG_WARN, "cannot remove '%s' on the sandbox "
+			       "after a file renamed over it moved on: %s", from,
+			       strerror(-rc));
+		return 0;
+	}
+	if (fresh)
 		return rc;
 	rc = mbfs_wbq_need_dir(fs, from);
 	if (!rc)

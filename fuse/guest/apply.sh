@@ -28,7 +28,8 @@
 # in the mounted directory, so on the files' filesystem; then each
 # group's files are renamed into DIR by one `mv -f` (rename(2)): a reader
 # sees the old file or the new one, never a part of it. A target that is
-# a directory or a symlink, or a DIR that is gone, fails that file alone.
+# a directory, or a DIR that is gone, fails that file alone; so does a
+# symlink target without perl (with it, the symlink itself is replaced).
 #
 # Prints "y I WHY" for each directory I (0-based, in list order) not made,
 # "x I conflict: ..." for each file whose base did not hold,
@@ -250,7 +251,10 @@ while IFS= read -r l; do
 	elif [ "$k" = b ]; then
 		base=$v
 		continue
-	elif [ -z "$why" ] && ! [ -L "$dir/$v" ] && ! [ -d "$dir/$v" ]; then
+	elif [ -z "$why" ] && { ! [ -d "$dir/$v" ] || [ -L "$dir/$v" ]; } &&
+		{ [ -n "$byperl" ] || ! [ -L "$dir/$v" ]; }; then
+		# perl's rename(2) replaces a symlink itself (a file renamed
+		# over one on the mount); mv into DIR would follow it
 		if [ -n "$byperl" ]; then
 			printf '%s\0%s\0%s\0' "$sd/$g/$v" "$dir/$v" "$base" >&3
 		elif based "$dir/$v"; then
