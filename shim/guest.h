@@ -15,6 +15,7 @@
  *   idle         seconds since the client's last poll or heartbeat, counted
  *                by the supervisor, which ends the command at `orphan`
  *   tty, ptypid  a pty run's terminal and the job leader in it
+ *   term         a pty run's TERM (the client's, as ssh passes it)
  * A finished run keeps its files, so a lost answer can be fetched again by
  * repeating the same request; the client removes big ones, and the guest
  * supervisor removes finished runs after 10 minutes.
@@ -66,6 +67,7 @@ struct mbx_launch {
 	unsigned guard_s;            /* guest-side KILL after this (0: none) */
 	unsigned orphan_s;           /* the watchdog's patience (MBX_ORPHAN_S) */
 	unsigned cols, rows;         /* MBX_IN_PTY: the terminal size */
+	const char *term;            /* MBX_IN_PTY: $TERM for it, or NULL */
 };
 
 /* Append `var=VALUE` (a shell assignment, newline-terminated) for any

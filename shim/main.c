@@ -185,6 +185,23 @@ static void fill_std_fds(void)
 	}
 }
 
+/* The TERM a -t session gets, as ssh's pty request carries it: the local
+ * one, or none when it is unset or empty (the sandbox's default then). A
+ * value no terminfo name comes near is not passed. */
+static const char *pty_term(void)
+{
+	const char *t = getenv("TERM");
+
+	if (!t || !*t)
+		return NULL;
+	if (strlen(t) > MBX_TERM_MAX) {
+		mb_log(MB_LOG_WARN, "TERM is longer than %d bytes; not passed on",
+		       MBX_TERM_MAX);
+		return NULL;
+	}
+	return t;
+}
+
 /* Exit status once the strategy has finished. */
 static int final_status(const struct mbx_run *r)
 {
@@ -283,6 +300,7 @@ int main(int argc, char **argv)
 	run.api_url = url;
 	run.stdin_tty = isatty(0);
 	run.pty = o.tty == 1;
+	run.term = run.pty ? pty_term() : NULL;
 	run.forward_stdin = !o.no_stdin && !o.attach &&
 		(run.pty || o.interactive || (!run.stdin_tty && stdin_forwardable()));
 	/* managed executions only when asked for: the exec strategy has a

@@ -136,6 +136,7 @@ static int build_launch(struct mbx_run *r, struct mbx_exec_state *st,
 		mbx_term_size(&cols, &rows);
 		l.cols = cols > 0 && cols <= 1000 ? (unsigned)cols : 80;
 		l.rows = rows > 0 && rows <= 1000 ? (unsigned)rows : 24;
+		l.term = r->term;
 	}
 
 	if (r->deadline_ms) {

@@ -246,6 +246,8 @@ static int managed_start(struct mbx_run *r)
 	struct mb_err err;
 	struct mb_job job;
 	char *cmd = NULL, lkey[MB_URL_MAX + MB_ID_MAX + 2];
+	char term[MBX_TERM_MAX + 8];
+	const char *env[2] = { NULL, NULL };
 	int e, ret = 0;
 
 	if (!st) {
@@ -282,6 +284,12 @@ static int managed_start(struct mbx_run *r)
 		req.timeout_ms = (long)(r->deadline_ms - r->t0_ms + 5000);
 	if (r->pty)
 		mbx_term_size(&req.pty_cols, &req.pty_rows);
+	/* the service's env is UTF-8 JSON: another TERM is not passed */
+	if (r->pty && r->term && mb_utf8_valid(r->term, strlen(r->term))) {
+		snprintf(term, sizeof(term), "TERM=%s", r->term);
+		env[0] = term;
+		req.env = env;
+	}
 
 	mb_err_clear(&err);
 	e = mb_job_create(r->client, &r->ident, &req, &job, &err);
