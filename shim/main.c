@@ -358,7 +358,10 @@ out_signals:
 	run.end_ms = mb_now_ms();
 	run.strategy->finish(&run);
 	mbx_term_restore();
-	if (ran)
+	/* given up on the service: the command may still run (an --attach
+	 * invalidates at its end), and the mount, which waits for the same
+	 * service, may not answer either */
+	if (ran && !mb_api_cancelled())
 		mbx_invalidate_mount(&target);
 out_client:
 	/* a thread still inside a request keeps the client until exit */

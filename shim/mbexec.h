@@ -138,6 +138,9 @@ struct mbx_run {
 	int pending_signo;
 	bool resize_pending;      /* a window change came before the start */
 	int terminated_by;       /* our signal that made us end the command */
+	bool silent;             /* the sandbox stopped answering (strategy) */
+	bool abandoned;          /* a signal gave up on it (pump.h) */
+	int abandoned_by;        /* that signal */
 	void *priv;              /* the strategy's state */
 };
 

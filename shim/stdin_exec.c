@@ -21,6 +21,7 @@
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "shim/pump.h"
 #include "shim/stdin_exec.h"
 
 #define PROBE_FIRST_MS 40   /* wait for a first byte */
@@ -306,10 +307,13 @@ static void *read_main(void *arg)
 			continue;
 		if (got < 0)
 			mb_log(MB_LOG_WARN, "reading stdin: %s; sending EOF", strerror(errno));
-		if (got <= 0)
+		if (got <= 0) {
 			u->in_eof = true;
-		else
+		} else {
+			if (u->r->pty && u->r->stdin_tty)
+				mbx_signals_keys(u->r, cur->buf + cur->len, (size_t)got);
 			cur->len += (size_t)got;
+		}
 	}
 	if (cur->len && queue_chunk(u, &cur))
 		goto out;

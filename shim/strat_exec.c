@@ -108,6 +108,46 @@ static void exec_signal(struct mbx_run *r, enum mbx_action a, int signo)
 		resize(r);
 }
 
+/* ---- giving up ---- */
+
+static const char *signal_word(int sig)
+{
+	return sig == SIGINT ? "Ctrl-C" : sig == SIGTERM ? "SIGTERM" :
+	       sig == SIGHUP ? "SIGHUP" : "a signal";
+}
+
+enum started { NOT_STARTED, MAYBE_STARTED, STARTED };
+
+/* The run was abandoned (pump.h) or the watchdog gave up (exec_int.h):
+ * say so, with the way back, and return MBX_EXIT_FAIL; else 0. */
+static int gave_up(struct mbx_run *r, struct mbx_exec_state *st, enum started s)
+{
+	unsigned orphan = mbx_orphan_seconds();
+	int by = mbx_signals_abandoned(r);
+	char why[128];
+
+	if (by)
+		snprintf(why, sizeof(why), "gave up on the sandbox, which does not "
+			 "answer (%s)", signal_word(by));
+	else if (mbx_lost(st))
+		snprintf(why, sizeof(why), "the sandbox did not answer for %llu s",
+			 (unsigned long long)mbx_lost_ms() / 1000);
+	else
+		return 0;
+	if (s == STARTED)
+		mbx_error("lost contact with the command: %s; it may still be "
+			  "running (run id %s). To reattach, run `mbexec --attach "
+			  "%s` in the same mount within %u s", why, st->run_id,
+			  st->run_id, orphan);
+	else if (s == MAYBE_STARTED)
+		mbx_error("%s; the command may have started (run id %s: if it "
+			  "did, `mbexec --attach %s` in the same mount within %u s "
+			  "follows it)", why, st->run_id, st->run_id, orphan);
+	else
+		mbx_error("%s; the command did not start", why);
+	return MBX_EXIT_FAIL;
+}
+
 /* ---- start ---- */
 
 static int build_launch(struct mbx_run *r, struct mbx_exec_state *st,
@@ -195,9 +235,15 @@ static int attach(struct mbx_run *r, struct mbx_exec_state *st, struct mb_buf *b
 	struct mb_err err;
 	int ret = 0;
 
+	pthread_mutex_lock(&st->hb_mu);
+	st->launched = true;
+	pthread_mutex_unlock(&st->hb_mu);
+	mbx_waiting(st);
 	if (mbx_guest_attach(b, st->run_id) ||
 	    mbx_guest_call(r, b, MBX_POLL_TIMEOUT_MS, true, &rep, NULL, &err)) {
-		if (mb_err_is_stopped(&err))
+		if (gave_up(r, st, STARTED))
+			;
+		else if (mb_err_is_stopped(&err))
 			mbx_gone(r, "the run ended with it");
 		else
 			mbx_error("cannot reach run %s: %s", st->run_id, err.msg);
@@ -217,8 +263,8 @@ static int attach(struct mbx_run *r, struct mbx_exec_state *st, struct mb_buf *b
 		}
 	}
 	mbx_report_release(&rep);
+	mbx_contact(st);
 	if (!ret && !st->done) {
-		mbx_contact(st);
 		if (mbx_heartbeat_start(r, st))
 			mb_log(MB_LOG_DEBUG, "no heartbeat thread");
 	}
@@ -241,6 +287,7 @@ static int exec_start(struct mbx_run *r)
 		return MBX_EXIT_FAIL;
 	}
 	r->priv = st;
+	st->r = r;
 	st->mux_fd = -1;
 	pthread_mutex_init(&st->hb_mu, NULL);
 	pthread_cond_init(&st->hb_cv, NULL);
@@ -254,6 +301,8 @@ static int exec_start(struct mbx_run *r)
 		snprintf(st->run_id, sizeof(st->run_id), "%s", r->attach_id);
 	snprintf(st->run_dir, sizeof(st->run_dir), "%s/%s", MBX_RUN_BASE, st->run_id);
 	snprintf(r->remote_id, sizeof(r->remote_id), "%s", st->run_id);
+	if (mbx_watch_start(r, st))
+		mb_log(MB_LOG_DEBUG, "no watchdog thread");
 	if (r->attach_id) {
 		ret = attach(r, st, &b);
 		goto out;
@@ -283,6 +332,7 @@ static int exec_start(struct mbx_run *r)
 	    mbx_term_raw(0) == 0)
 		mb_log(MB_LOG_DEBUG, "local terminal in raw mode");
 
+	mbx_waiting(st);
 	e = mbx_guest_launch_call(r, &b, &rep, &reached, &err);
 	if (e && mb_err_is_stopped(&err)) {
 		mbx_gone(r, "the command did not start");
@@ -290,14 +340,22 @@ static int exec_start(struct mbx_run *r)
 		goto out;
 	}
 	if (e) {
-		if (reached)
-			mbx_error("%s; the command may have run (run id %s)",
-				  err.msg, st->run_id);
+		if (gave_up(r, st, reached ? MAYBE_STARTED : NOT_STARTED))
+			;
+		else if (reached)
+			mbx_error("cannot start the command: %s; it may have started "
+				  "(run id %s: if it did, `mbexec --attach %s` in the "
+				  "same mount within %u s follows it)", err.msg,
+				  st->run_id, st->run_id, mbx_orphan_seconds());
 		else
 			mbx_error("%s; the command did not start", err.msg);
 		ret = MBX_EXIT_FAIL;
 		goto out;
 	}
+	pthread_mutex_lock(&st->hb_mu);
+	st->launched = true;
+	pthread_mutex_unlock(&st->hb_mu);
+	mbx_contact(st);
 	switch (rep.state) {
 	case MBX_ST_RUNNING:
 	case MBX_ST_DONE:
@@ -334,11 +392,8 @@ static int exec_start(struct mbx_run *r)
 		st->pre = NULL;
 		st->up_error = e;
 	}
-	if (!st->done) {
-		mbx_contact(st);
-		if (mbx_heartbeat_start(r, st))
-			mb_log(MB_LOG_DEBUG, "no heartbeat thread");
-	}
+	if (!st->done && mbx_heartbeat_start(r, st))
+		mb_log(MB_LOG_DEBUG, "no heartbeat thread");
 	mbx_signals_ready(r);
 out_rep:
 	mbx_report_release(&rep);
@@ -355,6 +410,7 @@ static void terminate_once(struct mbx_run *r, struct mbx_exec_state *st)
 	if (st->term_sent)
 		return;
 	st->term_sent = true;
+	mbx_waiting(st);
 	send_signal(r, "TERM");
 }
 
@@ -373,6 +429,10 @@ static int exec_wait(struct mbx_run *r)
 
 	mb_buf_init(&b, 1u << 20);
 	while (!(st->done && st->complete)) {
+		if (gave_up(r, st, STARTED)) {
+			ret = MBX_EXIT_FAIL;
+			break;
+		}
 		now = mb_now_ms();
 		if (r->deadline_ms && now >= r->deadline_ms && !st->done) {
 			r->timed_out = true;
@@ -401,10 +461,13 @@ static int exec_wait(struct mbx_run *r)
 		/* megabytes waiting: GETs of 1 MiB pieces, not base64 polls */
 		if (!st->broken_pipe && !st->bulk_off &&
 		    st->out_size - st->out_off >= MBX_BULK_MIN) {
-			if (mbx_bulk_fetch(r, st))
+			mbx_waiting(st);
+			if (mbx_bulk_fetch(r, st)) {
 				st->bulk_off = true;
-			else
+			} else {
+				mbx_contact(st);
 				continue;
+			}
 		}
 		wait = st->done ? 0 : MBX_POLL_WAIT_MS;
 		if (r->deadline_ms && !r->timed_out && r->deadline_ms - now < wait)
@@ -417,6 +480,7 @@ static int exec_wait(struct mbx_run *r)
 			break;
 		}
 		nahead = mbx_ahead_start(r, st, ahead);
+		mbx_waiting(st);
 		e = -ENOTCONN;
 		/* a long poll goes through the mount, with every other running
 		 * command's: one operation of the sandbox's 4 for all of them */
@@ -444,11 +508,13 @@ static int exec_wait(struct mbx_run *r)
 			break;
 		}
 		if (e) {
-			mbx_error("lost contact with the command: %s; it may "
-				"still be running (run id %s). To reattach, run "
-				"`mbexec --attach %s` in the same mount within "
-				"%u s", err.msg, st->run_id, st->run_id,
-				mbx_orphan_seconds());
+			ret = gave_up(r, st, STARTED);
+			if (!ret)
+				mbx_error("lost contact with the command: %s; it may "
+					"still be running (run id %s). To reattach, run "
+					"`mbexec --attach %s` in the same mount within "
+					"%u s", err.msg, st->run_id, st->run_id,
+					mbx_orphan_seconds());
 			ret = MBX_EXIT_FAIL;
 			break;
 		}
@@ -495,6 +561,7 @@ static void exec_finish(struct mbx_run *r)
 
 	if (!st)
 		return;
+	mbx_watch_stop(st);
 	mbx_heartbeat_stop(st);
 	mbx_uploader_stop(st->up);
 	if (st->mux_fd >= 0)
