@@ -119,6 +119,18 @@ def test_tty_interactive_input_and_ctrl_c(service, mnt):
     assert after == before
 
 
+def test_tty_paste_arrives_whole_and_in_order(service, mnt):
+    # each read of a terminal goes up at once: a burst is many small chunks
+    lines = b"".join(b"%04d %s\r" % (i, b"x" * 60) for i in range(300))
+    status, out, _, after = run_in_pty(
+        service, ["-t", "sh", "-c", "stty -echo; echo ready; cksum"], mnt.mountpoint,
+        keys=[(b"ready", lines + b"\x04")])
+    assert status == 0, out
+    want = subprocess.run(["cksum"], input=lines.replace(b"\r", b"\n"),
+                          capture_output=True).stdout.strip()
+    assert want in out.replace(b"\r", b""), (want, out[-200:])
+
+
 def test_tty_restored_after_sigterm(service, container, mnt):
     tag = unique("ttyterm")
     master, slave = os.openpty()
