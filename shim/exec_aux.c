@@ -5,11 +5,13 @@
  * Heartbeat: a thread that tells the guest watchdog mbexec is alive while
  * the poll loop cannot (blocked writing stdout).
  * Watchdog: a thread that says when the sandbox stops answering, and gives
- * up on it after mbx_lost_ms().
+ * up on it after mbx_lost_ms(); mbx_gave_up() says what that leaves.
  * Read-ahead: parallel polls for the next stdout ranges of bulk output.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -274,6 +276,42 @@ void mbx_heartbeat_stop(struct mbx_exec_state *st)
 	pthread_mutex_unlock(&st->hb_mu);
 	pthread_join(st->hb_th, NULL);
 	st->hb_started = false;
+}
+
+/* ---- giving up ---- */
+
+static const char *signal_word(int sig)
+{
+	return sig == SIGINT ? "Ctrl-C" : sig == SIGTERM ? "SIGTERM" :
+	       sig == SIGHUP ? "SIGHUP" : "a signal";
+}
+
+int mbx_gave_up(struct mbx_run *r, struct mbx_exec_state *st, enum mbx_started s)
+{
+	unsigned orphan = mbx_orphan_seconds();
+	int by = mbx_signals_abandoned(r);
+	char why[128];
+
+	if (by)
+		snprintf(why, sizeof(why), "gave up on the sandbox, which does not "
+			 "answer (%s)", signal_word(by));
+	else if (mbx_lost(st))
+		snprintf(why, sizeof(why), "the sandbox did not answer for %llu s",
+			 (unsigned long long)mbx_lost_ms() / 1000);
+	else
+		return 0;
+	if (s == MBX_STARTED)
+		mbx_error("lost contact with the command: %s; it may still be "
+			  "running (run id %s). To reattach, run `mbexec --attach "
+			  "%s` in the same mount within %u s", why, st->run_id,
+			  st->run_id, orphan);
+	else if (s == MBX_MAYBE_STARTED)
+		mbx_error("%s; the command may have started (run id %s: if it "
+			  "did, `mbexec --attach %s` in the same mount within %u s "
+			  "follows it)", why, st->run_id, st->run_id, orphan);
+	else
+		mbx_error("%s; the command did not start", why);
+	return MBX_EXIT_FAIL;
 }
 
 /* ---- watchdog ---- */

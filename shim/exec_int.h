@@ -108,6 +108,12 @@ void mbx_contact(struct mbx_exec_state *st);
 void mbx_waiting(struct mbx_exec_state *st);
 /* The watchdog gave up on the sandbox (every request was cancelled). */
 bool mbx_lost(struct mbx_exec_state *st);
+/* When mbexec gave up on the sandbox (the run was abandoned, pump.h, or
+ * the watchdog gave up): say so, with the way back for a command that s
+ * says may be running, and return MBX_EXIT_FAIL; else 0. */
+enum mbx_started { MBX_NOT_STARTED, MBX_MAYBE_STARTED, MBX_STARTED };
+int mbx_gave_up(struct mbx_run *r, struct mbx_exec_state *st, enum mbx_started s);
+
 /* Start (0 or -errno) and stop (joins) the heartbeat thread. */
 int mbx_heartbeat_start(struct mbx_run *r, struct mbx_exec_state *st);
 void mbx_heartbeat_stop(struct mbx_exec_state *st);

@@ -71,7 +71,7 @@ static void send_signal(struct mbx_run *r, const char *how)
 	    mbx_guest_call(r, &b, MBX_SIGNAL_TIMEOUT_MS, strcmp(how, "INT") != 0, &rep,
 		       NULL, &err) == 0)
 		mbx_report_release(&rep);
-	else
+	else if (!mb_api_cancelled())   /* gave up: said otherwise */
 		mb_log(MB_LOG_WARN, "cannot signal the command (SIG%s): %s", how,
 		       err.msg);
 	mb_buf_release(&b);
@@ -106,46 +106,6 @@ static void exec_signal(struct mbx_run *r, enum mbx_action a, int signo)
 		send_signal(r, "TERM");
 	else if (a == MBX_ACT_RESIZE && st->in_mode == MBX_IN_PTY)
 		resize(r);
-}
-
-/* ---- giving up ---- */
-
-static const char *signal_word(int sig)
-{
-	return sig == SIGINT ? "Ctrl-C" : sig == SIGTERM ? "SIGTERM" :
-	       sig == SIGHUP ? "SIGHUP" : "a signal";
-}
-
-enum started { NOT_STARTED, MAYBE_STARTED, STARTED };
-
-/* The run was abandoned (pump.h) or the watchdog gave up (exec_int.h):
- * say so, with the way back, and return MBX_EXIT_FAIL; else 0. */
-static int gave_up(struct mbx_run *r, struct mbx_exec_state *st, enum started s)
-{
-	unsigned orphan = mbx_orphan_seconds();
-	int by = mbx_signals_abandoned(r);
-	char why[128];
-
-	if (by)
-		snprintf(why, sizeof(why), "gave up on the sandbox, which does not "
-			 "answer (%s)", signal_word(by));
-	else if (mbx_lost(st))
-		snprintf(why, sizeof(why), "the sandbox did not answer for %llu s",
-			 (unsigned long long)mbx_lost_ms() / 1000);
-	else
-		return 0;
-	if (s == STARTED)
-		mbx_error("lost contact with the command: %s; it may still be "
-			  "running (run id %s). To reattach, run `mbexec --attach "
-			  "%s` in the same mount within %u s", why, st->run_id,
-			  st->run_id, orphan);
-	else if (s == MAYBE_STARTED)
-		mbx_error("%s; the command may have started (run id %s: if it "
-			  "did, `mbexec --attach %s` in the same mount within %u s "
-			  "follows it)", why, st->run_id, st->run_id, orphan);
-	else
-		mbx_error("%s; the command did not start", why);
-	return MBX_EXIT_FAIL;
 }
 
 /* ---- start ---- */
@@ -241,7 +201,7 @@ static int attach(struct mbx_run *r, struct mbx_exec_state *st, struct mb_buf *b
 	mbx_waiting(st);
 	if (mbx_guest_attach(b, st->run_id) ||
 	    mbx_guest_call(r, b, MBX_POLL_TIMEOUT_MS, true, &rep, NULL, &err)) {
-		if (gave_up(r, st, STARTED))
+		if (mbx_gave_up(r, st, MBX_STARTED))
 			;
 		else if (mb_err_is_stopped(&err))
 			mbx_gone(r, "the run ended with it");
@@ -340,7 +300,7 @@ static int exec_start(struct mbx_run *r)
 		goto out;
 	}
 	if (e) {
-		if (gave_up(r, st, reached ? MAYBE_STARTED : NOT_STARTED))
+		if (mbx_gave_up(r, st, reached ? MBX_MAYBE_STARTED : MBX_NOT_STARTED))
 			;
 		else if (reached)
 			mbx_error("cannot start the command: %s; it may have started "
@@ -414,6 +374,33 @@ static void terminate_once(struct mbx_run *r, struct mbx_exec_state *st)
 	send_signal(r, "TERM");
 }
 
+/* One poll b (waiting up to wait ms on the guest): through the mount, with
+ * every other running command's (one operation of the sandbox's 4 for all
+ * of them), else, or when the mount's fails, directly with retries. 0 with
+ * rep filled, or -errno with err. */
+static int poll_once(struct mbx_run *r, struct mbx_exec_state *st,
+		     const struct mb_buf *b, unsigned wait,
+		     struct mbx_report *rep, struct mb_err *err)
+{
+	int e = -ENOTCONN;
+
+	mbx_waiting(st);
+	if (wait && !st->mux_off) {
+		e = mbx_mux_poll(r, &st->mux_fd, st->run_id, st->out_off,
+				 st->err_off, mbx_uploader_waiting(st->up),
+				 wait, rep, err);
+		if (e == -ENOTCONN)
+			st->mux_off = true;
+		else if (e && !mb_err_is_stopped(err))
+			e = -ENOTCONN;
+	}
+	if (e == -ENOTCONN)
+		e = mbx_guest_call(r, b, MBX_POLL_TIMEOUT_MS, true, rep, NULL, err);
+	if (e == 0)
+		mbx_contact(st);
+	return e;
+}
+
 static int exec_wait(struct mbx_run *r)
 {
 	struct mbx_exec_state *st = r->priv;
@@ -429,7 +416,7 @@ static int exec_wait(struct mbx_run *r)
 
 	mb_buf_init(&b, 1u << 20);
 	while (!(st->done && st->complete)) {
-		if (gave_up(r, st, STARTED)) {
+		if (mbx_gave_up(r, st, MBX_STARTED)) {
 			ret = MBX_EXIT_FAIL;
 			break;
 		}
@@ -480,35 +467,18 @@ static int exec_wait(struct mbx_run *r)
 			break;
 		}
 		nahead = mbx_ahead_start(r, st, ahead);
-		mbx_waiting(st);
-		e = -ENOTCONN;
-		/* a long poll goes through the mount, with every other running
-		 * command's: one operation of the sandbox's 4 for all of them */
-		if (wait && !st->mux_off) {
-			e = mbx_mux_poll(r, &st->mux_fd, st->run_id, st->out_off,
-					 st->err_off, mbx_uploader_waiting(st->up),
-					 wait, &rep, &err);
-			if (e == -ENOTCONN)
-				st->mux_off = true;
-			else if (e && !mb_err_is_stopped(&err))
-				e = -ENOTCONN;   /* this one directly, with retries */
-		}
-		if (e == -ENOTCONN)
-			e = mbx_guest_call(r, &b, MBX_POLL_TIMEOUT_MS, true, &rep,
-					   NULL, &err);
+		e = poll_once(r, st, &b, wait, &rep, &err);
 		if (e || (rep.state != MBX_ST_RUNNING && rep.state != MBX_ST_DONE)) {
 			mbx_ahead_finish(r, st, ahead, nahead, false);
 			nahead = 0;
 		}
-		if (e == 0)
-			mbx_contact(st);
 		if (e && mb_err_is_stopped(&err)) {
 			mbx_gone(r, "the command ended with it");
 			ret = MBX_EXIT_FAIL;
 			break;
 		}
 		if (e) {
-			ret = gave_up(r, st, STARTED);
+			ret = mbx_gave_up(r, st, MBX_STARTED);
 			if (!ret)
 				mbx_error("lost contact with the command: %s; it may "
 					"still be running (run id %s). To reattach, run "

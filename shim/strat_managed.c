@@ -185,13 +185,13 @@ static void managed_signal(struct mbx_run *r, enum mbx_action a, int signo)
 	case MBX_ACT_INTERRUPT:
 		st->sent_signal = SIGINT;
 		if (mb_job_signal(r->client, &r->ident, st->eid, "SIGINT", &err) &&
-		    err.http_status != 409)
+		    err.http_status != 409 && !mb_api_cancelled())
 			mb_log(MB_LOG_WARN, "%s", err.msg);
 		break;
 	case MBX_ACT_TERMINATE:
 		st->sent_signal = SIGTERM;
 		if (mb_job_signal(r->client, &r->ident, st->eid, "SIGTERM", &err) &&
-		    err.http_status != 409)
+		    err.http_status != 409 && !mb_api_cancelled())
 			mb_log(MB_LOG_WARN, "%s", err.msg);
 		if (!mbx_signals_sleep(r, 2000))
 			cancel(r, st);
@@ -378,8 +378,13 @@ static int managed_wait(struct mbx_run *r)
 	}
 	if (e) {
 		mbx_term_restore();
-		mbx_error("lost the output of the command: %s; it may still be "
-			  "running (execution %s)", err.msg, st->eid);
+		if (mbx_signals_abandoned(r))
+			mbx_error("gave up on the sandbox, which does not answer; "
+				  "the command may still be running (execution %s)",
+				  st->eid);
+		else
+			mbx_error("lost the output of the command: %s; it may still "
+				  "be running (execution %s)", err.msg, st->eid);
 		return MBX_EXIT_FAIL;
 	}
 	pthread_mutex_lock(&r->lock);
