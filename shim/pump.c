@@ -100,6 +100,7 @@ static pthread_cond_t act_cv = PTHREAD_COND_INITIALIZER;
 static int sig_busy;          /* protected by r->lock: a signal() call runs */
 static uint64_t unacked_since; /* protected by r->lock: an interrupt or
                                   terminate not acted on yet */
+static enum mbx_action unacked;  /* protected by r->lock: the greater */
 static uint64_t last_int_ms;  /* only the signal thread */
 
 static enum mbx_action action_for(int sig)
@@ -131,9 +132,13 @@ static enum mbx_action action_for(int sig)
  * SIGTERM or SIGHUP (nobody to wait for). */
 static bool escape(const struct mbx_run *r, enum mbx_action a, int sig)
 {
+	/* ending a command waits up to 2 s for it by design (TERM, then KILL) */
+	uint64_t limit = unacked == MBX_ACT_TERMINATE ? MBX_ESCAPE_MS + 2500 :
+			 MBX_ESCAPE_MS;
+
 	if (a != MBX_ACT_INTERRUPT && a != MBX_ACT_TERMINATE)
 		return false;
-	if (unacked_since && (r->silent || mb_now_ms() - unacked_since >= MBX_ESCAPE_MS))
+	if (unacked_since && (r->silent || mb_now_ms() - unacked_since >= limit))
 		return true;
 	return r->silent && sig != SIGINT;
 }
@@ -178,6 +183,8 @@ static void *signal_main(void *arg)
 			}
 			if (!unacked_since)
 				unacked_since = mb_now_ms();
+			if (a > unacked)
+				unacked = a;
 		}
 		hint = r->silent && a == MBX_ACT_INTERRUPT;
 		pthread_cond_broadcast(&act_cv);
@@ -220,8 +227,10 @@ static void *act_main(void *arg)
 		pthread_mutex_lock(&r->lock);
 		sig_busy--;
 		/* acted on, unless another came meanwhile */
-		if (a != MBX_ACT_NONE && r->pending == MBX_ACT_NONE)
+		if (a != MBX_ACT_NONE && r->pending == MBX_ACT_NONE) {
 			unacked_since = 0;
+			unacked = MBX_ACT_NONE;
+		}
 		pthread_cond_broadcast(&sig_cv);
 	}
 	pthread_mutex_unlock(&r->lock);

@@ -42,7 +42,7 @@ void mbx_signals_ready(struct mbx_run *r);
 enum mbx_action mbx_signals_early(struct mbx_run *r, int *signo);
 
 /* A second Ctrl-C gives up on a sandbox whose answer to the first has not
- * come for this long. */
+ * come for this long (2.5 s more when it was ending the command). */
 #define MBX_ESCAPE_MS 1000
 
 /* The strategy's view: the sandbox has stopped answering (silent), or
