@@ -103,6 +103,14 @@ uint64_t mb_client_last_renew_ms(struct mb_client *c);
 int mb_api_global_init(void);
 void mb_api_global_cleanup(void);
 
+/* Give up on the service: every call of the process in flight or waiting
+ * for a limiter slot ends within about a second, and every later one at
+ * once, with -ECANCELED (never retried; ambiguous as any request cut off
+ * after it was sent). For
+ * a program about to exit; there is no undo. Any thread. */
+void mb_api_cancel_all(void);
+bool mb_api_cancelled(void);
+
 /* ---- containers ---- */
 
 struct mb_container {

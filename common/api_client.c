@@ -22,6 +22,16 @@ void mb_api_global_cleanup(void)
 	mb_http_global_cleanup();
 }
 
+void mb_api_cancel_all(void)
+{
+	mb_http_cancel_all();
+}
+
+bool mb_api_cancelled(void)
+{
+	return mb_http_cancelled();
+}
+
 int mb_client_new(const struct mb_client_opts *opts, struct mb_client **out,
 		  struct mb_err *err)
 {
@@ -246,6 +256,23 @@ static void log_request(const struct mb_client *c, const struct mb_call *k,
 		       (unsigned long long)ms);
 }
 
+/* A limiter slot by deadline, in short waits, so that mb_http_cancel_all()
+ * also ends a wait for a slot that other processes hold. */
+static int acquire(struct mb_limiter *lim, uint64_t deadline,
+		   struct mb_limit_slot **slot, struct mb_err *e)
+{
+	int r, left;
+
+	for (;;) {
+		if (mb_http_cancelled())
+			return mb_err_set(e, ECANCELED, "cancelled");
+		left = remaining(deadline);
+		r = mb_limiter_acquire(lim, left < 250 ? left : 250, slot, e);
+		if (r != -ETIMEDOUT || left < 250)
+			return r;
+	}
+}
+
 int mb_call_run(struct mb_client *c, const struct mb_call *k,
 		struct mb_http_resp *resp, struct mb_err *err)
 {
@@ -301,7 +328,7 @@ int mb_call_run(struct mb_client *c, const struct mb_call *k,
 		long left = remaining(deadline);
 
 		if (lim) {
-			r = mb_limiter_acquire(lim, left, &slot, &e);
+			r = acquire(lim, deadline, &slot, &e);
 			if (r) {
 				r = mb_err_set(err, -r, "%s: %s", k->what, e.msg);
 				goto out;
@@ -346,8 +373,10 @@ int mb_call_run(struct mb_client *c, const struct mb_call *k,
 			/* transport: a mutation that never left is safe to resend */
 			maybe_done = resp->sent;
 			/* a refused connection is retried once: the service is
-			 * more likely down than restarting, so fail fast */
-			if (k->retry != MB_RETRY_MUTATION || !resp->sent)
+			 * more likely down than restarting, so fail fast; a
+			 * cancel (mb_api_cancel_all) never */
+			if (r != -ECANCELED &&
+			    (k->retry != MB_RETRY_MUTATION || !resp->sent))
 				retry = transient_tries < (r == -ECONNREFUSED ? 2u : TRANSIENT_TRIES);
 			delay = mb_backoff_ms(transient_tries++, 200, 2000);
 		}

@@ -240,9 +240,10 @@ int mb_job_follow(struct mb_client *c, const struct mb_ident *who,
 				mb_sleep_ms(100);
 			continue;
 		}
-		if (r && e.http_status >= 400 && e.http_status < 500 &&
-		    !(e.http_status == 429 && strcmp(e.code, "execution_stream_limit") == 0)) {
-			/* 404: the record is gone; 400: bad cursor; 409... */
+		/* 404: the record is gone; 400: bad cursor; 409...; or the
+		 * program gave up on the service (mb_api_cancel_all) */
+		if (r == -ECANCELED || (r && e.http_status >= 400 && e.http_status < 500 &&
+		    !(e.http_status == 429 && strcmp(e.code, "execution_stream_limit") == 0))) {
 			if (err)
 				*err = e;
 			goto out;

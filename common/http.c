@@ -1,6 +1,7 @@
 /* http.c: one HTTP exchange over libcurl with a per-thread handle cache. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -8,6 +9,27 @@
 
 #include "common/http.h"
 #include "common/ident.h"
+
+/* Set once by mb_http_cancel_all(); never cleared. */
+static atomic_bool cancelled;
+
+void mb_http_cancel_all(void)
+{
+	atomic_store(&cancelled, true);
+}
+
+bool mb_http_cancelled(void)
+{
+	return atomic_load(&cancelled);
+}
+
+/* libcurl calls this about once a second even when nothing moves. */
+static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow,
+		       curl_off_t ultotal, curl_off_t ulnow)
+{
+	(void)ud, (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+	return atomic_load(&cancelled) ? 1 : 0;
+}
 
 static pthread_key_t handle_key;
 static pthread_once_t handle_once = PTHREAD_ONCE_INIT;
@@ -224,6 +246,8 @@ int mb_http_perform(const struct mb_http_req *q, struct mb_http_resp *resp,
 	mb_http_resp_release(resp);
 	resp->body.max = q->max_body ? q->max_body : MB_BUF_UNLIMITED;
 	url_for_msg(q->url, where);
+	if (mb_http_cancelled())
+		return mb_err_set(err, ECANCELED, "request to '%s' cancelled", where);
 	mb_buf_init(&line, 4096);
 	h = thread_handle(&temp);
 	if (!h)
@@ -281,6 +305,8 @@ int mb_http_perform(const struct mb_http_req *q, struct mb_http_resp *resp,
 		curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, q->low_speed_secs);
 	}
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
 	if (body) {
@@ -317,6 +343,8 @@ int mb_http_perform(const struct mb_http_req *q, struct mb_http_resp *resp,
 			       where, q->max_body);
 	else if (x.nomem)
 		r = mb_err_set(err, ENOMEM, "out of memory");
+	else if (rc == CURLE_ABORTED_BY_CALLBACK)
+		r = mb_err_set(err, ECANCELED, "request to '%s' cancelled", where);
 	else
 		r = transport_error(rc, os_errno, where, err);
 	goto out;

@@ -53,6 +53,13 @@ void mb_http_resp_release(struct mb_http_resp *r);
 int mb_http_perform(const struct mb_http_req *q, struct mb_http_resp *resp,
 		    struct mb_err *err);
 
+/* Make every transfer of the process end now, and every later one fail at
+ * once, with -ECANCELED ("request to ... cancelled"): for a program that
+ * gives up on the service and is about to exit. There is no undo. Any
+ * thread. */
+void mb_http_cancel_all(void);
+bool mb_http_cancelled(void);
+
 /* Append s percent-encoded (everything outside A-Z a-z 0-9 - . _ ~). */
 int mb_http_append_escaped(struct mb_buf *b, const char *s);
 

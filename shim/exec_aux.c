@@ -4,10 +4,14 @@
  * mbx_guest_call: one guest script, retried while that is safe.
  * Heartbeat: a thread that tells the guest watchdog mbexec is alive while
  * the poll loop cannot (blocked writing stdout).
+ * Watchdog: a thread that says when the sandbox stops answering, and gives
+ * up on it after mbx_lost_ms(); mbx_gave_up() says what that leaves.
  * Read-ahead: parallel polls for the next stdout ranges of bulk output.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -18,6 +22,7 @@
 #include "shim/exec_int.h"
 #include "shim/guest.h"
 #include "shim/pump.h"
+#include "shim/result.h"
 
 unsigned mbx_orphan_seconds(void)
 {
@@ -29,13 +34,35 @@ unsigned mbx_orphan_seconds(void)
 	return MBX_ORPHAN_S;
 }
 
+uint64_t mbx_lost_ms(void)
+{
+	const char *v = getenv("MBEXEC_LOST_SECONDS");
+	uint64_t n;
+
+	if (v && mb_parse_u64(v, 2, 3600, &n) == 0)
+		return n * 1000;
+	return MBX_LOST_S * 1000ull;
+}
+
 /* ---- one guest call ---- */
 
-static int guest_call_loop(struct mbx_run *r, const struct mb_buf *line,
-			   long timeout_ms, uint64_t budget_ms, bool retry,
-			   struct mbx_report *rep, bool *reached, struct mb_err *err)
+/* "cannot run the command: why" is the binding's word for any exec; for
+ * our own scripts only the why means anything to the user. */
+static void strip_what(struct mb_err *err)
 {
-	uint64_t t0 = mb_now_ms();
+	static const char what[] = "cannot run the command: ";
+	size_t n = sizeof(what) - 1;
+
+	if (!strncmp(err->msg, what, n))
+		memmove(err->msg, err->msg + n, strlen(err->msg + n) + 1);
+}
+
+static int guest_call_loop(struct mbx_run *r, const struct mb_buf *line,
+			   long timeout_ms, bool retry, struct mbx_report *rep,
+			   bool *reached, struct mb_err *err)
+{
+	const struct mbx_exec_state *st = r->priv;
+	uint64_t t0 = mb_now_ms(), budget = mbx_lost_ms();
 	struct mb_exec_result res;
 	unsigned attempt = 0;
 	bool told = false;
@@ -45,6 +72,7 @@ static int guest_call_loop(struct mbx_run *r, const struct mb_buf *line,
 		mb_err_clear(err);
 		memset(&res, 0, sizeof(res));
 		e = mb_exec(r->client, &r->ident, line->data, timeout_ms, &res, err);
+		strip_what(err);
 		if (e == 0) {
 			if (reached)
 				*reached = true;
@@ -73,19 +101,22 @@ static int guest_call_loop(struct mbx_run *r, const struct mb_buf *line,
 			if (reached)
 				*reached = true;
 		}
-		/* never sent (common/ already retried), or refused: final */
-		if (!retry || (!err->ambiguous && err->http_status < 500))
+		/* never sent (common/ already retried), or refused, or given
+		 * up on: final */
+		if (!retry || e == -ECANCELED || mb_api_cancelled() ||
+		    (!err->ambiguous && err->http_status < 500))
 			return e;
-		if (mb_now_ms() - t0 > budget_ms)
+		if (mb_now_ms() - t0 > budget)
 			return e;
 		mb_log(MB_LOG_DEBUG, "exec: %s; retrying", err->msg);
-		/* long retries are visible, once per call */
-		if (!told && mb_now_ms() - t0 >= MBX_WAIT_NOTICE_MS) {
+		/* long retries are visible, once per call (the watchdog's
+		 * notice says it for a running command) */
+		if (!told && mb_now_ms() - t0 >= MBX_WAIT_NOTICE_MS &&
+		    !(st && st->wd_started)) {
 			told = true;
 			mb_log(MB_LOG_WARN, "still waiting for the sandbox (%s); "
 			       "retrying for up to %llu s more", err->msg,
-			       (unsigned long long)(budget_ms -
-						    (mb_now_ms() - t0)) / 1000);
+			       (unsigned long long)(budget - (mb_now_ms() - t0)) / 1000);
 		}
 		mb_sleep_ms(mb_backoff_ms(attempt++, 250, 4000));
 	}
@@ -96,7 +127,7 @@ static int guest_call_loop(struct mbx_run *r, const struct mb_buf *line,
  * the launch keeps the login shell's exported variables, as text, for the
  * user's command (run.sh). */
 static int guest_call(struct mbx_run *r, const struct mb_buf *script,
-		      unsigned flags, long timeout_ms, uint64_t budget_ms, bool retry,
+		      unsigned flags, long timeout_ms, bool retry,
 		      struct mbx_report *rep, bool *reached, struct mb_err *err)
 {
 	struct mb_buf line;
@@ -107,8 +138,13 @@ static int guest_call(struct mbx_run *r, const struct mb_buf *script,
 		mb_buf_release(&line);
 		return mb_err_set(err, E2BIG, "the guest script is too long");
 	}
-	e = guest_call_loop(r, &line, timeout_ms, budget_ms, retry, rep, reached,
-			    err);
+	/* no attempt outlives the budget: a service that holds a request
+	 * open would otherwise hold it for the whole exec timeout (a second
+	 * more: where the watchdog counts, it gives up first, and says why) */
+	uint64_t prev = mb_op_narrow(mb_now_ms() + mbx_lost_ms() + 1000);
+
+	e = guest_call_loop(r, &line, timeout_ms, retry, rep, reached, err);
+	mb_op_deadline(prev);
 	mb_buf_release(&line);
 	return e;
 }
@@ -117,29 +153,14 @@ int mbx_guest_call(struct mbx_run *r, const struct mb_buf *script,
 		   long timeout_ms, bool retry, struct mbx_report *rep,
 		   bool *reached, struct mb_err *err)
 {
-	return guest_call(r, script, 0, timeout_ms, MBX_RETRY_BUDGET_MS, retry,
-			  rep, reached, err);
-}
-
-uint64_t mbx_reconnect_ms(void)
-{
-	uint64_t w = mbx_orphan_seconds() * 2000ull / 3;
-
-	return w > MBX_RETRY_BUDGET_MS ? w : MBX_RETRY_BUDGET_MS;
-}
-
-int mbx_guest_poll_call(struct mbx_run *r, const struct mb_buf *script,
-			struct mbx_report *rep, struct mb_err *err)
-{
-	return guest_call(r, script, 0, MBX_POLL_TIMEOUT_MS, mbx_reconnect_ms(),
-			  true, rep, NULL, err);
+	return guest_call(r, script, 0, timeout_ms, retry, rep, reached, err);
 }
 
 int mbx_guest_launch_call(struct mbx_run *r, const struct mb_buf *script,
 			  struct mbx_report *rep, bool *reached, struct mb_err *err)
 {
 	return guest_call(r, script, MB_EXEC_KEEP_ENV, MBX_LAUNCH_TIMEOUT_MS,
-			  MBX_RETRY_BUDGET_MS, true, rep, reached, err);
+			  true, rep, reached, err);
 }
 
 int mbx_deliver(struct mbx_run *r, struct mbx_sink *s, uint64_t *off,
@@ -163,9 +184,36 @@ int mbx_deliver(struct mbx_run *r, struct mbx_sink *s, uint64_t *off,
 
 void mbx_contact(struct mbx_exec_state *st)
 {
+	bool told;
+
 	pthread_mutex_lock(&st->hb_mu);
 	st->last_contact = mb_now_ms();
+	st->waiting_since = 0;
+	told = st->told_silent && !st->lost;
+	st->told_silent = false;
 	pthread_mutex_unlock(&st->hb_mu);
+	if (told) {
+		mbx_signals_silent(st->r, false);
+		mbx_note("the sandbox answers again");
+	}
+}
+
+void mbx_waiting(struct mbx_exec_state *st)
+{
+	pthread_mutex_lock(&st->hb_mu);
+	if (!st->waiting_since)
+		st->waiting_since = mb_now_ms();
+	pthread_mutex_unlock(&st->hb_mu);
+}
+
+bool mbx_lost(struct mbx_exec_state *st)
+{
+	bool lost;
+
+	pthread_mutex_lock(&st->hb_mu);
+	lost = st->lost;
+	pthread_mutex_unlock(&st->hb_mu);
+	return lost;
 }
 
 /* Polls tell the guest watchdog that mbexec is alive. When the main thread
@@ -228,6 +276,127 @@ void mbx_heartbeat_stop(struct mbx_exec_state *st)
 	pthread_mutex_unlock(&st->hb_mu);
 	pthread_join(st->hb_th, NULL);
 	st->hb_started = false;
+}
+
+/* ---- giving up ---- */
+
+static const char *signal_word(int sig)
+{
+	return sig == SIGINT ? "Ctrl-C" : sig == SIGTERM ? "SIGTERM" :
+	       sig == SIGHUP ? "SIGHUP" : "a signal";
+}
+
+int mbx_gave_up(struct mbx_run *r, struct mbx_exec_state *st, enum mbx_started s)
+{
+	unsigned orphan = mbx_orphan_seconds();
+	int by = mbx_signals_abandoned(r);
+	char why[128];
+
+	if (by)
+		snprintf(why, sizeof(why), "gave up on the sandbox, which does not "
+			 "answer (%s)", signal_word(by));
+	else if (mbx_lost(st))
+		snprintf(why, sizeof(why), "the sandbox did not answer for %llu s",
+			 (unsigned long long)mbx_lost_ms() / 1000);
+	else
+		return 0;
+	if (s == MBX_STARTED)
+		mbx_error("lost contact with the command: %s; it may still be "
+			  "running (run id %s). To reattach, run `mbexec --attach "
+			  "%s` in the same mount within %u s", why, st->run_id,
+			  st->run_id, orphan);
+	else if (s == MBX_MAYBE_STARTED)
+		mbx_error("%s; the command may have started (run id %s: if it "
+			  "did, `mbexec --attach %s` in the same mount within %u s "
+			  "follows it)", why, st->run_id, st->run_id, orphan);
+	else
+		mbx_error("%s; the command did not start", why);
+	return MBX_EXIT_FAIL;
+}
+
+/* ---- watchdog ---- */
+
+static void say_silent(struct mbx_exec_state *st, bool launched, uint64_t quiet)
+{
+	unsigned left = (unsigned)((mbx_lost_ms() - quiet + 999) / 1000);
+
+	mbx_signals_silent(st->r, true);
+	if (launched)
+		mbx_note("the sandbox has not answered for %llu s; the command may "
+			 "still be running there. Trying %u s more; to reattach "
+			 "later: mbexec --attach %s (in this mount, within %u s)",
+			 (unsigned long long)quiet / 1000, left, st->run_id,
+			 mbx_orphan_seconds());
+	else
+		mbx_note("the sandbox has not answered for %llu s; the command may "
+			 "have started there. Trying %u s more; if it did: mbexec "
+			 "--attach %s (in this mount, within %u s)",
+			 (unsigned long long)quiet / 1000, left, st->run_id,
+			 mbx_orphan_seconds());
+}
+
+/* Counts the silence while mbexec waits for an answer: a poll answers
+ * within about a second (its guest wait), so MBX_SILENT_MS of nothing is
+ * a service or a network that stopped, said at once; mbx_lost_ms() of it
+ * ends the run. Separate from the heartbeat, which may itself be waiting. */
+static void *watch_main(void *arg)
+{
+	struct mbx_exec_state *st = arg;
+	uint64_t quiet, lost_ms = mbx_lost_ms();
+	struct timespec ts;
+	bool say, launched;
+
+	pthread_mutex_lock(&st->hb_mu);
+	while (!st->hb_stop && !st->lost) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 250 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&st->hb_cv, &st->hb_mu, &ts);
+		if (st->hb_stop || !st->waiting_since)
+			continue;
+		quiet = mb_now_ms() - st->waiting_since;
+		say = !st->told_silent && quiet >= MBX_SILENT_MS && quiet < lost_ms;
+		st->told_silent = st->told_silent || say;
+		launched = st->launched;
+		if (quiet >= lost_ms)
+			st->lost = true;
+		pthread_mutex_unlock(&st->hb_mu);
+		if (say)
+			say_silent(st, launched, quiet);
+		if (quiet >= lost_ms) {
+			mb_log(MB_LOG_DEBUG, "no answer for %llu ms: giving up",
+			       (unsigned long long)quiet);
+			mb_api_cancel_all();
+		}
+		pthread_mutex_lock(&st->hb_mu);
+	}
+	pthread_mutex_unlock(&st->hb_mu);
+	return NULL;
+}
+
+int mbx_watch_start(struct mbx_run *r, struct mbx_exec_state *st)
+{
+	int e;
+
+	st->r = r;
+	e = pthread_create(&st->wd_th, NULL, watch_main, st);
+	st->wd_started = e == 0;
+	return -e;
+}
+
+void mbx_watch_stop(struct mbx_exec_state *st)
+{
+	if (!st->wd_started)
+		return;
+	pthread_mutex_lock(&st->hb_mu);
+	st->hb_stop = true;
+	pthread_cond_broadcast(&st->hb_cv);
+	pthread_mutex_unlock(&st->hb_mu);
+	pthread_join(st->wd_th, NULL);
+	st->wd_started = false;
 }
 
 /* Bulk output: while more than one answer's worth of stdout is waiting on

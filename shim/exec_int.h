@@ -20,8 +20,11 @@
 #define MBX_POLL_WAIT_MS 1000       /* guest long-poll */
 #define MBX_LAUNCH_WAIT_SHARED_MS 300 /* the launch's wait with a mount's
                                          shared polls to go on with */
-#define MBX_RETRY_BUDGET_MS 60000   /* consecutive failures before giving up */
+#define MBX_LOST_S 60               /* no answer this long: give up (255) */
 #define MBX_WAIT_NOTICE_MS 5000     /* retrying this long is said on stderr */
+#define MBX_SILENT_MS 5000          /* no answer this long is said at once */
+#define MBX_MUX_SLACK_MS 10000      /* the mount's poll answers within its
+                                       wait and this; else poll directly */
 
 struct mbx_exec_state {
 	char run_id[MBX_RUNID_HEX + 1];
@@ -42,12 +45,18 @@ struct mbx_exec_state {
 	bool mux_off;                /* no usable mount socket: poll directly */
 	bool bulk_off;               /* bulk GETs failed once: polls only */
 	bool broken_pipe;
-	/* heartbeat thread (see heartbeat_main) */
-	pthread_t hb_th;
-	bool hb_started;
+	struct mbx_run *r;
+	/* heartbeat and watchdog threads (see heartbeat_main, watch_main) */
+	pthread_t hb_th, wd_th;
+	bool hb_started, wd_started;
 	pthread_mutex_t hb_mu;
 	pthread_cond_t hb_cv;
 	uint64_t last_contact;       /* protected by hb_mu */
+	uint64_t waiting_since;      /* protected by hb_mu: a request with no
+	                                answer since then (0: none) */
+	bool launched;               /* protected by hb_mu: the run exists */
+	bool told_silent;            /* protected by hb_mu */
+	bool lost;                   /* protected by hb_mu: gave up */
 	bool hb_stop;                /* protected by hb_mu */
 };
 
@@ -67,25 +76,19 @@ struct mbx_ahead {
  * or MBX_ORPHAN_S). */
 unsigned mbx_orphan_seconds(void);
 
+/* Milliseconds without an answer after which mbexec gives up on the
+ * sandbox ($MBEXEC_LOST_SECONDS or MBX_LOST_S). */
+uint64_t mbx_lost_ms(void);
+
 /* Run a guest script and parse its report. Transport faults, 5xx and
- * unreadable answers are retried for up to MBX_RETRY_BUDGET_MS when retry is set
- * (the script must be idempotent). *reached (may be NULL) says whether any
- * attempt may have reached the guest. 0 or -errno with err filled; any
- * thread. */
+ * unreadable answers are retried for up to mbx_lost_ms() when retry is set
+ * (the script must be idempotent); no attempt runs past that. *reached
+ * (may be NULL) says whether any attempt may have reached the guest. 0 or
+ * -errno with err filled (its message without the binding's "cannot run
+ * the command: "); -ECANCELED once mbexec gave up; any thread. */
 int mbx_guest_call(struct mbx_run *r, const struct mb_buf *script,
 		   long timeout_ms, bool retry, struct mbx_report *rep,
 		   bool *reached, struct mb_err *err);
-
-/* The reconnect window: how long a poll of a running command is retried
- * (two thirds of the watchdog's patience, at least MBX_RETRY_BUDGET_MS), so
- * a service that stalls for minutes does not end a command whose client
- * waits, and one that gave up still has time to --attach. */
-uint64_t mbx_reconnect_ms(void);
-
-/* The poll loop's mbx_guest_call: MBX_POLL_TIMEOUT_MS, retried for the
- * reconnect window. */
-int mbx_guest_poll_call(struct mbx_run *r, const struct mb_buf *script,
-			struct mbx_report *rep, struct mb_err *err);
 
 /* The launch: mbx_guest_call (retried, MBX_LAUNCH_TIMEOUT_MS) that also
  * hands the login shell's exported variables to the script (MBX_ENV, see
@@ -98,11 +101,28 @@ int mbx_guest_launch_call(struct mbx_run *r, const struct mb_buf *script,
 int mbx_deliver(struct mbx_run *r, struct mbx_sink *s, uint64_t *off,
 		uint64_t off_in, const unsigned char *data, size_t len);
 
-/* The guest answered: the heartbeat is not needed for a while. */
+/* The guest answered: the heartbeat is not needed for a while, and the
+ * watchdog's count of silence starts again. */
 void mbx_contact(struct mbx_exec_state *st);
+/* The main thread waits for an answer from now (unless it already did). */
+void mbx_waiting(struct mbx_exec_state *st);
+/* The watchdog gave up on the sandbox (every request was cancelled). */
+bool mbx_lost(struct mbx_exec_state *st);
+/* When mbexec gave up on the sandbox (the run was abandoned, pump.h, or
+ * the watchdog gave up): say so, with the way back for a command that s
+ * says may be running, and return MBX_EXIT_FAIL; else 0. */
+enum mbx_started { MBX_NOT_STARTED, MBX_MAYBE_STARTED, MBX_STARTED };
+int mbx_gave_up(struct mbx_run *r, struct mbx_exec_state *st, enum mbx_started s);
+
 /* Start (0 or -errno) and stop (joins) the heartbeat thread. */
 int mbx_heartbeat_start(struct mbx_run *r, struct mbx_exec_state *st);
 void mbx_heartbeat_stop(struct mbx_exec_state *st);
+/* The watchdog: once nothing has answered for MBX_SILENT_MS while mbexec
+ * waits, says so on stderr (once, with the --attach line), and again when
+ * the sandbox answers; after mbx_lost_ms() it gives up (mbx_lost) and
+ * cancels every request. Start (0 or -errno) and stop (joins). */
+int mbx_watch_start(struct mbx_run *r, struct mbx_exec_state *st);
+void mbx_watch_stop(struct mbx_exec_state *st);
 
 /* Start up to MBX_AHEAD_MAX polls of the stdout ranges after the one the main
  * poll fetches, when that much is waiting; returns how many. */

@@ -101,6 +101,9 @@ int mbx_guest_launch(struct mb_buf *b, const struct mbx_launch *l)
 	} else {
 		r = r ? r : mbx_sh_assign(b, "SF", l->script_path);
 	}
+	/* as ssh's pty-req: the local TERM, none when it is unset or empty */
+	if (!r && l->in_mode == MBX_IN_PTY && l->term && *l->term)
+		r = mbx_sh_assign(b, "T", l->term);
 	if (!r && l->in_mode == MBX_IN_EMBED) {
 		r = mb_base64_encode(l->in_data, l->in_len, &b64, &b64len);
 		r = r ? r : mb_buf_appendf(b, "IN='%s'\n", b64 ? b64 : "");

@@ -20,6 +20,7 @@
  *   idle         seconds since the client's last poll or heartbeat, counted
  *                by the supervisor, which ends the command at `orphan`
  *   tty, ptypid  a pty run's terminal and the job leader in it
+ *   term         a pty run's TERM (the client's, as ssh passes it)
  * A finished run keeps its files, so a lost answer can be fetched again by
  * repeating the same request; the client removes big ones, and the guest
  * supervisor removes finished runs after 10 to 20 minutes (KEEP, sup.sh).
@@ -76,6 +77,7 @@ struct mbx_launch {
 	unsigned cols, rows;         /* MBX_IN_PTY: the terminal size */
 	bool no_wait_output;         /* end at the main process's exit, not
 	                                when its output is closed */
+	const char *term;            /* MBX_IN_PTY: $TERM for it, or NULL */
 };
 
 /* Append `var=VALUE` (a shell assignment, newline-terminated) for any

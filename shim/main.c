@@ -185,6 +185,23 @@ static void fill_std_fds(void)
 	}
 }
 
+/* The TERM a -t session gets, as ssh's pty request carries it: the local
+ * one, or none when it is unset or empty (the sandbox's default then). A
+ * value no terminfo name comes near is not passed. */
+static const char *pty_term(void)
+{
+	const char *t = getenv("TERM");
+
+	if (!t || !*t)
+		return NULL;
+	if (strlen(t) > MBX_TERM_MAX) {
+		mb_log(MB_LOG_WARN, "TERM is longer than %d bytes; not passed on",
+		       MBX_TERM_MAX);
+		return NULL;
+	}
+	return t;
+}
+
 /* Exit status once the strategy has finished. */
 static int final_status(const struct mbx_run *r)
 {
@@ -283,6 +300,7 @@ int main(int argc, char **argv)
 	run.api_url = url;
 	run.stdin_tty = isatty(0);
 	run.pty = o.tty == 1;
+	run.term = run.pty ? pty_term() : NULL;
 	run.forward_stdin = !o.no_stdin && !o.attach &&
 		(run.pty || o.interactive || (!run.stdin_tty && stdin_forwardable()));
 	/* managed executions only when asked for: the exec strategy has a
@@ -340,7 +358,10 @@ out_signals:
 	run.end_ms = mb_now_ms();
 	run.strategy->finish(&run);
 	mbx_term_restore();
-	if (ran)
+	/* given up on the service: the command may still run (an --attach
+	 * invalidates at its end), and the mount, which waits for the same
+	 * service, may not answer either */
+	if (ran && !mb_api_cancelled())
 		mbx_invalidate_mount(&target);
 out_client:
 	/* a thread still inside a request keeps the client until exit */

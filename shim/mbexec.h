@@ -29,6 +29,8 @@
 /* A command that starts within this many seconds of the sandbox's hard
  * deadline gets a note on stderr saying how long it has left. */
 #define MBX_DEADLINE_WARN_S 600
+/* -t passes $TERM on when it is at most this long. */
+#define MBX_TERM_MAX 256
 
 enum mbx_mode { MBX_MODE_AUTO, MBX_MODE_EXEC, MBX_MODE_MANAGED };
 
@@ -114,6 +116,7 @@ struct mbx_run {
 	bool forward_stdin;      /* local stdin goes to the command */
 	bool stdin_tty;          /* stdin is a terminal */
 	bool pty;                /* run in a pseudo-terminal */
+	const char *term;        /* pty: the local $TERM to pass on, or NULL */
 	const char *attach_id;   /* --attach: follow this run, start nothing */
 	uint64_t t0_ms;          /* mb_now_ms() at start */
 	uint64_t end_ms;         /* mb_now_ms() when the command was over */
@@ -136,6 +139,9 @@ struct mbx_run {
 	int pending_signo;
 	bool resize_pending;      /* a window change came before the start */
 	int terminated_by;       /* our signal that made us end the command */
+	bool silent;             /* the sandbox stopped answering (strategy) */
+	bool abandoned;          /* a signal gave up on it (pump.h) */
+	int abandoned_by;        /* that signal */
 	void *priv;              /* the strategy's state */
 };
 

@@ -1,11 +1,15 @@
 /* mux.c: one run's long polls through the mount's socket (see mux.h). */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "common/agent.h"
+#include "common/api.h"
 #include "common/log.h"
+#include "common/util.h"
+#include "shim/exec_int.h"
 #include "shim/mux.h"
 
 static int request(const struct mbx_mux_parts *p, unsigned wait_ms, cJSON **out)
@@ -23,6 +27,27 @@ static int request(const struct mbx_mux_parts *p, unsigned wait_ms, cJSON **out)
 	}
 	*out = o;
 	return 0;
+}
+
+/* Wait until fd has an answer: 0, -ETIMEDOUT after ms, -ECANCELED once
+ * mbexec gave up on the service (mb_api_cancel_all). */
+static int wait_answer(int fd, uint64_t ms)
+{
+	uint64_t end = mb_now_ms() + ms;
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int n;
+
+	for (;;) {
+		if (mb_api_cancelled())
+			return -ECANCELED;
+		if (mb_now_ms() >= end)
+			return -ETIMEDOUT;
+		n = poll(&p, 1, 250);
+		if (n > 0)
+			return 0;
+		if (n < 0 && errno != EINTR)
+			return -errno;
+	}
 }
 
 static void lost(int *fd, int e)
@@ -60,6 +85,17 @@ int mbx_mux_poll(struct mbx_run *r, int *fd, const char *run_id, uint64_t oo,
 		return -ENOTCONN;
 	e = mb_agent_send(*fd, q);
 	cJSON_Delete(q);
+	/* a mount that does not answer in time (its own request to the
+	 * service hangs) is left for this poll: the caller polls directly,
+	 * and the next poll connects again */
+	if (!e) {
+		e = wait_answer(*fd, wait_ms + MBX_MUX_SLACK_MS);
+		if (e == -ETIMEDOUT || e == -ECANCELED) {
+			lost(fd, e);
+			return mb_err_set(err, -e, "no answer from the mount's "
+					  "poll in %u ms", wait_ms + MBX_MUX_SLACK_MS);
+		}
+	}
 	if (!e)
 		e = mb_agent_recv(*fd, &a);
 	if (e) {

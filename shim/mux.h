@@ -17,7 +17,8 @@
  * fault). 0 with rep filled (release it); -ENOTCONN when the mount offers
  * no socket or it failed (poll by yourself from now on); other -errno with
  * err filled when the mount's request failed (the same errors as a poll of
- * one's own). */
+ * one's own), or when the mount did not answer within wait_ms +
+ * MBX_MUX_SLACK_MS (-ETIMEDOUT; *fd is closed: poll this one yourself). */
 int mbx_mux_poll(struct mbx_run *r, int *fd, const char *run_id, uint64_t oo,
 		 uint64_t eo, long in_pos, unsigned wait_ms,
 		 struct mbx_report *rep, struct mb_err *err);

@@ -15,9 +15,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/api.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "shim/pump.h"
+#include "shim/result.h"
 #include "shim/strategy.h"
 
 /* ---- sinks ---- */
@@ -87,10 +89,18 @@ int mbx_sink_write(struct mbx_sink *s, const void *p, size_t n)
 
 /* ---- signals ---- */
 
+/* The signal thread only decides; a second thread (the actor) makes the
+ * strategy's signal() calls, which may wait on the network. So a Ctrl-C is
+ * always seen at once, even while the sandbox does not answer the one
+ * before: that is when a second Ctrl-C makes mbexec give up (abandon). */
 static sigset_t handled;
-static pthread_t sig_thread;
+static pthread_t sig_thread, act_thread;
 static pthread_cond_t sig_cv = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t act_cv = PTHREAD_COND_INITIALIZER;
 static int sig_busy;          /* protected by r->lock: a signal() call runs */
+static uint64_t unacked_since; /* protected by r->lock: an interrupt or
+                                  terminate not acted on yet */
+static enum mbx_action unacked;  /* protected by r->lock: the greater */
 static uint64_t last_int_ms;  /* only the signal thread */
 
 static enum mbx_action action_for(int sig)
@@ -116,10 +126,28 @@ static enum mbx_action action_for(int sig)
 	}
 }
 
+/* Under r->lock: give up at once rather than queue action a for sig?
+ * When the interrupt before is still not acted on after a while, or the
+ * sandbox is known not to answer: then a second Ctrl-C, or a first
+ * SIGTERM or SIGHUP (nobody to wait for). */
+static bool escape(const struct mbx_run *r, enum mbx_action a, int sig)
+{
+	/* ending a command waits up to 2 s for it by design (TERM, then KILL) */
+	uint64_t limit = unacked == MBX_ACT_TERMINATE ? MBX_ESCAPE_MS + 2500 :
+			 MBX_ESCAPE_MS;
+
+	if (a != MBX_ACT_INTERRUPT && a != MBX_ACT_TERMINATE)
+		return false;
+	if (unacked_since && (r->silent || mb_now_ms() - unacked_since >= limit))
+		return true;
+	return r->silent && sig != SIGINT;
+}
+
 static void *signal_main(void *arg)
 {
 	struct mbx_run *r = arg;
 	enum mbx_action a;
+	bool hint;
 	int sig;
 
 	for (;;) {
@@ -129,32 +157,83 @@ static void *signal_main(void *arg)
 		if (a == MBX_ACT_NONE)
 			continue;
 		pthread_mutex_lock(&r->lock);
-		if (r->finished) {
+		if (r->finished || r->abandoned) {
 			pthread_mutex_unlock(&r->lock);
+			continue;
+		}
+		if (escape(r, a, sig)) {
+			r->abandoned = true;
+			r->abandoned_by = sig;
+			pthread_cond_broadcast(&act_cv);
+			pthread_mutex_unlock(&r->lock);
+			mb_log(MB_LOG_DEBUG, "signal %d: giving up on the sandbox", sig);
+			/* whatever waits for the service returns now */
+			mb_api_cancel_all();
 			continue;
 		}
 		if (a == MBX_ACT_TERMINATE && !r->terminated_by)
 			r->terminated_by = sig;
-		if (!r->started) {
-			/* a window change is applied after the start, not lost */
-			if (a == MBX_ACT_RESIZE)
-				r->resize_pending = true;
-			else if (a >= r->pending) {
+		/* a window change is applied (after the start), not lost */
+		if (a == MBX_ACT_RESIZE) {
+			r->resize_pending = true;
+		} else {
+			if (a >= r->pending) {
 				r->pending = a;
 				r->pending_signo = sig;
 			}
-			pthread_mutex_unlock(&r->lock);
-			continue;
+			if (!unacked_since)
+				unacked_since = mb_now_ms();
+			if (a > unacked)
+				unacked = a;
 		}
+		hint = r->silent && a == MBX_ACT_INTERRUPT;
+		pthread_cond_broadcast(&act_cv);
+		pthread_mutex_unlock(&r->lock);
+		if (hint)
+			mbx_note("the sandbox does not answer: Ctrl-C again to give up "
+				 "on it (the command may go on running there)");
+	}
+	return NULL;
+}
+
+/* The actor: the queued action's signal() call, once the command exists. */
+static void *act_main(void *arg)
+{
+	struct mbx_run *r = arg;
+	enum mbx_action a;
+	bool resize;
+	int sig;
+
+	pthread_mutex_lock(&r->lock);
+	for (;;) {
+		while (!r->finished && !r->abandoned &&
+		       !(r->started && (r->pending != MBX_ACT_NONE || r->resize_pending)))
+			pthread_cond_wait(&act_cv, &r->lock);
+		if (r->finished || r->abandoned)
+			break;
+		a = r->pending;
+		sig = r->pending_signo;
+		resize = r->resize_pending;
+		r->pending = MBX_ACT_NONE;
+		r->resize_pending = false;
 		sig_busy++;
 		pthread_mutex_unlock(&r->lock);
-		mb_log(MB_LOG_DEBUG, "signal %d: action %d", sig, (int)a);
-		r->strategy->signal(r, a, sig);
+		if (resize)
+			r->strategy->signal(r, MBX_ACT_RESIZE, SIGWINCH);
+		if (a != MBX_ACT_NONE) {
+			mb_log(MB_LOG_DEBUG, "signal %d: action %d", sig, (int)a);
+			r->strategy->signal(r, a, sig);
+		}
 		pthread_mutex_lock(&r->lock);
 		sig_busy--;
+		/* acted on, unless another came meanwhile */
+		if (a != MBX_ACT_NONE && r->pending == MBX_ACT_NONE) {
+			unacked_since = 0;
+			unacked = MBX_ACT_NONE;
+		}
 		pthread_cond_broadcast(&sig_cv);
-		pthread_mutex_unlock(&r->lock);
 	}
+	pthread_mutex_unlock(&r->lock);
 	return NULL;
 }
 
@@ -174,6 +253,10 @@ int mbx_signals_start(struct mbx_run *r)
 	e = pthread_sigmask(SIG_BLOCK, &handled, NULL);
 	if (e)
 		return -e;
+	e = pthread_create(&act_thread, NULL, act_main, r);
+	if (e)
+		return -e;
+	pthread_detach(act_thread);
 	e = pthread_create(&sig_thread, NULL, signal_main, r);
 	if (e)
 		return -e;
@@ -183,30 +266,9 @@ int mbx_signals_start(struct mbx_run *r)
 
 void mbx_signals_ready(struct mbx_run *r)
 {
-	enum mbx_action a;
-	int sig;
-
-	bool resize;
-
 	pthread_mutex_lock(&r->lock);
 	r->started = true;
-	a = r->pending;
-	sig = r->pending_signo;
-	r->pending = MBX_ACT_NONE;
-	resize = r->resize_pending;
-	r->resize_pending = false;
-	if (a != MBX_ACT_NONE || resize)
-		sig_busy++;
-	pthread_mutex_unlock(&r->lock);
-	if (a == MBX_ACT_NONE && !resize)
-		return;
-	if (resize)
-		r->strategy->signal(r, MBX_ACT_RESIZE, SIGWINCH);
-	if (a != MBX_ACT_NONE)
-		r->strategy->signal(r, a, sig);
-	pthread_mutex_lock(&r->lock);
-	sig_busy--;
-	pthread_cond_broadcast(&sig_cv);
+	pthread_cond_broadcast(&act_cv);
 	pthread_mutex_unlock(&r->lock);
 }
 
@@ -221,11 +283,42 @@ enum mbx_action mbx_signals_early(struct mbx_run *r, int *signo)
 	return a;
 }
 
+void mbx_signals_silent(struct mbx_run *r, bool silent)
+{
+	pthread_mutex_lock(&r->lock);
+	r->silent = silent;
+	pthread_mutex_unlock(&r->lock);
+}
+
+int mbx_signals_abandoned(struct mbx_run *r)
+{
+	int by;
+
+	pthread_mutex_lock(&r->lock);
+	by = r->abandoned ? r->abandoned_by : 0;
+	pthread_mutex_unlock(&r->lock);
+	return by;
+}
+
+void mbx_signals_keys(struct mbx_run *r, const void *p, size_t n)
+{
+	bool silent;
+
+	if (!memchr(p, 0x03, n))
+		return;
+	pthread_mutex_lock(&r->lock);
+	silent = r->silent;
+	pthread_mutex_unlock(&r->lock);
+	if (silent)
+		kill(getpid(), SIGINT);   /* to the signal thread */
+}
+
 void mbx_signals_stop(struct mbx_run *r)
 {
 	pthread_mutex_lock(&r->lock);
 	r->finished = true;
 	pthread_cond_broadcast(&sig_cv);
+	pthread_cond_broadcast(&act_cv);
 	while (sig_busy)
 		pthread_cond_wait(&sig_cv, &r->lock);
 	pthread_mutex_unlock(&r->lock);
@@ -264,6 +357,7 @@ void mbx_term_restore(void)
 	if (saved_fd >= 0) {
 		tcsetattr(saved_fd, TCSADRAIN, &saved_tio);
 		saved_fd = -1;
+		mbx_messages_raw(false);
 	}
 	pthread_mutex_unlock(&term_lock);
 }
@@ -292,6 +386,7 @@ int mbx_term_raw(int fd)
 		mbx_term_restore();
 		return -e;
 	}
+	mbx_messages_raw(true);
 	return 0;
 }
 

@@ -3,7 +3,13 @@
  * Output: bytes go to fd 1 and 2 as they are (or into --json buffers).
  * Signals: SIGINT, SIGTERM, SIGHUP and SIGWINCH are blocked in every thread
  * and taken by one signal thread (sigwait), which turns them into actions
- * for the strategy: no work is done in a signal handler. SIGPIPE is ignored;
+ * for the strategy, made by a second thread: no work is done in a signal
+ * handler, and a signal is seen at once even while the strategy's call for
+ * the one before waits for the sandbox. When the sandbox does not answer
+ * (an interrupt unacted on for MBX_ESCAPE_MS, or the strategy said it is
+ * silent), a second Ctrl-C, or a SIGTERM or SIGHUP, abandons the run:
+ * every request ends at once (mb_api_cancel_all) and the strategy returns
+ * MBX_EXIT_FAIL, saying the command may still run. SIGPIPE is ignored;
  * a closed stdout shows up as EPIPE in mbx_sink_write().
  * Terminal: raw mode for -t, restored on every exit path that runs exit().
  */
@@ -34,6 +40,23 @@ void mbx_signals_ready(struct mbx_run *r);
 /* The action that arrived before the command started (MBX_ACT_NONE if
  * none), with its signal in *signo: main() gives up before sending. */
 enum mbx_action mbx_signals_early(struct mbx_run *r, int *signo);
+
+/* A second Ctrl-C gives up on a sandbox whose answer to the first has not
+ * come for this long (2.5 s more when it was ending the command). */
+#define MBX_ESCAPE_MS 1000
+
+/* The strategy's view: the sandbox has stopped answering (silent), or
+ * answers again. */
+void mbx_signals_silent(struct mbx_run *r, bool silent);
+
+/* Bytes a -t run read from the raw local terminal: while the sandbox is
+ * silent, a Ctrl-C among them is also taken as the local SIGINT (raw mode
+ * made it a byte for the remote program, which cannot get it now), so
+ * that Ctrl-C twice gives up there too. */
+void mbx_signals_keys(struct mbx_run *r, const void *p, size_t n);
+
+/* The signal that abandoned the run, or 0. */
+int mbx_signals_abandoned(struct mbx_run *r);
 
 /* No more signal() calls: waits for one in progress to return. Signals
  * arriving afterwards are ignored (mbexec is about to exit). */

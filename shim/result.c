@@ -7,15 +7,30 @@
  * "stdoutLossy"/"stderrLossy" say when that happened.
  */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/buf.h"
 #include "common/util.h"
 #include "shim/result.h"
 
 static char last_error[1024];
+
+static atomic_bool raw_tty;
+
+void mbx_messages_raw(bool raw)
+{
+	atomic_store(&raw_tty, raw);
+}
+
+/* A -t terminal in raw mode does not return the carriage by itself. */
+static const char *eol(void)
+{
+	return atomic_load(&raw_tty) && isatty(2) ? "\r\n" : "\n";
+}
 
 void mbx_error(const char *fmt, ...)
 {
@@ -24,18 +39,19 @@ void mbx_error(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(last_error, sizeof(last_error), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "%s: %s\n", MBX_PROG, last_error);
+	fprintf(stderr, "%s: %s%s", MBX_PROG, last_error, eol());
 }
 
 void mbx_note(const char *fmt, ...)
 {
+	char line[1024];
 	va_list ap;
 
-	fprintf(stderr, "%s: note: ", MBX_PROG);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	/* one write: notes come from helper threads too */
+	fprintf(stderr, "%s: note: %s%s", MBX_PROG, line, eol());
 }
 
 void mbx_gone(const struct mbx_run *r, const char *what)

@@ -16,6 +16,10 @@ void mbx_gone(const struct mbx_run *r, const char *what);
 /* A line on stderr that is not an error ("mbexec: note: ..."). */
 void mbx_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* The terminal is in raw mode (pump.c says so): message lines then end
+ * in \r\n on a terminal. */
+void mbx_messages_raw(bool raw);
+
 /* The last message given to mbx_error() ("" if none). */
 const char *mbx_last_error(void);
 

@@ -2,7 +2,8 @@
  *
  * A reader thread poll()s stdin and a stop pipe and fills 1 MiB slots; a
  * slot is handed to the sender threads when full, at EOF, or when input
- * pauses for 20 ms (so an interactive producer is not held back). Senders
+ * pauses for 20 ms (so an interactive producer is not held back; from a
+ * terminal, after each read). Senders
  * PUT the lowest ready chunk first, so the guest, which reads them in
  * order, rarely waits for a late one. Chunk PUTs are idempotent (same
  * name, same bytes, atomic replace), so a failed one is resent.
@@ -21,6 +22,7 @@
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "shim/pump.h"
 #include "shim/stdin_exec.h"
 
 #define PROBE_FIRST_MS 40   /* wait for a first byte */
@@ -274,6 +276,10 @@ static void *read_main(void *arg)
 {
 	struct mbx_uploader *u = arg;
 	struct slot *cur;
+	/* a terminal's read is what was typed: a keystroke waits for nothing
+	 * (a 20 ms pause was most of -t's echo time); a paste comes in few
+	 * big reads */
+	int pause_ms = u->r->stdin_tty ? 0 : PAUSE_MS;
 	struct pollfd pfd[2];
 	char eofbuf[32];
 	ssize_t got;
@@ -289,7 +295,7 @@ static void *read_main(void *arg)
 	while (!u->in_eof) {
 		if (cur->len == MBX_UP_CHUNK && queue_chunk(u, &cur))
 			goto out;
-		pr = poll(pfd, 2, cur->len ? PAUSE_MS : -1);
+		pr = poll(pfd, 2, cur->len ? pause_ms : -1);
 		if (pr < 0 && errno == EINTR)
 			continue;
 		if (pr < 0)
@@ -306,10 +312,13 @@ static void *read_main(void *arg)
 			continue;
 		if (got < 0)
 			mb_log(MB_LOG_WARN, "reading stdin: %s; sending EOF", strerror(errno));
-		if (got <= 0)
+		if (got <= 0) {
 			u->in_eof = true;
-		else
+		} else {
+			if (u->r->pty && u->r->stdin_tty)
+				mbx_signals_keys(u->r, cur->buf + cur->len, (size_t)got);
 			cur->len += (size_t)got;
+		}
 	}
 	if (cur->len && queue_chunk(u, &cur))
 		goto out;

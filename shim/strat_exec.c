@@ -71,7 +71,7 @@ static void send_signal(struct mbx_run *r, const char *how)
 	    mbx_guest_call(r, &b, MBX_SIGNAL_TIMEOUT_MS, strcmp(how, "INT") != 0, &rep,
 		       NULL, &err) == 0)
 		mbx_report_release(&rep);
-	else
+	else if (!mb_api_cancelled())   /* gave up: said otherwise */
 		mb_log(MB_LOG_WARN, "cannot signal the command (SIG%s): %s", how,
 		       err.msg);
 	mb_buf_release(&b);
@@ -137,6 +137,7 @@ static int build_launch(struct mbx_run *r, struct mbx_exec_state *st,
 		mbx_term_size(&cols, &rows);
 		l.cols = cols > 0 && cols <= 1000 ? (unsigned)cols : 80;
 		l.rows = rows > 0 && rows <= 1000 ? (unsigned)rows : 24;
+		l.term = r->term;
 	}
 
 	if (r->deadline_ms) {
@@ -195,9 +196,15 @@ static int attach(struct mbx_run *r, struct mbx_exec_state *st, struct mb_buf *b
 	struct mb_err err;
 	int ret = 0;
 
+	pthread_mutex_lock(&st->hb_mu);
+	st->launched = true;
+	pthread_mutex_unlock(&st->hb_mu);
+	mbx_waiting(st);
 	if (mbx_guest_attach(b, st->run_id) ||
 	    mbx_guest_call(r, b, MBX_POLL_TIMEOUT_MS, true, &rep, NULL, &err)) {
-		if (mb_err_is_stopped(&err))
+		if (mbx_gave_up(r, st, MBX_STARTED))
+			;
+		else if (mb_err_is_stopped(&err))
 			mbx_gone(r, "the run ended with it");
 		else
 			mbx_error("cannot reach run %s: %s", st->run_id, err.msg);
@@ -217,8 +224,8 @@ static int attach(struct mbx_run *r, struct mbx_exec_state *st, struct mb_buf *b
 		}
 	}
 	mbx_report_release(&rep);
+	mbx_contact(st);
 	if (!ret && !st->done) {
-		mbx_contact(st);
 		if (mbx_heartbeat_start(r, st))
 			mb_log(MB_LOG_DEBUG, "no heartbeat thread");
 	}
@@ -241,6 +248,7 @@ static int exec_start(struct mbx_run *r)
 		return MBX_EXIT_FAIL;
 	}
 	r->priv = st;
+	st->r = r;
 	st->mux_fd = -1;
 	pthread_mutex_init(&st->hb_mu, NULL);
 	pthread_cond_init(&st->hb_cv, NULL);
@@ -254,6 +262,8 @@ static int exec_start(struct mbx_run *r)
 		snprintf(st->run_id, sizeof(st->run_id), "%s", r->attach_id);
 	snprintf(st->run_dir, sizeof(st->run_dir), "%s/%s", MBX_RUN_BASE, st->run_id);
 	snprintf(r->remote_id, sizeof(r->remote_id), "%s", st->run_id);
+	if (mbx_watch_start(r, st))
+		mb_log(MB_LOG_DEBUG, "no watchdog thread");
 	if (r->attach_id) {
 		ret = attach(r, st, &b);
 		goto out;
@@ -283,6 +293,7 @@ static int exec_start(struct mbx_run *r)
 	    mbx_term_raw(0) == 0)
 		mb_log(MB_LOG_DEBUG, "local terminal in raw mode");
 
+	mbx_waiting(st);
 	e = mbx_guest_launch_call(r, &b, &rep, &reached, &err);
 	if (e && mb_err_is_stopped(&err)) {
 		mbx_gone(r, "the command did not start");
@@ -290,14 +301,22 @@ static int exec_start(struct mbx_run *r)
 		goto out;
 	}
 	if (e) {
-		if (reached)
-			mbx_error("%s; the command may have run (run id %s)",
-				  err.msg, st->run_id);
+		if (mbx_gave_up(r, st, reached ? MBX_MAYBE_STARTED : MBX_NOT_STARTED))
+			;
+		else if (reached)
+			mbx_error("cannot start the command: %s; it may have started "
+				  "(run id %s: if it did, `mbexec --attach %s` in the "
+				  "same mount within %u s follows it)", err.msg,
+				  st->run_id, st->run_id, mbx_orphan_seconds());
 		else
 			mbx_error("%s; the command did not start", err.msg);
 		ret = MBX_EXIT_FAIL;
 		goto out;
 	}
+	pthread_mutex_lock(&st->hb_mu);
+	st->launched = true;
+	pthread_mutex_unlock(&st->hb_mu);
+	mbx_contact(st);
 	switch (rep.state) {
 	case MBX_ST_RUNNING:
 	case MBX_ST_DONE:
@@ -334,11 +353,8 @@ static int exec_start(struct mbx_run *r)
 		st->pre = NULL;
 		st->up_error = e;
 	}
-	if (!st->done) {
-		mbx_contact(st);
-		if (mbx_heartbeat_start(r, st))
-			mb_log(MB_LOG_DEBUG, "no heartbeat thread");
-	}
+	if (!st->done && mbx_heartbeat_start(r, st))
+		mb_log(MB_LOG_DEBUG, "no heartbeat thread");
 	mbx_signals_ready(r);
 out_rep:
 	mbx_report_release(&rep);
@@ -355,7 +371,35 @@ static void terminate_once(struct mbx_run *r, struct mbx_exec_state *st)
 	if (st->term_sent)
 		return;
 	st->term_sent = true;
+	mbx_waiting(st);
 	send_signal(r, "TERM");
+}
+
+/* One poll b (waiting up to wait ms on the guest): through the mount, with
+ * every other running command's (one operation of the sandbox's 4 for all
+ * of them), else, or when the mount's fails, directly with retries. 0 with
+ * rep filled, or -errno with err. */
+static int poll_once(struct mbx_run *r, struct mbx_exec_state *st,
+		     const struct mb_buf *b, unsigned wait,
+		     struct mbx_report *rep, struct mb_err *err)
+{
+	int e = -ENOTCONN;
+
+	mbx_waiting(st);
+	if (wait && !st->mux_off) {
+		e = mbx_mux_poll(r, &st->mux_fd, st->run_id, st->out_off,
+				 st->err_off, mbx_uploader_waiting(st->up),
+				 wait, rep, err);
+		if (e == -ENOTCONN)
+			st->mux_off = true;
+		else if (e && !mb_err_is_stopped(err))
+			e = -ENOTCONN;
+	}
+	if (e == -ENOTCONN)
+		e = mbx_guest_call(r, b, MBX_POLL_TIMEOUT_MS, true, rep, NULL, err);
+	if (e == 0)
+		mbx_contact(st);
+	return e;
 }
 
 static int exec_wait(struct mbx_run *r)
@@ -373,6 +417,10 @@ static int exec_wait(struct mbx_run *r)
 
 	mb_buf_init(&b, 1u << 20);
 	while (!(st->done && st->complete)) {
+		if (mbx_gave_up(r, st, MBX_STARTED)) {
+			ret = MBX_EXIT_FAIL;
+			break;
+		}
 		now = mb_now_ms();
 		if (r->deadline_ms && now >= r->deadline_ms && !st->done) {
 			r->timed_out = true;
@@ -401,10 +449,13 @@ static int exec_wait(struct mbx_run *r)
 		/* megabytes waiting: GETs of 1 MiB pieces, not base64 polls */
 		if (!st->broken_pipe && !st->bulk_off &&
 		    st->out_size - st->out_off >= MBX_BULK_MIN) {
-			if (mbx_bulk_fetch(r, st))
+			mbx_waiting(st);
+			if (mbx_bulk_fetch(r, st)) {
 				st->bulk_off = true;
-			else
+			} else {
+				mbx_contact(st);
 				continue;
+			}
 		}
 		wait = st->done ? 0 : MBX_POLL_WAIT_MS;
 		if (r->deadline_ms && !r->timed_out && r->deadline_ms - now < wait)
@@ -417,42 +468,24 @@ static int exec_wait(struct mbx_run *r)
 			break;
 		}
 		nahead = mbx_ahead_start(r, st, ahead);
-		e = -ENOTCONN;
-		/* a long poll goes through the mount, with every other running
-		 * command's: one operation of the sandbox's 4 for all of them */
-		if (wait && !st->mux_off) {
-			e = mbx_mux_poll(r, &st->mux_fd, st->run_id, st->out_off,
-					 st->err_off, mbx_uploader_waiting(st->up),
-					 wait, &rep, &err);
-			if (e == -ENOTCONN)
-				st->mux_off = true;
-			else if (e && !mb_err_is_stopped(&err))
-				e = -ENOTCONN;   /* this one directly, with retries */
-		}
-		if (e == -ENOTCONN)
-			e = mbx_guest_poll_call(r, &b, &rep, &err);
+		e = poll_once(r, st, &b, wait, &rep, &err);
 		if (e || (rep.state != MBX_ST_RUNNING && rep.state != MBX_ST_DONE)) {
 			mbx_ahead_finish(r, st, ahead, nahead, false);
 			nahead = 0;
 		}
-		if (e == 0)
-			mbx_contact(st);
 		if (e && mb_err_is_stopped(&err)) {
 			mbx_gone(r, "the command ended with it");
 			ret = MBX_EXIT_FAIL;
 			break;
 		}
 		if (e) {
-			/* the watchdog's patience less what the retries took */
-			uint64_t left = mbx_orphan_seconds(),
-				 gone = mbx_reconnect_ms() / 1000;
-
-			left = left > gone ? left - gone : 0;
-			mbx_error("lost contact with the command: %s; it may "
-				"still be running (run id %s). To reattach, run "
-				"`mbexec --attach %s` in the same mount within "
-				"%llu s", err.msg, st->run_id, st->run_id,
-				(unsigned long long)left);
+			ret = mbx_gave_up(r, st, MBX_STARTED);
+			if (!ret)
+				mbx_error("lost contact with the command: %s; it may "
+					"still be running (run id %s). To reattach, run "
+					"`mbexec --attach %s` in the same mount within "
+					"%u s", err.msg, st->run_id, st->run_id,
+					mbx_orphan_seconds());
 			ret = MBX_EXIT_FAIL;
 			break;
 		}
@@ -499,6 +532,7 @@ static void exec_finish(struct mbx_run *r)
 
 	if (!st)
 		return;
+	mbx_watch_stop(st);
 	mbx_heartbeat_stop(st);
 	mbx_uploader_stop(st->up);
 	if (st->mux_fd >= 0)

@@ -185,13 +185,13 @@ static void managed_signal(struct mbx_run *r, enum mbx_action a, int signo)
 	case MBX_ACT_INTERRUPT:
 		st->sent_signal = SIGINT;
 		if (mb_job_signal(r->client, &r->ident, st->eid, "SIGINT", &err) &&
-		    err.http_status != 409)
+		    err.http_status != 409 && !mb_api_cancelled())
 			mb_log(MB_LOG_WARN, "%s", err.msg);
 		break;
 	case MBX_ACT_TERMINATE:
 		st->sent_signal = SIGTERM;
 		if (mb_job_signal(r->client, &r->ident, st->eid, "SIGTERM", &err) &&
-		    err.http_status != 409)
+		    err.http_status != 409 && !mb_api_cancelled())
 			mb_log(MB_LOG_WARN, "%s", err.msg);
 		if (!mbx_signals_sleep(r, 2000))
 			cancel(r, st);
@@ -246,6 +246,8 @@ static int managed_start(struct mbx_run *r)
 	struct mb_err err;
 	struct mb_job job;
 	char *cmd = NULL, lkey[MB_URL_MAX + MB_ID_MAX + 2];
+	char term[MBX_TERM_MAX + 8];
+	const char *env[2] = { NULL, NULL };
 	int e, ret = 0;
 
 	if (!st) {
@@ -282,6 +284,12 @@ static int managed_start(struct mbx_run *r)
 		req.timeout_ms = (long)(r->deadline_ms - r->t0_ms + 5000);
 	if (r->pty)
 		mbx_term_size(&req.pty_cols, &req.pty_rows);
+	/* the service's env is UTF-8 JSON: another TERM is not passed */
+	if (r->pty && r->term && mb_utf8_valid(r->term, strlen(r->term))) {
+		snprintf(term, sizeof(term), "TERM=%s", r->term);
+		env[0] = term;
+		req.env = env;
+	}
 
 	mb_err_clear(&err);
 	e = mb_job_create(r->client, &r->ident, &req, &job, &err);
@@ -370,8 +378,13 @@ static int managed_wait(struct mbx_run *r)
 	}
 	if (e) {
 		mbx_term_restore();
-		mbx_error("lost the output of the command: %s; it may still be "
-			  "running (execution %s)", err.msg, st->eid);
+		if (mbx_signals_abandoned(r))
+			mbx_error("gave up on the sandbox, which does not answer; "
+				  "the command may still be running (execution %s)",
+				  st->eid);
+		else
+			mbx_error("lost the output of the command: %s; it may still "
+				  "be running (execution %s)", err.msg, st->eid);
 		return MBX_EXIT_FAIL;
 	}
 	pthread_mutex_lock(&r->lock);

@@ -106,13 +106,20 @@ def rmtree(d):
     shutil.rmtree(d, ignore_errors=True)
 
 
-def run_in_pty(service, args, cwd, rows=33, cols=101, keys=(), timeout=60):
+def run_in_pty(service, args, cwd, rows=33, cols=101, keys=(), timeout=60, env=None):
     """Run mbexec on a fresh pty of the given size; returns (status, output,
-    terminal attributes before, after)."""
+    terminal attributes before, after). env: variables to set (a value of
+    None unsets one)."""
+    e = service.env()
+    for k, v in (env or {}).items():
+        if v is None:
+            e.pop(k, None)
+        else:
+            e[k] = v
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     before = termios.tcgetattr(slave)
-    p = subprocess.Popen([mbtest.MBEXEC] + list(args), cwd=cwd, env=service.env(),
+    p = subprocess.Popen([mbtest.MBEXEC] + list(args), cwd=cwd, env=e,
                          stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
     out = b""
     deadline = time.time() + timeout

@@ -81,6 +81,35 @@ def test_tty_runs_in_a_pty_of_the_local_size(service, mnt):
     assert after == before   # the local terminal is restored
 
 
+TERM_PROBE = 'echo "[$TERM]"; tput cols; tput clear; echo "clear=$?"'
+
+
+@pytest.mark.parametrize("mode", ["exec", "managed"])
+def test_tty_passes_term_as_ssh_does(service, mnt, mode):
+    status, out, _, after = run_in_pty(service, ["--mode", mode, "-t", "sh", "-c", TERM_PROBE],
+                                       mnt.mountpoint, cols=101, env={"TERM": "xterm-256color"})
+    assert status == 0, out
+    lines = out.replace(b"\r", b"").split(b"\n")
+    assert lines[0] == b"[xterm-256color]", out
+    assert lines[1] == b"101", out              # tput knows the terminal and its size
+    assert b"\x1b[2J" in out and b"clear=0" in out, out
+
+
+def test_tty_without_local_term_sets_none(service, mnt):
+    # ssh sends an empty TERM then, and sshd sets none: the same here
+    status, out, _, _ = run_in_pty(service, ["-t", "sh", "-c", "echo \"[${TERM-unset}]\""],
+                                   mnt.mountpoint, env={"TERM": None})
+    assert status == 0, out
+    assert out.replace(b"\r", b"").split(b"\n")[0] == b"[unset]", out
+
+
+def test_tty_term_from_dash_e_wins(service, mnt):
+    status, out, _, _ = run_in_pty(service, ["-t", "-e", "TERM=vt100", "sh", "-c", "echo \"[$TERM]\""],
+                                   mnt.mountpoint, env={"TERM": "xterm-256color"})
+    assert status == 0, out
+    assert out.replace(b"\r", b"").split(b"\n")[0] == b"[vt100]", out
+
+
 def test_tty_interactive_input_and_ctrl_c(service, mnt):
     status, out, before, after = run_in_pty(
         service, ["-t", "sh", "-c", "read x; echo \"got $x\"; echo ready; sleep 100"],
@@ -88,6 +117,18 @@ def test_tty_interactive_input_and_ctrl_c(service, mnt):
     assert b"got hello" in out, out
     assert status == 130, out
     assert after == before
+
+
+def test_tty_paste_arrives_whole_and_in_order(service, mnt):
+    # each read of a terminal goes up at once: a burst is many small chunks
+    lines = b"".join(b"%04d %s\r" % (i, b"x" * 60) for i in range(300))
+    status, out, _, after = run_in_pty(
+        service, ["-t", "sh", "-c", "stty -echo; echo ready; cksum"], mnt.mountpoint,
+        keys=[(b"ready", lines + b"\x04")])
+    assert status == 0, out
+    want = subprocess.run(["cksum"], input=lines.replace(b"\r", b"\n"),
+                          capture_output=True).stdout.strip()
+    assert want in out.replace(b"\r", b""), (want, out[-200:])
 
 
 def test_tty_restored_after_sigterm(service, container, mnt):

@@ -1,6 +1,7 @@
 """mbexec: live streaming of long commands, and recovery from transport
 faults without losing, repeating or re-running anything (exec strategy)."""
 import os
+import re
 import subprocess
 import time
 
@@ -56,7 +57,11 @@ def test_output_survives_resets_and_503s_without_duplicates(service, mnt):
     p = mbx(service, ["--sh", script], mnt.mountpoint, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout == expected
-    assert p.stderr == b"done\n"
+    # a slow machine (ASan) may take over 5 s through these faults, which
+    # mbexec then says, and says again when the answers come back
+    err = b"".join(l for l in p.stderr.splitlines(True)
+                   if not re.match(rb"mbexec: note: the sandbox (has not answered|answers again)", l))
+    assert err == b"done\n", p.stderr
     assert service.stats()["statuses"][EXEC].get("503") == 2
 
 

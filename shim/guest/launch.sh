@@ -3,7 +3,8 @@
 #
 # Usage (after lib.sh): launch.sh WAIT MODE GUARD ORPHAN COLS ROWS LATE
 #   with C (remote directory), and S (the script) or SF (a guest file
-#   holding it), IN (base64 stdin for MODE embed) set by the caller.
+#   holding it), IN (base64 stdin for MODE embed), T (the TERM of a pty
+#   run, when the client has one) set by the caller.
 #   WAIT: seconds to wait for the end ("1.000"; 0: do not wait); MODE:
 #   none, embed, stream or pty; GUARD: seconds after which the command is
 #   killed (0: never); ORPHAN: seconds without a poll after which it is
@@ -47,6 +48,7 @@ if mkdir -m 700 "$R" 2>/dev/null; then
 		embed) printf %s "$IN" | base64 -d >"$R/in" ;;
 		stream | pty) mkfifo "$R/fifo" ;;
 		esac
+		[ -n "${T:-}" ] && printf %s "$T" >"$R/term"
 		echo "$5 $6" >"$R/winsz"
 		echo "$2" >"$R/mode"
 		echo "$3" >"$R/guard"

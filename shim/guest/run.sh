@@ -28,15 +28,19 @@
 R=$1
 cd "$R" || exit 1
 
-# become: the user's command, in its directory, with its environment
+# become: the user's command, in its directory, with its environment (and,
+# in a pty, the client's TERM, which wins over the login shell's)
 become() {
 	c=$(cat cwd; echo x)
 	s=$(cat cmd; echo x)
 	e=
 	[ -f env ] && e=$(cat env)
+	t=
+	[ "${1:-}" = pty ] && [ -f term ] && t=$(cat term)
 	cd "${c%x}" || exit 1
 	# shellcheck disable=SC2016 # expanded by the new shell
-	exec /usr/bin/env -i /bin/sh -c 'eval "$1"; exec /bin/sh -c "$2"' mbexec "$e" "${s%x}"
+	exec /usr/bin/env -i /bin/sh -c 'eval "$1"; [ -z "$3" ] || export TERM="$3"
+		exec /bin/sh -c "$2"' mbexec "$e" "${s%x}" "$t"
 }
 
 case ${2:-} in
@@ -45,7 +49,7 @@ pty)
 	read -r cols rows <winsz && stty cols "$cols" rows "$rows" 2>/dev/null
 	tty >tty.t 2>/dev/null && mv -f tty.t tty
 	echo $$ >ptypid
-	become
+	become pty
 	;;
 esac
 
