@@ -247,20 +247,32 @@ void mbfs_kcache_moved(struct mbfs_kcache *kc, const char *from,
 {
 	if (!kc || strcmp(from, "/") == 0)
 		return;
-	size_t n = strlen(from);
+	size_t n = strlen(from), tn = strlen(to);
 	char buf[MB_PATH_MAX];
 	pthread_mutex_lock(&kc->lock);
-	/* unhook the moved entries first: re-adding may grow the table */
+	struct kpath *self = find_locked(kc, from, hash_path(from));
+	/* a file or a link moved has nothing below it: what is remembered
+	 * there is stale (of a directory once at that name) */
+	bool leaf = self && self->type && !S_ISDIR(self->type);
+	/* unhook the moved entries first: re-adding may grow the table; what
+	 * the rename replaced at to (a file, or an empty directory) and below
+	 * it goes, or a later name there of another type would be taken for
+	 * one the kernel holds retyped (ESTALE, then EEXIST) */
 	struct kpath *moved = NULL;
 	for (size_t i = 0; i < kc->nbuckets; i++) {
 		struct kpath **pp = &kc->tab[i];
 		while (*pp) {
 			struct kpath *p = *pp;
-			if (under(p->path, from, n)) {
+			bool mv = under(p->path, from, n);
+			if (mv || under(p->path, to, tn)) {
 				*pp = p->next;
-				p->next = moved;
-				moved = p;
 				kc->count--;
+				if (mv && !(leaf && p != self)) {
+					p->next = moved;
+					moved = p;
+				} else {
+					free(p);
+				}
 			} else {
 				pp = &p->next;
 			}

@@ -500,7 +500,9 @@ void mbfs_node_renamed(struct mbfs *fs, const char *from, const char *to)
 			n->rec_stale = n->recorded;
 			continue;
 		}
-		if (strncmp(n->path, from, fl) != 0 ||
+		/* one replaced or removed keeps the name its batch, maybe in
+		 * flight, lands under (a barrier on that name finds it) */
+		if (n->unlinked || strncmp(n->path, from, fl) != 0 ||
 		    (n->path[fl] != '\0' && n->path[fl] != '/'))
 			continue;
 		char *np;

@@ -180,7 +180,10 @@ void mbfs_node_wb_done(struct mbfs *fs, struct mbfs_node *n,
 		mbfs_data_drop(fs->data, f->path);
 		struct stat st;
 		guest_stat(fs, f, &st);
-		mbfs_cache_put(fs->cache, f->path, &st);
+		if (here)
+			mbfs_cache_put(fs->cache, f->path, &st);
+		else   /* replaced or moved meanwhile: not what the path shows */
+			mbfs_cache_invalidate(fs->cache, f->path);
 		if (timed)
 			mbfs_batch_utimens(fs, f->path, tv);
 	} else if (same) {

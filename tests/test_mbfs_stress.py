@@ -75,15 +75,7 @@ def apply(root, op, args):
     return 0
 
 
-# Seeds 1 and 4 end with a name the kernel still holds after the mount
-# removed it (EEXIST from mkdir or symlink of a name the daemon says is
-# absent; both pass with attr_timeout=0): the outbox's one view is to end
-# that (issue 18). strict: they fail the suite once they pass.
-STALE_ENTRY = pytest.mark.xfail(strict=True, reason="a stale kernel entry after namespace changes")
-
-
-@pytest.mark.parametrize("seed", [pytest.param(1, marks=STALE_ENTRY), 2, 3,
-                                  pytest.param(4, marks=STALE_ENTRY)])
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5, 6])
 def test_random_namespace_operations_match_a_local_directory(service, container, mount, tmp_path, seed):
     rng = random.Random(seed)
     local = str(tmp_path / "local")
