@@ -80,40 +80,11 @@ void mbfs_batch_free(struct mbfs_batch *b)
 	free(b);
 }
 
-/* a at or below b */
-static bool at_or_below(const char *a, const char *b)
-{
-	if (strcmp(b, "/") == 0)
-		return true;
-	size_t n = strlen(b);
-	return strncmp(a, b, n) == 0 && (a[n] == '\0' || a[n] == '/');
-}
-
-/* a is the directory holding b */
-static bool is_parent(const char *a, const char *b)
-{
-	const char *slash = strrchr(b, '/');
-	if (!slash || strcmp(b, "/") == 0)
-		return false;
-	size_t n = (size_t)(slash - b);
-	if (n == 0)
-		return strcmp(a, "/") == 0;
-	return strncmp(a, b, n) == 0 && a[n] == '\0';
-}
-
-bool mbfs_batch_selects(const char *item, const char *path, unsigned which)
-{
-	bool self = strcmp(item, path) == 0;
-	return ((which & MBFS_BATCH_SELF) && self) ||
-	       ((which & MBFS_BATCH_BELOW) && !self && at_or_below(item, path)) ||
-	       ((which & MBFS_BATCH_PARENT) && is_parent(item, path)) ||
-	       ((which & MBFS_BATCH_CHILDREN) && is_parent(path, item));
-}
-
+/* Is path, or a directory above it, being renamed? */
 static bool moving(const struct mbfs_batch *b, const char *path)
 {
 	for (size_t i = 0; i < b->nmoves; i++)
-		if (at_or_below(path, b->moves[i]))
+		if (mbfs_path_at_or_below(path, b->moves[i]))
 			return true;
 	return false;
 }
@@ -356,7 +327,7 @@ int mbfs_batch_flush(struct mbfs *fs, const char *path, unsigned which)
 	for (;;) {
 		bool queued = false, inflight = false;
 		for (const struct item *it = b->head; it; it = it->next) {
-			if (!mbfs_batch_selects(it->t.path, path, which))
+			if (!mbfs_path_selects(it->t.path, path, which))
 				continue;
 			if (it->inflight)
 				inflight = true;
@@ -400,7 +371,7 @@ void mbfs_batch_move_begin(struct mbfs *fs, const char *from)
 	for (;;) {
 		bool busy = false;
 		for (const struct item *it = b->head; it && !busy; it = it->next)
-			busy = it->inflight && at_or_below(it->t.path, from);
+			busy = it->inflight && mbfs_path_at_or_below(it->t.path, from);
 		if (!busy)
 			break;
 		pthread_cond_wait(&b->cond, &b->lock);
@@ -433,7 +404,7 @@ void mbfs_batch_move_end(struct mbfs *fs, const char *from, const char *to,
 		}
 	}
 	for (struct item *it = b->head; done && it; it = it->next) {
-		if (it->inflight || !at_or_below(it->t.path, from))
+		if (it->inflight || !mbfs_path_at_or_below(it->t.path, from))
 			continue;
 		char *np;
 		if (asprintf(&np, "%s%s", to, it->t.path + fl) < 0)

@@ -31,20 +31,15 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "fuse/pathsel.h"
+
 struct mbfs;
 struct mbfs_batch;
 
 #define MBFS_BATCH_DELAY_MS 200
 
-/* Which queued items mbfs_batch_flush sends, relative to its path. */
-#define MBFS_BATCH_SELF     1u  /* the path itself */
-#define MBFS_BATCH_BELOW    2u  /* anything below it */
-#define MBFS_BATCH_PARENT   4u  /* its directory */
-#define MBFS_BATCH_CHILDREN 8u  /* the entries of the directory path */
-
-/* Whether a queued item's path is one of which (above) relative to path;
- * the write-back queue (wbq.c) selects its files the same way. */
-bool mbfs_batch_selects(const char *item, const char *path, unsigned which);
+/* Which queued items mbfs_batch_flush sends, relative to its path: the
+ * MBFS_BATCH_* of pathsel.h. */
 
 struct mbfs_batch *mbfs_batch_new(void);
 /* After mbfs_batch_stop (or when never started); drops what is queued. */

@@ -22,7 +22,6 @@
 #include "common/api.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "fuse/batch.h"
 #include "fuse/cache.h"
 #include "fuse/cache_int.h"
 #include "fuse/kcache.h"
@@ -297,8 +296,6 @@ static int fetch_listing(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
 			 void *ud)
 {
 	struct mbfs_cache *c = fs->cache;
-	/* the listing carries its entries' times: queued ones land first */
-	mbfs_batch_flush(fs, path, MBFS_BATCH_CHILDREN);
 	pthread_mutex_lock(&c->lock);
 	uint64_t ctr = c->counter;
 	pthread_mutex_unlock(&c->lock);
@@ -432,8 +429,6 @@ static int lookup_listing(struct mbfs *fs, const char *dir,
 			  struct stat *st)
 {
 	struct mbfs_cache *c = fs->cache;
-	/* the listing carries its entries' times: queued ones land first */
-	mbfs_batch_flush(fs, dir, MBFS_BATCH_CHILDREN);
 	pthread_mutex_lock(&c->lock);
 	uint64_t ctr = c->counter;
 	pthread_mutex_unlock(&c->lock);
@@ -533,8 +528,6 @@ int mbfs_cache_getattr(struct mbfs *fs, const char *path, struct stat *st)
 		hit = fetch_attr(fs, path, st);
 	else if (hit == 1)
 		hit = 0;
-	if (hit == 0)
-		mbfs_batch_apply(fs, path, st);
 	return hit;
 }
 

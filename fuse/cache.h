@@ -42,8 +42,8 @@ void mbfs_cache_set_kcache(struct mbfs_cache *c, struct mbfs_kcache *kc);
  * (stored: it answers the lookups of the names that follow, and when
  * complete, of names that are not there), or a stat when the parent has
  * more than one page (or cannot be listed) and the name is not on the
- * first. Concurrent lookups in one directory share one listing. Times
- * still queued for the guest (batch.h) are applied.
+ * first. Concurrent lookups in one directory share one listing. What the
+ * guest has: times still queued for it are not applied (view.h does).
  * 0 with *st, -ENOENT (possibly cached), -ENOTDIR (the parent is not a
  * directory on the guest), or another -errno. */
 int mbfs_cache_getattr(struct mbfs *fs, const char *path, struct stat *st);

@@ -22,6 +22,7 @@
 #include "fuse/node_int.h"
 #include "fuse/remote.h"
 #include "fuse/xfer_int.h"
+#include "fuse/view.h"
 
 #define SYNC_BATCH 16   /* stale records settled per pass */
 
@@ -137,7 +138,7 @@ static int make_rec(struct mbfs *fs, struct mbfs_node *n, struct mbfs_jrec *r)
 	/* emptied at open (O_TRUNC) without a look at the data: what the
 	 * mount knows of the file is what the data replaces */
 	struct stat st;
-	if (!r->fresh && !r->base_known && mbfs_cache_getattr(fs, path, &st) == 0 &&
+	if (!r->fresh && !r->base_known && mbfs_view_getattr(fs, path, &st) == 0 &&
 	    S_ISREG(st.st_mode)) {
 		r->base_known = true;
 		r->base_size = (uint64_t)st.st_size;

@@ -1,6 +1,6 @@
 /* journal_int.h: the inside of the journal, shared by journal.c (run
- * directory, records, kept/, replay) and journal_stage.c (staging notes).
- * Not for other modules. */
+ * directory, records, kept/, replay), journal_stage.c (staging notes) and
+ * journal_text.c (their texts, written whole). Not for other modules. */
 #ifndef MBFS_JOURNAL_INT_H
 #define MBFS_JOURNAL_INT_H
 

@@ -16,6 +16,7 @@
 #include "fuse/data.h"
 #include "fuse/node_int.h"
 #include "fuse/prefetch.h"
+#include "fuse/view.h"
 
 /* Forget the guest's pieces of a partial node. n->lock held. */
 void mbfs_load_drop_pieces(struct mbfs *fs, struct mbfs_node *n)
@@ -269,7 +270,9 @@ int mbfs_load(struct mbfs *fs, struct mbfs_node *n, bool whole)
 	if (gone)
 		return -ENOENT;
 	struct stat st;
-	int rc = mbfs_cache_getattr(fs, path, &st);
+	/* with our queued times: they land before this copy does, so they
+	 * are part of the base it is made on */
+	int rc = mbfs_view_getattr(fs, path, &st);
 	if (rc)
 		return rc;
 	if (S_ISDIR(st.st_mode))

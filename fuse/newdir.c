@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "common/api.h"
-#include "fuse/batch.h"
+#include "fuse/pathsel.h"
 #include "fuse/newdir.h"
 
 struct nd_entry {
@@ -105,7 +105,7 @@ int mbfs_newdir_stat(struct mbfs_newdirs *nd, const char *path,
 		if (strcmp(e->path, path) == 0) {
 			*st = e->st;
 			rc = 1;
-		} else if (mbfs_batch_selects(path, e->path,
+		} else if (mbfs_path_selects(path, e->path,
 					      MBFS_BATCH_BELOW)) {
 			rc = -ENOENT;   /* unless a deeper one is path */
 		}
@@ -123,7 +123,7 @@ bool mbfs_newdir_above(struct mbfs_newdirs *nd, const char *path, char *out)
 	for (struct nd_entry *e = nd->head; e; e = e->next) {
 		size_t n = strlen(e->path);
 		if ((!best || n < best) &&
-		    mbfs_batch_selects(path, e->path,
+		    mbfs_path_selects(path, e->path,
 				       MBFS_BATCH_SELF | MBFS_BATCH_BELOW)) {
 			snprintf(out, MB_PATH_MAX, "%s", e->path);
 			best = n;
@@ -144,7 +144,7 @@ int mbfs_newdir_each(struct mbfs_newdirs *nd, const char *dir,
 	int rc = 0;
 	pthread_mutex_lock(&nd->lock);
 	for (struct nd_entry *e = nd->head; e && !rc; e = e->next) {
-		if (!mbfs_batch_selects(e->path, dir, MBFS_BATCH_CHILDREN))
+		if (!mbfs_path_selects(e->path, dir, MBFS_BATCH_CHILDREN))
 			continue;
 		struct nd_entry *c = calloc(1, sizeof(*c));
 		const char *slash = strrchr(e->path, '/');

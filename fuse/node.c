@@ -30,6 +30,7 @@
 #include "fuse/remote.h"
 #include "fuse/wbq.h"
 #include "fuse/xfer.h"
+#include "fuse/view.h"
 
 struct mbfs_node *mbfs_node_find_shared(struct mbfs *fs, const char *path)
 {
@@ -426,7 +427,7 @@ void mbfs_node_retime(struct mbfs *fs, const char *path, time_t mtime)
 	pthread_mutex_unlock(&fs->nodes_lock);
 	/* only a copy that matches what we know of the guest follows */
 	struct stat st;
-	bool current = mbfs_cache_getattr(fs, path, &st) == 0 &&
+	bool current = mbfs_view_getattr(fs, path, &st) == 0 &&
 		       (uint64_t)st.st_size == bs && st.st_mtim.tv_sec == bm;
 	pthread_mutex_lock(&fs->nodes_lock);
 	if (current && n->version == version && !n->dirty &&

@@ -42,6 +42,7 @@
 #include "fuse/ops.h"
 #include "fuse/prefetch.h"
 #include "fuse/remote.h"
+#include "fuse/view.h"
 #include "fuse/warm.h"
 #include "fuse/wbq.h"
 
@@ -169,7 +170,7 @@ static int mbfs_getattr(const char *path, struct stat *st,
 		bool gone = mbfs_node_get_path(FS, NODE(fi), buf) != 0;
 		if (gone && mbfs_hidden_getattr(FS, buf, st) == 1)
 			return 0;
-		if (gone || mbfs_cache_getattr(FS, buf, st))
+		if (gone || mbfs_view_getattr(FS, buf, st))
 			default_file_stat(st);
 		mbfs_node_fgetattr(FS, NODE(fi), st);
 		st->st_ino = (ino_t)mbfs_ino(FS, buf);
@@ -192,7 +193,7 @@ static int mbfs_getattr(const char *path, struct stat *st,
 		mbfs_prefetch_listing(FS, dir);   /* git's lstats */
 	}
 	if (!rc) {
-		rc = mbfs_cache_getattr(FS, path, st);
+		rc = mbfs_view_getattr(FS, path, st);
 		/* gone while the kernel may still hold the name: it looks
 		 * the name up again (kcache.h) */
 		if (rc == -ENOENT && mbfs_kcache_gone(FS->kcache, path))

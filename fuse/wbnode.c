@@ -22,6 +22,7 @@
 #include "fuse/wbq.h"
 #include "fuse/wbsend.h"
 #include "fuse/xfer_int.h"
+#include "fuse/view.h"
 
 /* The working copy carries the file's mtime, so that a replay after a
  * crash gives the file its time (recover.c). nodes_lock held. */
@@ -84,7 +85,7 @@ int mbfs_node_wb_take(struct mbfs *fs, struct mbfs_node *n,
 	    mbfs_check_alive(fs))
 		goto out;
 	struct stat st;
-	bool known = !fresh && mbfs_cache_getattr(fs, path, &st) == 0 &&
+	bool known = !fresh && mbfs_view_getattr(fs, path, &st) == 0 &&
 		     S_ISREG(st.st_mode);
 	if (!fresh)   /* the mode of the file it replaces, as a PUT keeps it */
 		mode = known ? st.st_mode & 07777 : 0600;

@@ -535,21 +535,21 @@ void mbfs_wbq_flush_node(struct mbfs *fs, struct mbfs_node *n)
 static bool selects(const struct mbfs_wbq_entry *e, const char *path, unsigned which)
 {
 	if (e->n)
-		return mbfs_batch_selects(e->n->path, path, which);
+		return mbfs_path_selects(e->n->path, path, which);
 	switch (e->kind) {
 	case MBFS_WBDIR_MAKE:   /* anything at or below it needs it */
-		return mbfs_batch_selects(path, e->dpath,
+		return mbfs_path_selects(path, e->dpath,
 					  MBFS_BATCH_SELF | MBFS_BATCH_BELOW) ||
-		       mbfs_batch_selects(e->dpath, path, which);
+		       mbfs_path_selects(e->dpath, path, which);
 	case MBFS_WBDIR_MODE:   /* it would miss the path moved or gone */
 		return strcmp(e->dpath, path) == 0 ||
-		       mbfs_batch_selects(e->dpath, path, which);
+		       mbfs_path_selects(e->dpath, path, which);
 	default:
 		/* a directory time goes first only before what is below
 		 * it is removed or moved (batch.c has it too and follows
 		 * renames; nothing else waits for it) */
 		return (which & MBFS_BATCH_BELOW) &&
-		       mbfs_batch_selects(e->dpath, path, which);
+		       mbfs_path_selects(e->dpath, path, which);
 	}
 }
 

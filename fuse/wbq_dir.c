@@ -135,11 +135,11 @@ bool mbfs_wbq_dir_time(struct mbfs *fs, const char *dir,
 	pthread_mutex_lock(&q->lock);
 	for (struct mbfs_wbq_entry *e = q->head; e; e = e->next) {
 		/* a file or a directory made in dir moves its mtime */
-		if (e->n ? mbfs_batch_selects(e->n->path, dir,
+		if (e->n ? mbfs_path_selects(e->n->path, dir,
 					      MBFS_BATCH_CHILDREN)
 			 : strcmp(e->dpath, dir) == 0 ||
 			   (e->kind == MBFS_WBDIR_MAKE &&
-			    mbfs_batch_selects(e->dpath, dir,
+			    mbfs_path_selects(e->dpath, dir,
 					       MBFS_BATCH_CHILDREN))) {
 			pending = true;
 			if (!e->n && e->kind == MBFS_WBDIR_TIME &&
@@ -180,7 +180,7 @@ void mbfs_wbq_parent_changes(struct mbfs *fs, const char *path, bool local)
 	while (*pp) {
 		struct mbfs_wbq_entry *e = *pp;
 		if (e->n || e->kind != MBFS_WBDIR_TIME ||
-		    !mbfs_batch_selects(e->dpath, path, MBFS_BATCH_PARENT)) {
+		    !mbfs_path_selects(e->dpath, path, MBFS_BATCH_PARENT)) {
 			pp = &e->next;
 			continue;
 		}

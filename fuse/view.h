@@ -1,0 +1,17 @@
+/* view.h: what a path shows through the mount, composed in one place: the
+ * sandbox's attributes as the cache has them (cache.h), overlaid by what
+ * is queued for the sandbox (times: batch.h). The FUSE face (ops.c) shows
+ * paths through it; a module deciding something about the sandbox's own
+ * file (a load, an upload's base) asks the cache itself. Sends nothing
+ * the cache would not. */
+#ifndef MBFS_VIEW_H
+#define MBFS_VIEW_H
+
+#include <sys/stat.h>
+
+struct mbfs;
+
+/* mbfs_cache_getattr, with queued times applied. Same returns. */
+int mbfs_view_getattr(struct mbfs *fs, const char *path, struct stat *st);
+
+#endif
