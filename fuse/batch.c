@@ -93,8 +93,7 @@ static bool moving(const struct mbfs_batch *b, const char *path)
 
 static void set_mtime(struct stat *st, const void *arg)
 {
-	st->st_mtim.tv_sec = *(const time_t *)arg;
-	st->st_mtim.tv_nsec = 0;
+	st->st_mtim = *(const struct timespec *)arg;   /* touch.sh's, exactly */
 	st->st_ctim = st->st_mtim;
 }
 
@@ -110,7 +109,7 @@ static void settle(struct mbfs *fs, struct mbfs_touch **v, size_t n,
 		if (t->rc == 0) {
 			if (t->m.tv_nsec != UTIME_OMIT)
 				mbfs_cache_modify(fs->cache, t->path, set_mtime,
-						  &t->m.tv_sec);
+						  &t->m);
 			continue;
 		}
 		mbfs_cache_invalidate(fs->cache, t->path);
@@ -311,8 +310,7 @@ void mbfs_batch_apply(struct mbfs *fs, const char *path, struct stat *st)
 	pthread_mutex_lock(&b->lock);
 	for (const struct item *it = b->head; it; it = it->next) {
 		if (it->t.m.tv_nsec != UTIME_OMIT && strcmp(it->t.path, path) == 0) {
-			st->st_mtim.tv_sec = it->t.m.tv_sec;
-			st->st_mtim.tv_nsec = 0;
+			st->st_mtim = it->t.m;
 			st->st_ctim = st->st_mtim;
 		}
 	}

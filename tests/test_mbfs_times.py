@@ -92,3 +92,27 @@ def test_rsync_keeps_directory_and_file_times_on_the_sandbox(service, container,
     want = {os.path.relpath(os.path.join(dp, n), src): os.stat(os.path.join(dp, n)).st_mtime_ns
             for dp, ds, fs in os.walk(src) for n in ds + fs}
     assert got == want
+    # and the mount shows them so, also once it asks again (a second rsync
+    # finds nothing to do)
+    mbexec(service, dst, "true")
+    shown = {os.path.relpath(os.path.join(dp, n), dst): os.stat(os.path.join(dp, n)).st_mtime_ns
+             for dp, ds, fs in os.walk(dst) for n in ds + fs}
+    assert shown == want
+    again = subprocess.run(["rsync", "-ai", str(src) + "/", dst + "/"], check=True,
+                           capture_output=True, text=True)
+    assert again.stdout == "", again.stdout
+
+
+def test_a_time_set_on_a_file_on_the_sandbox_shows_exactly(service, container, mount):
+    d = mount.path(unique("settime"))
+    os.mkdir(d)
+    f = os.path.join(d, "f")
+    write(f, b"on the sandbox\n")
+    sync(mount)
+    t = 1600000000 * 10**9 + 123456789
+    os.utime(f, ns=(t, t))
+    assert os.stat(f).st_mtime_ns == t          # queued: the overlay's
+    sync(mount)
+    assert guest_mtime_ns(service, d, "f") == t
+    mbexec(service, d, "true")                  # asked again
+    assert os.stat(f).st_mtime_ns == t
