@@ -191,6 +191,12 @@ class Mount:
             writeback = "sync_close" not in options and os.environ.get("MB_TEST_SYNC_CLOSE") != "1"
         if not writeback and "sync_close" not in options:
             options = list(options) + ["sync_close"]
+        # a cache directory of its own unless the test shares one on purpose:
+        # what a mount leaves in its journal (an unmount while batches could
+        # not land) is replayed by the next mount of that cache, and must
+        # not turn up in another test's mount
+        if not any(o.startswith("cache_dir=") for o in options):
+            options = list(options) + ["cache_dir=" + tempfile.mkdtemp(prefix="cache-", dir=service.tmp)]
         self.service = service
         self.ident = ident
         self.owns_dir = mountpoint is None
