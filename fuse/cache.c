@@ -127,14 +127,22 @@ static void keep_finer_locked(struct mbfs_cache *c, const char *path,
 	st->st_atim = st->st_ctim = st->st_mtim;
 }
 
-/* Attributes the guest gave for path, which the kernel may hold as
- * missing (kcache.h); st may take a finer time from what was known. */
+/* Attributes the guest gave for path (finer times kept already), which
+ * the kernel may hold as missing (kcache.h). */
+static void put_seen_locked(struct mbfs_cache *c, const char *path,
+			    const struct stat *st)
+{
+	mbfs_kcache_appeared(c->kc, path);
+	put_attr_locked(c, path, st);
+}
+
+/* The same for attributes as the guest gave them; st may take a finer
+ * time from what was known. */
 static void put_fetched_locked(struct mbfs_cache *c, const char *path,
 			       struct stat *st)
 {
 	keep_finer_locked(c, path, st);
-	mbfs_kcache_appeared(c->kc, path);
-	put_attr_locked(c, path, st);
+	put_seen_locked(c, path, st);
 }
 
 static int fetch_attr(struct mbfs *fs, const char *path, struct stat *st)
@@ -229,7 +237,7 @@ static void put_listing_locked(struct mbfs_cache *c, const char *path,
 		compare_listing_locked(c, path, old, kids, n);
 	for (size_t i = 0; i < n; i++) {
 		if (join_path(path, kids[i].name, cpath, sizeof(cpath)))
-			put_fetched_locked(c, cpath, &kids[i].st);
+			put_seen_locked(c, cpath, &kids[i].st);
 	}
 	struct centry *e = mbfs_cache_add(c, path);
 	if (!e || !c->dir_ms) {

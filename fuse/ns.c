@@ -210,10 +210,15 @@ int mbfs_ns_rename(struct mbfs *fs, const char *from, const char *to,
 		rc = mbfs_remote_remove(fs, from, false, &sure);
 		if (rc == -ENOENT)
 			rc = 0;
-		if (rc)   /* the rename is done here: the stale name is logged */
-			mb_log(MB_LOG_WARN, "cannot remove '%s' on the sandbox "
-			       "after a file renamed over it moved on: %s", from,
-			       strerror(-rc));
+		if (rc) {   /* done here: the stale name is said, at the
+			     * next sync too */
+			char why[128];
+			snprintf(why, sizeof(why), "a file renamed over it moved "
+				 "on, and its old name could not be removed on "
+				 "the sandbox: %s", strerror(-rc));
+			mb_log(MB_LOG_WARN, "'%s': %s", from, why);
+			mbfs_wbq_note_failed(fs, 1, from, why);
+		}
 		return 0;
 	}
 	if (fresh)

@@ -25,13 +25,13 @@
 #include "fuse/view.h"
 
 /* The working copy carries the file's mtime, so that a replay after a
- * crash gives the file its time (recover.c). nodes_lock held. */
-static void stamp_locked(const struct mbfs_node *n)
+ * crash gives the file its time (recover.c). */
+static void stamp(int fd, struct timespec mtime)
 {
-	const struct timespec tv[2] = { { 0, UTIME_OMIT }, n->mtime };
-	if (n->fd >= 0 && futimens(n->fd, tv))
-		mb_log(MB_LOG_DEBUG, "cannot set the time of the copy of '%s': "
-		       "%s", n->path, strerror(errno));
+	const struct timespec tv[2] = { { 0, UTIME_OMIT }, mtime };
+	if (fd >= 0 && futimens(fd, tv))
+		mb_log(MB_LOG_DEBUG, "cannot set the time of a working copy: %s",
+		       strerror(errno));
 }
 
 int mbfs_node_close(struct mbfs *fs, struct mbfs_node *n)
@@ -42,11 +42,12 @@ int mbfs_node_close(struct mbfs *fs, struct mbfs_node *n)
 		bool kept = n->kept_any && n->kept_version == n->version;
 		uint64_t size = n->size;
 		bool fits = mbfs_wbsend_fits(n->path);
-		if (dirty)
-			stamp_locked(n);
+		int fd = n->fd;   /* the closer's node: its copy stays */
+		struct timespec mtime = n->mtime;
 		pthread_mutex_unlock(&fs->nodes_lock);
 		if (!dirty)
 			return 0;
+		stamp(fd, mtime);
 		/* durable in the journal already: the network can wait */
 		if (!kept && fits && size <= MBFS_WBQ_FILE_MAX &&
 		    mbfs_wbq_add(fs, n, size))
@@ -222,7 +223,7 @@ int mbfs_node_wb_retime(struct mbfs *fs, const char *path,
 		if (mtime->tv_nsec == UTIME_NOW)
 			clock_gettime(CLOCK_REALTIME, &n->mtime);
 		n->times_version = n->version;
-		stamp_locked(n);
+		stamp(n->fd, n->mtime);
 	}
 	pthread_mutex_unlock(&fs->nodes_lock);
 	return take;

@@ -219,6 +219,15 @@ class Mount:
         self.unmount()
         raise RuntimeError("mbfs did not mount: %s" % log)
 
+    def kill9(self):
+        """kill -9 the daemon, then detach its dead mount (as a user would);
+        its log."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+        subprocess.run(["fusermount3", "-uz", self.mountpoint], capture_output=True)
+        self.unmount()
+        return self.log()
+
     def path(self, *parts):
         return os.path.join(self.mountpoint, *parts)
 

@@ -449,10 +449,7 @@ def test_pieces_a_killed_mount_left_go_at_the_next_mount(service, container, nee
             assert time.monotonic() < deadline, "no archive was made"
             time.sleep(0.05)
     finally:
-        m.proc.send_signal(signal.SIGKILL)
-        m.proc.wait(30)
-        subprocess.run(["fusermount3", "-uz", m.mountpoint], capture_output=True)
-        m.unmount()
+        m.kill9()
     service.clear_faults()
     assert leftovers(service, container) == "1"
     m2 = mbtest.Mount(service, container, options=["cache_dir=" + cache])

@@ -31,10 +31,7 @@ def mount_with(service, container, cache_dir, *options):
 
 def kill9(m):
     """kill -9 the daemon, then detach its dead mount (as a user would)."""
-    m.proc.send_signal(signal.SIGKILL)
-    m.proc.wait(30)
-    subprocess.run(["fusermount3", "-uz", m.mountpoint], capture_output=True)
-    m.unmount()
+    m.kill9()
     assert not mbtest.sanitizer_report(m.log()), m.log()
 
 

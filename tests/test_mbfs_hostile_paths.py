@@ -268,10 +268,7 @@ def test_a_killed_mounts_batch_directory_goes_at_the_next_mount(service, contain
     sync(m)
     mine = staging_dirs(service, container) - before
     assert len(mine) == 1 and next(iter(mine)).startswith(".mbfs-wb-"), mine
-    m.proc.send_signal(signal.SIGKILL)
-    m.proc.wait(30)
-    subprocess.run(["fusermount3", "-uz", m.mountpoint], capture_output=True)
-    m.unmount()
+    m.kill9()
     assert mine <= staging_dirs(service, container)   # left behind
     m2 = mbtest.Mount(service, container, options=["cache_dir=" + cache])
     try:

@@ -316,10 +316,7 @@ def test_kill9_with_queued_files_then_remount_uploads_them(service, container, n
         os.chmod(os.path.join(d, "f1"), 0o755)
         assert control(m)["writeback"]["pendingFiles"] == 5
     finally:
-        m.proc.send_signal(signal.SIGKILL)
-        m.proc.wait(30)
-        subprocess.run(["fusermount3", "-uz", m.mountpoint], capture_output=True)
-        m.unmount()
+        m.kill9()
     assert not mbtest.sanitizer_report(m.log()), m.log()
     service.clear_faults()
     # the directory's mkdir was queued with them: it never left either
@@ -351,10 +348,7 @@ def test_kill9_while_a_batch_is_in_flight_is_no_conflict(service, container, nee
                              for i in range(8)), "the batches landing")
         assert control(m)["writeback"]["inFlightFiles"] == 8   # its answer not yet back
     finally:
-        m.proc.send_signal(signal.SIGKILL)
-        m.proc.wait(30)
-        subprocess.run(["fusermount3", "-uz", m.mountpoint], capture_output=True)
-        m.unmount()
+        m.kill9()
         service.clear_faults()
     m2 = mbtest.Mount(service, container, options=["cache_dir=" + cache], writeback=True)
     try:
@@ -422,10 +416,7 @@ def test_file_times_survive_kill9(service, container, need_fuse, tmp_path):
             st = os.stat(os.path.join(d, "f%d" % i))
             want["f%d" % i] = (st.st_mtime_ns, "%o" % (st.st_mode & 0o7777))
     finally:
-        m.proc.send_signal(signal.SIGKILL)
-        m.proc.wait(30)
-        subprocess.run(["fusermount3", "-uz", m.mountpoint], capture_output=True)
-        m.unmount()
+        m.kill9()
         service.clear_faults()
     m2 = mbtest.Mount(service, container, options=["cache_dir=" + cache], writeback=True)
     finish(m2)
