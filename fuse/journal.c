@@ -76,7 +76,7 @@ static bool get_num(const cJSON *o, const char *key, double *out)
 	return true;
 }
 
-static bool parse_owner(const cJSON *o, struct mbfs_jrec *r)
+bool mbfs_journal_parse_owner(const cJSON *o, struct mbfs_jrec *r)
 {
 	return get_str(o, "apiUrl", r->api_url, sizeof(r->api_url)) &&
 	       get_str(o, "id", r->ident.id, sizeof(r->ident.id)) &&
@@ -84,8 +84,8 @@ static bool parse_owner(const cJSON *o, struct mbfs_jrec *r)
 		       sizeof(r->ident.created_at));
 }
 
-static bool same_container(const struct mbfs_journal *j,
-			   const struct mbfs_jrec *r)
+bool mbfs_journal_same_container(const struct mbfs_journal *j,
+				 const struct mbfs_jrec *r)
 {
 	return strcmp(r->api_url, j->api_url) == 0 &&
 	       strcmp(r->ident.id, j->who.id) == 0;
@@ -96,7 +96,7 @@ static int parse_rec(const char *text, struct mbfs_jrec *r)
 	cJSON *o = text ? cJSON_Parse(text) : NULL;
 	double size = 0, mtime = 0, mode = 0;
 	memset(r, 0, sizeof(*r));
-	bool ok = cJSON_IsObject(o) && parse_owner(o, r) &&
+	bool ok = cJSON_IsObject(o) && mbfs_journal_parse_owner(o, r) &&
 		  get_str(o, "path", r->rpath, sizeof(r->rpath));
 	const cJSON *fresh = o ? cJSON_GetObjectItemCaseSensitive(o, "fresh") : NULL;
 	const cJSON *base = o ? cJSON_GetObjectItemCaseSensitive(o, "base") : NULL;
@@ -329,6 +329,7 @@ static void sweep_dir(const char *dir, bool keep_state, size_t *left)
 		bool state = ends_with(name, REC_SUFFIX) ||
 			     ends_with(name, STG_SUFFIX) ||
 			     strcmp(name, LOCK_NAME) == 0 ||
+			     strcmp(name, OUTBOX_NAME) == 0 ||
 			     access(rec, F_OK) == 0 || has_rec_xattr(p);
 		if (keep_state && state) {
 			(*left)++;
@@ -383,6 +384,8 @@ int mbfs_journal_open(const char *dir, const char *api_url,
 	if (!j)
 		return mb_err_set(err, ENOMEM, "out of memory");
 	j->lockfd = -1;
+	j->opfd = -1;
+	pthread_mutex_init(&j->oplock, NULL);
 	snprintf(j->api_url, sizeof(j->api_url), "%s", api_url);
 	j->who = *who;
 	pthread_mutex_init(&j->lock, NULL);
@@ -429,6 +432,7 @@ fail:
 	free(j->keptdir);
 	free(j->dir);
 	pthread_mutex_destroy(&j->lock);
+	pthread_mutex_destroy(&j->oplock);
 	free(j);
 	return rc;
 }
@@ -437,6 +441,7 @@ void mbfs_journal_close(struct mbfs_journal *j)
 {
 	if (!j)
 		return;
+	mbfs_journal_close_outbox(j);
 	close_dir(j->run);
 	close(j->lockfd);
 	while (j->kept) {
@@ -449,6 +454,7 @@ void mbfs_journal_close(struct mbfs_journal *j)
 	}
 	mbfs_journal_free_stages(j);
 	pthread_mutex_destroy(&j->lock);
+	pthread_mutex_destroy(&j->oplock);
 	free(j->run);
 	free(j->keptdir);
 	free(j->dir);
@@ -467,14 +473,14 @@ static enum mbfs_jact replay_stage(struct mbfs_journal *j, const char *file,
 	struct mbfs_jrec owner;
 	enum mbfs_jact act = MBFS_J_DONE;   /* unreadable: nothing to go on */
 	memset(&owner, 0, sizeof(owner));
-	if (cJSON_IsObject(o) && parse_owner(o, &owner) && cJSON_IsArray(a)) {
+	if (cJSON_IsObject(o) && mbfs_journal_parse_owner(o, &owner) && cJSON_IsArray(a)) {
 		size_t n = (size_t)cJSON_GetArraySize(a), k = 0;
 		const char **v = calloc(n ? n : 1, sizeof(*v));
 		const cJSON *it;
 		cJSON_ArrayForEach(it, a)
 			if (v && cJSON_IsString(it))
 				v[k++] = it->valuestring;
-		if (!same_container(j, &owner)) {
+		if (!mbfs_journal_same_container(j, &owner)) {
 			*foreign = true;
 			act = MBFS_J_LEAVE;
 		} else if (v) {
@@ -507,7 +513,7 @@ static enum mbfs_jact replay_rec(struct mbfs_journal *j, const char *file,
 	}
 	int ok = parse_rec(text, &r) == 0;
 	free(text);
-	if (ok && !same_container(j, &r)) {
+	if (ok && !mbfs_journal_same_container(j, &r)) {
 		*foreign = true;
 		return MBFS_J_LEAVE;
 	}
@@ -527,6 +533,9 @@ static void replay_dir(struct mbfs_journal *j, const char *dir,
 	char p[PATH_MAX];
 	if (!dp)
 		return;
+	/* removals and mkdirs first: the files' records may need them */
+	if (ops->outbox)
+		mbfs_journal_replay_outbox(j, dir, ops, &foreign);
 	while ((de = readdir(dp))) {
 		const char *name = de->d_name;
 		bool rec = ends_with(name, REC_SUFFIX);

@@ -18,6 +18,7 @@
 #define STG_SUFFIX ".stg"
 #define TMP_SUFFIX ".tmp"
 #define LOCK_NAME "lock"
+#define OUTBOX_NAME "outbox"
 #define RUN_PREFIX "run."
 #define REC_MAX 65536   /* a record is a path and a few numbers */
 
@@ -44,7 +45,23 @@ struct mbfs_journal {
 	struct kept *kept;      /* newest first; protected by lock */
 	struct stage *stages;   /* protected by lock */
 	unsigned next_id;       /* protected by lock */
+	/* the outbox log (journal_outbox.c) */
+	pthread_mutex_t oplock; /* held across its appends (local only) */
+	int opfd;               /* -1 until the first op */
+	size_t ops_pending;     /* noted, not done; protected by oplock */
+	bool op_failed;         /* an append failed (logged once) */
 };
+
+/* The outbox log of an ended mount's run directory dir, to ops->outbox;
+ * removed when handled. *foreign: it is another container's. */
+void mbfs_journal_replay_outbox(struct mbfs_journal *j, const char *dir,
+				const struct mbfs_jreplay *ops, bool *foreign);
+/* At close: the log goes when nothing in it is pending. */
+void mbfs_journal_close_outbox(struct mbfs_journal *j);
+/* Parse an owner object's fields into r; false when one is missing. */
+bool mbfs_journal_parse_owner(const cJSON *o, struct mbfs_jrec *r);
+bool mbfs_journal_same_container(const struct mbfs_journal *j,
+				 const struct mbfs_jrec *r);
 
 /* Write text to path through path.tmp and a rename. 0 or -errno. */
 int mbfs_journal_write_file(const char *path, const char *text);

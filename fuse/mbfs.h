@@ -57,6 +57,7 @@
  *   hidden->lock  ->  fs->nodes_lock
  *   fs->nodes_lock  ->  wbq->lock
  *   wbq->lock  ->  newdirs->lock
+ *   wbq->lock  ->  journal->oplock  ->  journal->lock (the outbox log)
  *   data->lock, prefetch->lock, batch->lock, wbq->lock, lease->lock, statfs_lock,
  *   watch_lock, kcache->lock and the journal's lock are leaves.
  * node->lock may be held across network calls (and across waiting for a

@@ -278,6 +278,10 @@ static int fill_one(void *ud, const char *name, const struct stat *st)
 	for (size_t i = 0; i < d->nfresh; i++)
 		if (strcmp(d->fresh[i].name, name) == 0)
 			return 0;   /* shown from the node */
+	char path[MB_PATH_MAX];
+	if (snprintf(path, sizeof(path), "%s/%s", d->root ? "" : d->dir, name)
+	    < (int)sizeof(path) && mbfs_wbq_gone(FS, path))
+		return 0;   /* removed here, the removal on its way */
 	return fill(d, name, st);
 }
 
@@ -444,6 +448,8 @@ static int mbfs_link(const char *from, const char *to)
 		rc = -EPERM;
 	if (!rc)
 		mbfs_hidden_settle(FS, NULL);
+	if (!rc && mbfs_wbq_flush_removals(FS, to) == -EAGAIN)
+		rc = -EIO;
 	if (!rc && mbfs_node_link_new(FS, from, to, &rc))
 		return rc;   /* both names still queued here */
 	if (!rc)

@@ -29,6 +29,10 @@
 struct replay {
 	struct mbfs *fs;
 	unsigned uploaded, kept, left;
+	/* outbox times and modes, sent after the files (their renames
+	 * move directories' mtimes) */
+	struct mbfs_wbdir *late;
+	size_t nlate;
 };
 
 static enum mbfs_jact keep(struct replay *x, const char *local,
@@ -325,14 +329,108 @@ static enum mbfs_jact on_staged(void *ud, const struct mbfs_jrec *owner,
 	return rc ? MBFS_J_LEAVE : MBFS_J_DONE;
 }
 
+/* One batch of the outbox's changes (no files); its failures logged. 0,
+ * or -errno when it did not run. */
+static int send_ops(struct mbfs *fs, struct mbfs_wbdir *dv, size_t nd)
+{
+	struct mb_err err;
+	mb_err_clear(&err);
+	int rc = mbfs_wbsend(fs, NULL, 0, dv, nd, &err);
+	if (rc) {
+		mb_log(MB_LOG_WARN, "cannot replay %zu change%s queued before "
+		       "mbfs stopped: %s", nd, nd == 1 ? "" : "s", err.msg);
+		return rc;
+	}
+	for (size_t i = 0; i < nd; i++)
+		if (dv[i].rc)
+			mb_log(MB_LOG_WARN, "'%s' was %s before mbfs stopped; "
+			       "that cannot be done on the sandbox now: %s",
+			       dv[i].path, dv[i].kind == MBFS_WBDIR_MAKE
+			       ? "made" : "removed", dv[i].why);
+	return 0;
+}
+
+static enum mbfs_jact on_outbox(void *ud, const struct mbfs_jrec *owner,
+				const struct mbfs_jop *ops, size_t count)
+{
+	struct replay *x = ud;
+	struct mbfs *fs = x->fs;
+	if (strcmp(owner->ident.created_at, fs->ident.created_at) != 0)
+		return MBFS_J_DONE;   /* that sandbox is gone */
+	struct mbfs_wbdir *dv = calloc(count, sizeof(*dv));
+	char (*rel)[MB_PATH_MAX] = calloc(count, sizeof(*rel));
+	enum mbfs_jact act = MBFS_J_LEAVE;
+	size_t n = 0, start = 0;
+	if (!dv || !rel)
+		goto out;
+	for (size_t i = 0; i < count; i++) {
+		if (!mount_path(fs, ops[i].rpath, rel[i])) {
+			mb_log(MB_LOG_INFO, "changes queued by a mount of another "
+			       "directory wait for a mount of it ('%s')",
+			       ops[i].rpath);
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < count; i++) {
+		static const enum mbfs_wbdir_kind kinds[128] = {
+			['T'] = MBFS_WBDIR_TIME, ['M'] = MBFS_WBDIR_MAKE,
+			['C'] = MBFS_WBDIR_MODE, ['r'] = MBFS_WBDIR_RM,
+			['R'] = MBFS_WBDIR_RMDIR,
+		};
+		struct mbfs_wbdir *d = &dv[n];
+		d->path = rel[i];
+		d->kind = kinds[(unsigned char)ops[i].kind & 127];
+		d->mode = ops[i].mode;
+		d->mtime = ops[i].mtime;
+		d->base_known = ops[i].base_known;
+		d->base_size = ops[i].base_size;
+		d->base_mtime = ops[i].base_mtime;
+		if (d->kind == MBFS_WBDIR_TIME || d->kind == MBFS_WBDIR_MODE) {
+			struct mbfs_wbdir *v = realloc(x->late, (x->nlate + 1) *
+						       sizeof(*v));
+			if (v && (d->path = strdup(rel[i]))) {
+				x->late = v;
+				x->late[x->nlate++] = *d;
+			} else if (v) {
+				x->late = v;
+			}
+			continue;
+		}
+		/* a removal after a mkdir starts the next batch (wbsend.h) */
+		if (mbfs_wbdir_removes(d->kind) && n > start &&
+		    !mbfs_wbdir_removes(dv[n - 1].kind)) {
+			if (send_ops(fs, dv + start, n - start))
+				goto out;
+			start = n;
+		}
+		n++;
+	}
+	if (n > start && send_ops(fs, dv + start, n - start))
+		goto out;
+	if (n)
+		mb_log(MB_LOG_INFO, "%zu directory change%s and removal%s queued "
+		       "before mbfs stopped: sent now", n, n == 1 ? "" : "s",
+		       n == 1 ? "" : "s");
+	act = MBFS_J_DONE;
+out:
+	free(dv);
+	free(rel);
+	return act;
+}
+
 unsigned mbfs_recover(struct mbfs *fs)
 {
 	struct replay x = { .fs = fs };
-	struct mbfs_jreplay ops = { on_dirty, on_staged, &x };
+	struct mbfs_jreplay ops = { on_dirty, on_staged, on_outbox, &x };
 	int rc = mbfs_journal_replay(fs->journal, &ops);
 	if (rc)
 		mb_log(MB_LOG_WARN, "cannot read the journals of earlier mounts: "
 		       "%s", strerror(-rc));
+	if (x.nlate)   /* best effort, as in a batch */
+		send_ops(fs, x.late, x.nlate);
+	for (size_t i = 0; i < x.nlate; i++)
+		free(x.late[i].path);
+	free(x.late);
 	if (x.kept)
 		mb_log(MB_LOG_WARN, "%u file%s written before mbfs stopped could "
 		       "not be uploaded and %s kept under the cache directory "

@@ -1,6 +1,6 @@
 /* view.h: what a path shows through the mount, composed in one place: the
  * sandbox's attributes as the cache has them (cache.h), overlaid by what
- * is queued for the sandbox (times: batch.h). The FUSE face (ops.c) shows
+ * is queued for the sandbox (times: batch.h; removals: wbq.h). The FUSE face (ops.c) shows
  * paths through it; a module deciding something about the sandbox's own
  * file (a load, an upload's base) asks the cache itself. Sends nothing
  * the cache would not. */
@@ -11,7 +11,11 @@
 
 struct mbfs;
 
-/* mbfs_cache_getattr, with queued times applied. Same returns. */
+/* mbfs_cache_getattr, with queued times applied and queued removals
+ * gone. Same returns. */
 int mbfs_view_getattr(struct mbfs *fs, const char *path, struct stat *st);
+
+/* mbfs_cache_refresh (the guest asked), a queued removal gone. */
+int mbfs_view_refresh(struct mbfs *fs, const char *path, struct stat *st);
 
 #endif

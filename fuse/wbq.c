@@ -124,7 +124,7 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 {
 	size_t k = 0;
 	uint64_t bytes = 0, now = mb_now_ms();
-	bool skipped = false;
+	bool skipped = false, others = false;
 	for (struct mbfs_wbq_entry *e = q->head; e; e = e->next) {
 		if (e->inflight)
 			continue;
@@ -135,6 +135,11 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 			skipped = true;
 			continue;
 		}
+		/* a removal goes first in its batch (wbsend.h): it starts
+		 * one, or waits for the next, and overtakes nothing */
+		if (!e->n && mbfs_wbdir_removes(e->kind) &&
+		    (skipped || others))
+			break;
 		/* a directory's time or mode never overtakes a file queued
 		 * before it; a mkdir may (nothing queued before it is in it) */
 		if (!e->n && e->kind != MBFS_WBDIR_MAKE && skipped)
@@ -144,6 +149,7 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 			break;
 		e->inflight = true;
 		e->urgent = false;
+		others = others || e->n || !mbfs_wbdir_removes(e->kind);
 		bytes += e->bytes;
 		k++;
 	}
@@ -172,6 +178,9 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 			dv[nd].path = e->dpath;
 			dv[nd].kind = e->kind;
 			dv[nd].mode = e->dmode;
+			dv[nd].base_known = e->base_known;
+			dv[nd].base_size = e->base_size;
+			dv[nd].base_mtime = e->base_mtime;
 			dv[nd++].mtime = e->dtime;
 		}
 	}
@@ -216,6 +225,22 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 		free(up);
 		return;
 	}
+	/* the removals went first, and so are told first: a file of the
+	 * batch may be at a removed name again; one the sandbox refused
+	 * shows again */
+	for (i = 0; i < nd; i++) {
+		if (!mbfs_wbdir_removes(dv[i].kind))
+			continue;
+		if (rc) {
+			dv[i].rc = rc;
+			snprintf(dv[i].why, sizeof(dv[i].why), "%.150s", err.msg);
+		}
+		mbfs_wbq_dir_landed(fs, &dv[i]);
+		if (dv[i].rc && !failed++) {
+			snprintf(first_fail, sizeof(first_fail), "%s", dv[i].path);
+			snprintf(first_why, sizeof(first_why), "%.190s", dv[i].why);
+		}
+	}
 	/* the directories made first: what the batch put in them is told
 	 * to the cache after their (empty) listings */
 	for (i = 0; i < nd; i++) {
@@ -248,7 +273,8 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 	/* the files' renames moved these directories' mtimes, then the
 	 * batch set them: what the cache assumed after the files is wrong */
 	for (i = 0; i < nd && !rc; i++)
-		mbfs_wbq_dir_landed(fs, &dv[i]);
+		if (!mbfs_wbdir_removes(dv[i].kind))
+			mbfs_wbq_dir_landed(fs, &dv[i]);
 	/* those uploaded on their own are counted by their upload
 	 * meanwhile (wbq_up.c), not twice */
 	uint64_t upbytes = 0;
@@ -307,15 +333,14 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 			pp = &e->next;
 			continue;
 		}
+		*pp = e->next;
 		if (e->n) {
 			e->n->wbq = NULL;
 			drop[ndrop++] = e->n;
-		} else if (e->kind != MBFS_WBDIR_MAKE) {
-			q->dirs--;
+			free(e);
+		} else {
+			mbfs_wbq_drop_dir_locked(fs, q, e);
 		}
-		*pp = e->next;
-		free(e->dpath);
-		free(e);
 	}
 	q->tail = pp;
 	free(ev);
@@ -534,6 +559,10 @@ void mbfs_wbq_flush_node(struct mbfs *fs, struct mbfs_node *n)
  * nodes_lock held. */
 static bool selects(const struct mbfs_wbq_entry *e, const char *path, unsigned which)
 {
+	if (which & MBFS_WBQ_REMOVALS)
+		return !e->n && mbfs_wbdir_removes(e->kind) &&
+		       (mbfs_path_at_or_below(path, e->dpath) ||
+			mbfs_path_at_or_below(e->dpath, path));
 	if (e->n)
 		return mbfs_path_selects(e->n->path, path, which);
 	switch (e->kind) {
@@ -541,6 +570,12 @@ static bool selects(const struct mbfs_wbq_entry *e, const char *path, unsigned w
 		return mbfs_path_selects(path, e->dpath,
 					  MBFS_BATCH_SELF | MBFS_BATCH_BELOW) ||
 		       mbfs_path_selects(e->dpath, path, which);
+	case MBFS_WBDIR_RM:
+	case MBFS_WBDIR_RMDIR:
+		/* anything made at or below it, or a move or removal of
+		 * what holds it, comes after it */
+		return mbfs_path_at_or_below(path, e->dpath) ||
+		       mbfs_path_at_or_below(e->dpath, path);
 	case MBFS_WBDIR_MODE:   /* it would miss the path moved or gone */
 		return strcmp(e->dpath, path) == 0 ||
 		       mbfs_path_selects(e->dpath, path, which);
@@ -592,6 +627,17 @@ int mbfs_wbq_flush(struct mbfs *fs, const char *path, unsigned which)
 	}
 }
 
+int mbfs_wbq_flush_removals(struct mbfs *fs, const char *path)
+{
+	struct mbfs_wbq *q = fs->wbq;
+	if (!q)
+		return 0;
+	pthread_mutex_lock(&q->lock);
+	bool any = q->removes > 0;
+	pthread_mutex_unlock(&q->lock);
+	return any ? mbfs_wbq_flush(fs, path, MBFS_WBQ_REMOVALS) : 0;
+}
+
 void mbfs_wbq_settle(struct mbfs *fs)
 {
 	struct mbfs_wbq *q = fs->wbq;
@@ -637,11 +683,12 @@ char *mbfs_wbq_json(struct mbfs *fs)
 		return NULL;
 	pthread_mutex_lock(&q->lock);
 	/* directory entries are not files; their mkdirs are counted apart */
-	size_t dirs = 0, dirs_inflight = 0, mkdirs = 0;
+	size_t dirs = 0, dirs_inflight = 0, mkdirs = 0, removes = 0;
 	for (const struct mbfs_wbq_entry *e = q->head; e; e = e->next) {
 		dirs += !e->n;
 		dirs_inflight += !e->n && e->inflight;
 		mkdirs += !e->n && e->kind == MBFS_WBDIR_MAKE;
+		removes += !e->n && mbfs_wbdir_removes(e->kind);
 	}
 	/* last_error: a path and a message; escape what JSON needs */
 	for (const char *p = q->last_error; *p && n + 8 < sizeof(esc); p++) {
@@ -662,6 +709,7 @@ char *mbfs_wbq_json(struct mbfs *fs)
 	if (up_sent > q->up_bytes)
 		up_sent = q->up_bytes;
 	if (asprintf(&s, "{\"pendingFiles\":%zu,\"pendingDirs\":%zu,"
+		     "\"pendingRemoves\":%zu,"
 		     "\"pendingBytes\":%" PRIu64
 		     ",\"inFlightFiles\":%zu,\"uploadingFiles\":%zu"
 		     ",\"uploadingBytes\":%" PRIu64 ",\"uploadingSentBytes\":%" PRIu64
@@ -669,7 +717,7 @@ char *mbfs_wbq_json(struct mbfs *fs)
 		     ",\"sentBytes\":%" PRIu64 ",\"failedFiles\":%" PRIu64
 		     ",\"waiting\":%s,\"retries\":%" PRIu64
 		     ",\"lastError\":\"%s\"}",
-		     q->queued + q->inflight - dirs + q->up_files, mkdirs,
+		     q->queued + q->inflight - dirs + q->up_files, mkdirs, removes,
 		     q->queued_bytes + q->inflight_bytes + q->up_bytes - up_sent,
 		     q->inflight - dirs_inflight, q->up_files, q->up_bytes, up_sent,
 		     q->sent_files, q->sent_batches, q->sent_bytes,
