@@ -523,6 +523,58 @@ static enum mbfs_jact replay_rec(struct mbfs_journal *j, const char *file,
 	return act;
 }
 
+/* The dirty copies answered LATER: their data file and record file
+ * (NULL: an attribute of the data file). */
+struct later {
+	char **local, **rec;
+	size_t n, cap;
+};
+
+static void later_add(struct later *l, const char *local, const char *rec)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		char **a = realloc(l->local, cap * sizeof(*a));
+		if (a)
+			l->local = a;
+		char **b = a ? realloc(l->rec, cap * sizeof(*b)) : NULL;
+		if (!b)
+			return;   /* left as it is: the next mount finds it */
+		l->rec = b;
+		l->cap = cap;
+	}
+	l->local[l->n] = strdup(local);
+	l->rec[l->n] = rec ? strdup(rec) : NULL;
+	if (l->local[l->n])
+		l->n++;
+	else
+		free(l->rec[l->n]);
+}
+
+static void later_flush(struct later *l, const struct mbfs_jreplay *ops)
+{
+	enum mbfs_jact *acts = l->n ? calloc(l->n, sizeof(*acts)) : NULL;
+	if (acts && ops->flush) {
+		for (size_t i = 0; i < l->n; i++)
+			acts[i] = MBFS_J_LEAVE;
+		ops->flush(ops->ud, acts, l->n);
+		for (size_t i = 0; i < l->n; i++) {
+			if (acts[i] != MBFS_J_DONE)
+				continue;
+			unlink(l->local[i]);
+			if (l->rec[i])
+				unlink(l->rec[i]);
+		}
+	}
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->local[i]);
+		free(l->rec[i]);
+	}
+	free(acts);
+	free(l->local);
+	free(l->rec);
+}
+
 /* Replay one run directory whose lock we hold. */
 static void replay_dir(struct mbfs_journal *j, const char *dir,
 		       const struct mbfs_jreplay *ops)
@@ -531,6 +583,7 @@ static void replay_dir(struct mbfs_journal *j, const char *dir,
 	struct dirent *de;
 	bool foreign = false;
 	char p[PATH_MAX];
+	struct later later = { 0 };
 	if (!dp)
 		return;
 	/* removals and mkdirs first: the files' records may need them */
@@ -554,9 +607,12 @@ static void replay_dir(struct mbfs_journal *j, const char *dir,
 			if (has_rec_xattr(local))
 				continue;   /* the attribute is newer */
 			act = replay_rec(j, p, local, ops, &foreign);
+			if (act == MBFS_J_LATER)
+				later_add(&later, local, p);
 		} else if (has_rec_xattr(p)) {
 			/* DONE removed the data with its attribute */
-			replay_rec(j, p, NULL, ops, &foreign);
+			if (replay_rec(j, p, NULL, ops, &foreign) == MBFS_J_LATER)
+				later_add(&later, p, NULL);
 			continue;
 		} else {
 			continue;
@@ -565,6 +621,7 @@ static void replay_dir(struct mbfs_journal *j, const char *dir,
 			unlink(p);
 	}
 	closedir(dp);
+	later_flush(&later, ops);
 	if (!foreign)
 		close_dir(dir);
 	else {

@@ -129,6 +129,7 @@ void mbfs_journal_op_done(struct mbfs_journal *j, unsigned id);
 enum mbfs_jact {
 	MBFS_J_LEAVE,   /* not now: a later mount finds it again */
 	MBFS_J_DONE,    /* handled: the journal forgets it */
+	MBFS_J_LATER,   /* a dirty copy: decided by flush, with others */
 };
 
 struct mbfs_jreplay {
@@ -144,6 +145,11 @@ struct mbfs_jreplay {
 	 * handed out before the run directory's records. */
 	enum mbfs_jact (*outbox)(void *ud, const struct mbfs_jrec *owner,
 				 const struct mbfs_jop *ops, size_t count);
+	/* After the run directory's records, while it is still held: the
+	 * count dirty copies dirty answered LATER for, in that order, get
+	 * their acts (DONE or LEAVE) into acts. The files named to dirty
+	 * stay where they were until it returns. */
+	void (*flush)(void *ud, enum mbfs_jact *acts, size_t count);
 	void *ud;
 };
 
