@@ -1,6 +1,7 @@
 /* journal.c: durable local state of a mount (see journal.h): the run
- * directory, records of dirty copies, kept/, and the replay of ended
- * mounts; staging notes are in journal_stage.c. Records and notes are
+ * directory, records of dirty copies, kept/; the replay of ended mounts is
+ * journal_replay.c, the outbox log journal_outbox.c, staging notes
+ * journal_stage.c. Records and notes are
  * small JSON texts, replaced whole, so a reader sees a whole one or none:
  * a record is an extended attribute of its working copy (one setxattr,
  * no file of its own: a file per record doubled the inodes a storm of
@@ -30,14 +31,14 @@
 #include "fuse/journal.h"
 #include "fuse/journal_int.h"
 
-static bool ends_with(const char *s, const char *suffix)
+bool mbfs_journal_ends_with(const char *s, const char *suffix)
 {
 	size_t n = strlen(s), m = strlen(suffix);
 	return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
 /* The whole file at path (malloc'd, NUL-terminated) or NULL. */
-static char *read_small(const char *path)
+char *mbfs_journal_read_small(const char *path)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -91,7 +92,7 @@ bool mbfs_journal_same_container(const struct mbfs_journal *j,
 	       strcmp(r->ident.id, j->who.id) == 0;
 }
 
-static int parse_rec(const char *text, struct mbfs_jrec *r)
+int mbfs_journal_parse_rec(const char *text, struct mbfs_jrec *r)
 {
 	cJSON *o = text ? cJSON_Parse(text) : NULL;
 	double size = 0, mtime = 0, mode = 0;
@@ -191,7 +192,7 @@ int mbfs_journal_drop(struct mbfs_journal *j, const char *local)
 
 /* The record kept as an attribute of the data file local (malloc'd), or
  * NULL when it has none. */
-static char *read_rec_xattr(const char *local)
+char *mbfs_journal_read_rec_xattr(const char *local)
 {
 	char key[REC_KEY_MAX];
 	rec_key(local, key);
@@ -205,7 +206,7 @@ static char *read_rec_xattr(const char *local)
 	return text;
 }
 
-static bool has_rec_xattr(const char *local)
+bool mbfs_journal_has_rec_xattr(const char *local)
 {
 	char key[REC_KEY_MAX];
 	rec_key(local, key);
@@ -311,7 +312,7 @@ const char *mbfs_journal_kept_dir(const struct mbfs_journal *j)
 
 /* Remove every file in dir that is not needed: with keep_state, records,
  * their data, staging lists and the lock stay. *left: files still there. */
-static void sweep_dir(const char *dir, bool keep_state, size_t *left)
+void mbfs_journal_sweep_dir(const char *dir, bool keep_state, size_t *left)
 {
 	DIR *dp = opendir(dir);
 	struct dirent *de;
@@ -326,11 +327,11 @@ static void sweep_dir(const char *dir, bool keep_state, size_t *left)
 		if (snprintf(p, sizeof(p), "%s/%s", dir, name) >= (int)sizeof(p) ||
 		    snprintf(rec, sizeof(rec), "%s" REC_SUFFIX, p) >= (int)sizeof(rec))
 			continue;
-		bool state = ends_with(name, REC_SUFFIX) ||
-			     ends_with(name, STG_SUFFIX) ||
+		bool state = mbfs_journal_ends_with(name, REC_SUFFIX) ||
+			     mbfs_journal_ends_with(name, STG_SUFFIX) ||
 			     strcmp(name, LOCK_NAME) == 0 ||
 			     strcmp(name, OUTBOX_NAME) == 0 ||
-			     access(rec, F_OK) == 0 || has_rec_xattr(p);
+			     access(rec, F_OK) == 0 || mbfs_journal_has_rec_xattr(p);
 		if (keep_state && state) {
 			(*left)++;
 			continue;
@@ -342,10 +343,10 @@ static void sweep_dir(const char *dir, bool keep_state, size_t *left)
 }
 
 /* Remove the run directory dir when nothing in it is still needed. */
-static void close_dir(const char *dir)
+void mbfs_journal_close_dir(const char *dir)
 {
 	size_t left;
-	sweep_dir(dir, true, &left);
+	mbfs_journal_sweep_dir(dir, true, &left);
 	if (left == 1) {   /* the lock alone */
 		char p[PATH_MAX];
 		if (snprintf(p, sizeof(p), "%s/" LOCK_NAME, dir) < (int)sizeof(p))
@@ -441,8 +442,14 @@ void mbfs_journal_close(struct mbfs_journal *j)
 {
 	if (!j)
 		return;
-	mbfs_journal_close_outbox(j);
-	close_dir(j->run);
+	/* the outbox log goes when nothing in it is pending */
+	if (j->opfd >= 0)
+		close(j->opfd);
+	char ob[PATH_MAX];
+	if (!j->ops_pending &&
+	    snprintf(ob, sizeof(ob), "%s/" OUTBOX_NAME, j->run) < (int)sizeof(ob))
+		unlink(ob);
+	mbfs_journal_close_dir(j->run);
 	close(j->lockfd);
 	while (j->kept) {
 		struct kept *k = j->kept;
@@ -459,202 +466,4 @@ void mbfs_journal_close(struct mbfs_journal *j)
 	free(j->keptdir);
 	free(j->dir);
 	free(j);
-}
-
-/* ---- replay ---- */
-
-/* One staging list of an ended mount. */
-static enum mbfs_jact replay_stage(struct mbfs_journal *j, const char *file,
-				   const struct mbfs_jreplay *ops, bool *foreign)
-{
-	char *text = read_small(file);
-	cJSON *o = text ? cJSON_Parse(text) : NULL;
-	const cJSON *a = o ? cJSON_GetObjectItemCaseSensitive(o, "paths") : NULL;
-	struct mbfs_jrec owner;
-	enum mbfs_jact act = MBFS_J_DONE;   /* unreadable: nothing to go on */
-	memset(&owner, 0, sizeof(owner));
-	if (cJSON_IsObject(o) && mbfs_journal_parse_owner(o, &owner) && cJSON_IsArray(a)) {
-		size_t n = (size_t)cJSON_GetArraySize(a), k = 0;
-		const char **v = calloc(n ? n : 1, sizeof(*v));
-		const cJSON *it;
-		cJSON_ArrayForEach(it, a)
-			if (v && cJSON_IsString(it))
-				v[k++] = it->valuestring;
-		if (!mbfs_journal_same_container(j, &owner)) {
-			*foreign = true;
-			act = MBFS_J_LEAVE;
-		} else if (v) {
-			act = ops->staged(ops->ud, &owner, v, k);
-		} else {
-			act = MBFS_J_LEAVE;
-		}
-		free(v);
-	}
-	cJSON_Delete(o);
-	free(text);
-	return act;
-}
-
-/* One record of an ended mount: file is its data file carrying it as an
- * attribute (local NULL), or a record file with its data file local. */
-static enum mbfs_jact replay_rec(struct mbfs_journal *j, const char *file,
-				 const char *local,
-				 const struct mbfs_jreplay *ops, bool *foreign)
-{
-	struct mbfs_jrec r;
-	char *text;
-	if (!local) {
-		local = file;
-		text = read_rec_xattr(file);
-	} else if (access(local, F_OK)) {
-		return MBFS_J_DONE;   /* no data left to save */
-	} else {
-		text = read_small(file);
-	}
-	int ok = parse_rec(text, &r) == 0;
-	free(text);
-	if (ok && !mbfs_journal_same_container(j, &r)) {
-		*foreign = true;
-		return MBFS_J_LEAVE;
-	}
-	enum mbfs_jact act = ops->dirty(ops->ud, local, ok ? &r : NULL);
-	if (act == MBFS_J_DONE)
-		unlink(local);
-	return act;
-}
-
-/* The dirty copies answered LATER: their data file and record file
- * (NULL: an attribute of the data file). */
-struct later {
-	char **local, **rec;
-	size_t n, cap;
-};
-
-static void later_add(struct later *l, const char *local, const char *rec)
-{
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 64;
-		char **a = realloc(l->local, cap * sizeof(*a));
-		if (a)
-			l->local = a;
-		char **b = a ? realloc(l->rec, cap * sizeof(*b)) : NULL;
-		if (!b)
-			return;   /* left as it is: the next mount finds it */
-		l->rec = b;
-		l->cap = cap;
-	}
-	l->local[l->n] = strdup(local);
-	l->rec[l->n] = rec ? strdup(rec) : NULL;
-	if (l->local[l->n])
-		l->n++;
-	else
-		free(l->rec[l->n]);
-}
-
-static void later_flush(struct later *l, const struct mbfs_jreplay *ops)
-{
-	enum mbfs_jact *acts = l->n ? calloc(l->n, sizeof(*acts)) : NULL;
-	if (acts && ops->flush) {
-		for (size_t i = 0; i < l->n; i++)
-			acts[i] = MBFS_J_LEAVE;
-		ops->flush(ops->ud, acts, l->n);
-		for (size_t i = 0; i < l->n; i++) {
-			if (acts[i] != MBFS_J_DONE)
-				continue;
-			unlink(l->local[i]);
-			if (l->rec[i])
-				unlink(l->rec[i]);
-		}
-	}
-	for (size_t i = 0; i < l->n; i++) {
-		free(l->local[i]);
-		free(l->rec[i]);
-	}
-	free(acts);
-	free(l->local);
-	free(l->rec);
-}
-
-/* Replay one run directory whose lock we hold. */
-static void replay_dir(struct mbfs_journal *j, const char *dir,
-		       const struct mbfs_jreplay *ops)
-{
-	DIR *dp = opendir(dir);
-	struct dirent *de;
-	bool foreign = false;
-	char p[PATH_MAX];
-	struct later later = { 0 };
-	if (!dp)
-		return;
-	/* removals and mkdirs first: the files' records may need them */
-	if (ops->outbox)
-		mbfs_journal_replay_outbox(j, dir, ops, &foreign);
-	while ((de = readdir(dp))) {
-		const char *name = de->d_name;
-		bool rec = ends_with(name, REC_SUFFIX);
-		bool stg = ends_with(name, STG_SUFFIX);
-		if (snprintf(p, sizeof(p), "%s/%s", dir, name) >= (int)sizeof(p) ||
-		    strcmp(name, LOCK_NAME) == 0 || ends_with(name, TMP_SUFFIX) ||
-		    name[0] == '.')
-			continue;
-		enum mbfs_jact act;
-		if (stg) {
-			act = replay_stage(j, p, ops, &foreign);
-		} else if (rec) {
-			char local[PATH_MAX];
-			snprintf(local, sizeof(local), "%.*s",
-				 (int)(strlen(p) - strlen(REC_SUFFIX)), p);
-			if (has_rec_xattr(local))
-				continue;   /* the attribute is newer */
-			act = replay_rec(j, p, local, ops, &foreign);
-			if (act == MBFS_J_LATER)
-				later_add(&later, local, p);
-		} else if (has_rec_xattr(p)) {
-			/* DONE removed the data with its attribute */
-			if (replay_rec(j, p, NULL, ops, &foreign) == MBFS_J_LATER)
-				later_add(&later, p, NULL);
-			continue;
-		} else {
-			continue;
-		}
-		if (act == MBFS_J_DONE)
-			unlink(p);
-	}
-	closedir(dp);
-	later_flush(&later, ops);
-	if (!foreign)
-		close_dir(dir);
-	else {
-		size_t left;
-		sweep_dir(dir, true, &left);   /* clean copies only */
-	}
-}
-
-int mbfs_journal_replay(struct mbfs_journal *j,
-			const struct mbfs_jreplay *ops)
-{
-	DIR *dp = opendir(j->dir);
-	struct dirent *de;
-	char p[PATH_MAX], lock[PATH_MAX];
-	if (!dp)
-		return -errno;
-	while ((de = readdir(dp))) {
-		if (strncmp(de->d_name, RUN_PREFIX, strlen(RUN_PREFIX)) != 0 ||
-		    snprintf(p, sizeof(p), "%s/%s", j->dir, de->d_name) >= (int)sizeof(p) ||
-		    strcmp(p, j->run) == 0 ||
-		    snprintf(lock, sizeof(lock), "%s/" LOCK_NAME, p) >= (int)sizeof(lock))
-			continue;
-		int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-		if (fd < 0)
-			continue;
-		/* a free lock: the mount that held it has ended */
-		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-			mb_log(MB_LOG_DEBUG, "replaying '%s' (left by a mount that "
-			       "ended)", p);
-			replay_dir(j, p, ops);
-		}
-		close(fd);
-	}
-	closedir(dp);
-	return 0;
 }

@@ -129,19 +129,6 @@ void mbfs_journal_op_done(struct mbfs_journal *j, unsigned id)
 	pthread_mutex_unlock(&j->oplock);
 }
 
-void mbfs_journal_close_outbox(struct mbfs_journal *j)
-{
-	pthread_mutex_lock(&j->oplock);
-	if (j->opfd >= 0)
-		close(j->opfd);
-	j->opfd = -1;
-	char p[PATH_MAX];
-	if (!j->ops_pending &&
-	    snprintf(p, sizeof(p), "%s/" OUTBOX_NAME, j->run) < (int)sizeof(p))
-		unlink(p);
-	pthread_mutex_unlock(&j->oplock);
-}
-
 /* ---- replay ---- */
 
 struct oplist {

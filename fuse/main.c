@@ -38,6 +38,7 @@
 #include "fuse/attach.h"
 #include "fuse/batch.h"
 #include "fuse/status.h"
+#include "fuse/gone.h"
 #include "fuse/newdir.h"
 #include "fuse/wbq.h"
 #include "fuse/cache.h"
@@ -445,12 +446,13 @@ static int open_state(struct mbfs *fs, struct mbfs_opts *o,
 	fs->batch = mbfs_batch_new();
 	fs->wbq = mbfs_wbq_new();
 	fs->newdirs = mbfs_newdirs_new();
+	fs->gone = mbfs_gone_new();
 	fs->inos = mbfs_inos_new();
 	fs->hidden = mbfs_hidden_new();
 	fs->warm = mbfs_warm_new();
 	if (!o->bulk_read || strcmp(o->bulk_read, "0"))
 		fs->prefetch = mbfs_prefetch_new();
-	if (!fs->cache || !fs->batch || !fs->wbq || !fs->newdirs || !fs->inos ||
+	if (!fs->cache || !fs->batch || !fs->wbq || !fs->newdirs || !fs->gone || !fs->inos ||
 	    !fs->hidden || !fs->warm ||
 	    (!fs->prefetch && (!o->bulk_read || strcmp(o->bulk_read, "0"))))
 		return fail("out of memory");
@@ -546,6 +548,7 @@ static void fs_free(struct mbfs *fs)
 {
 	mbfs_wbq_free(fs->wbq);
 	mbfs_newdirs_free(fs->newdirs);
+	mbfs_gone_free(fs->gone);
 	mbfs_node_free_all(fs);
 	mbfs_nodeset_fini(&fs->nodes);
 	mbfs_batch_free(fs->batch);

@@ -56,7 +56,7 @@
  *   node->lock  ->  fs->nodes_lock  ->  cache->lock
  *   hidden->lock  ->  fs->nodes_lock
  *   fs->nodes_lock  ->  wbq->lock
- *   wbq->lock  ->  newdirs->lock
+ *   wbq->lock  ->  newdirs->lock, gone->lock
  *   wbq->lock  ->  journal->oplock  ->  journal->lock (the outbox log)
  *   data->lock, prefetch->lock, batch->lock, wbq->lock, lease->lock, statfs_lock,
  *   watch_lock, kcache->lock and the journal's lock are leaves.
@@ -88,6 +88,7 @@
 struct mbfs_batch;
 struct mbfs_wbq;
 struct mbfs_newdirs;
+struct mbfs_gone;
 struct mbfs_cache;
 struct mbfs_data;
 struct mbfs_journal;
@@ -155,6 +156,7 @@ struct mbfs {
 	struct mbfs_batch *batch;
 	struct mbfs_wbq *wbq;           /* write-back of small files (wbq.h) */
 	struct mbfs_newdirs *newdirs;   /* mkdirs queued there (newdir.h) */
+	struct mbfs_gone *gone;         /* removals queued there (gone.h) */
 	bool sync_close;                /* close() uploads and waits */
 	struct mbfs_prefetch *prefetch; /* bulk reads (prefetch.h); NULL:
 	                                   off */

@@ -280,7 +280,7 @@ static int fill_one(void *ud, const char *name, const struct stat *st)
 			return 0;   /* shown from the node */
 	char path[MB_PATH_MAX];
 	if (snprintf(path, sizeof(path), "%s/%s", d->root ? "" : d->dir, name)
-	    < (int)sizeof(path) && mbfs_wbq_gone(FS, path))
+	    < (int)sizeof(path) && mbfs_view_gone(FS, path))
 		return 0;   /* removed here, the removal on its way */
 	return fill(d, name, st);
 }

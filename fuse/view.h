@@ -7,9 +7,15 @@
 #ifndef MBFS_VIEW_H
 #define MBFS_VIEW_H
 
+#include <stdbool.h>
 #include <sys/stat.h>
 
 struct mbfs;
+
+/* Is path removed here, its removal (or one of a directory above it) not
+ * on the sandbox yet, and not made again since? A file made again is
+ * shown by its node, which the caller asks first. */
+bool mbfs_view_gone(struct mbfs *fs, const char *path);
 
 /* mbfs_cache_getattr, with queued times applied and queued removals
  * gone. Same returns. */

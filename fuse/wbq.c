@@ -19,6 +19,7 @@
 #include "common/util.h"
 #include "fuse/batch.h"
 #include "fuse/cache.h"
+#include "fuse/gone.h"
 #include "fuse/mbfs.h"
 #include "fuse/node.h"
 #include "fuse/node_int.h"
@@ -236,6 +237,14 @@ static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 			snprintf(dv[i].why, sizeof(dv[i].why), "%.150s", err.msg);
 		}
 		mbfs_wbq_dir_landed(fs, &dv[i]);
+		/* done or refused there: the view shows what the sandbox has
+		 * (a mkdir of the batch may show the name again at once) */
+		for (size_t j = 0; j < k; j++) {
+			if (!ev[j]->n && ev[j]->dpath == dv[i].path) {
+				mbfs_gone_remove(fs->gone, dv[i].path);
+				ev[j]->landed = true;
+			}
+		}
 		if (dv[i].rc && !failed++) {
 			snprintf(first_fail, sizeof(first_fail), "%s", dv[i].path);
 			snprintf(first_why, sizeof(first_why), "%.190s", dv[i].why);

@@ -107,14 +107,11 @@ bool mbfs_wbq_dir_mode(struct mbfs *fs, const char *path, unsigned perm);
  * mount knew them; NULL: none) so that a file changed on the sandbox
  * meanwhile stays (a conflict, reported). A directory made here and not
  * sent yet is simply dropped from the queue. Until it lands the path
- * shows as gone (mbfs_wbq_gone); a failure is reported as a batch's and
+ * shows as gone (gone.h, view.h); a failure is reported as a batch's and
  * the path shows again as the sandbox has it. false when refused
  * (stopped, no memory, a name a batch cannot carry): remove it now. */
 bool mbfs_wbq_remove(struct mbfs *fs, const char *path, bool dir,
 		     const struct stat *base);
-/* Is path, or a directory above it, removed here and not yet on the
- * sandbox (and not made again since)? For the view; no lock held. */
-bool mbfs_wbq_gone(struct mbfs *fs, const char *path);
 
 /* Before a change of path on the guest that is not a batch (a symlink, a
  * large upload, a rename): a queued mkdir at or above path, and a queued

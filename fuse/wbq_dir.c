@@ -1,7 +1,7 @@
 /* wbq_dir.c: the write-back queue's entries of names other than files
  * (wbq.h): mkdirs queued and shown until they land (newdir.h), modes and
  * times set behind the files queued before them, removals shown as done
- * until they land; each noted in the journal's outbox log. */
+ * until they land (gone.h); each noted in the journal's outbox log. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -13,6 +13,7 @@
 #include "common/util.h"
 #include "fuse/batch.h"
 #include "fuse/cache.h"
+#include "fuse/gone.h"
 #include "fuse/journal.h"
 #include "fuse/mbfs.h"
 #include "fuse/newdir.h"
@@ -88,8 +89,11 @@ struct mbfs_wbq_entry *mbfs_wbq_append_dir_locked(struct mbfs_wbq *q, const char
 void mbfs_wbq_drop_dir_locked(struct mbfs *fs, struct mbfs_wbq *q,
 			      struct mbfs_wbq_entry *e)
 {
-	if (mbfs_wbdir_removes(e->kind))
+	if (mbfs_wbdir_removes(e->kind)) {
 		q->removes--;
+		if (!e->landed)
+			mbfs_gone_remove(fs->gone, e->dpath);
+	}
 	else if (e->kind != MBFS_WBDIR_MAKE)
 		q->dirs--;
 	mbfs_journal_op_done(fs->journal, e->jid);
@@ -318,8 +322,11 @@ bool mbfs_wbq_remove(struct mbfs *fs, const char *path, bool dir,
 		mbfs_newdir_remove(fs->newdirs, path);
 		queued = true;
 	} else {
-		struct mbfs_wbq_entry *e = mbfs_wbq_append_dir_locked(q, path,
-			dir ? MBFS_WBDIR_RMDIR : MBFS_WBDIR_RM);
+		struct mbfs_wbq_entry *e = mbfs_gone_add(fs->gone, path) ? NULL :
+			mbfs_wbq_append_dir_locked(q, path,
+						   dir ? MBFS_WBDIR_RMDIR : MBFS_WBDIR_RM);
+		if (!e)
+			mbfs_gone_remove(fs->gone, path);
 		if (e && base && !dir) {
 			e->base_known = true;
 			e->base_size = (uint64_t)base->st_size;
@@ -332,29 +339,6 @@ bool mbfs_wbq_remove(struct mbfs *fs, const char *path, bool dir,
 	pthread_cond_broadcast(&q->cond);
 	pthread_mutex_unlock(&q->lock);
 	return queued;
-}
-
-bool mbfs_wbq_gone(struct mbfs *fs, const char *path)
-{
-	struct mbfs_wbq *q = fs->wbq;
-	if (!q)
-		return false;
-	bool gone = false;
-	pthread_mutex_lock(&q->lock);
-	/* the last word on path: removed (it or a directory above), or made
-	 * again since; a file made again is shown by its node */
-	for (const struct mbfs_wbq_entry *e = q->head; e && q->removes; e = e->next) {
-		if (e->n)
-			continue;
-		if (mbfs_wbdir_removes(e->kind) &&
-		    mbfs_path_selects(path, e->dpath,
-				      MBFS_BATCH_SELF | MBFS_BATCH_BELOW))
-			gone = true;
-		else if (e->kind == MBFS_WBDIR_MAKE && strcmp(e->dpath, path) == 0)
-			gone = false;
-	}
-	pthread_mutex_unlock(&q->lock);
-	return gone;
 }
 
 void mbfs_wbq_dir_landed(struct mbfs *fs, const struct mbfs_wbdir *d)

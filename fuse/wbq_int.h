@@ -28,6 +28,7 @@ struct mbfs_wbq_entry {
 	bool base_known;         /* RM: the file it removes (wbsend.h) */
 	uint64_t base_size;
 	time_t base_mtime;
+	bool landed;             /* a removal: out of the gone table */
 	unsigned jid;            /* not a file: its line in the journal's
 	                            outbox log (journal.h), 0 when none */
 	uint64_t bytes;          /* size when last queued */
