@@ -99,6 +99,8 @@ static void print_text(const struct mbfs_status *f)
 	if (f->unsent) {
 		printf("before:  ");
 		mbfs_unsent_print(stdout, f->unsent, "");
+		printf("  this mount sent what stayed in the journal when it "
+		       "started, or kept it (listed under kept)\n");
 	}
 	if (f->log_file[0])
 		printf("log:     %s\n", f->log_file);

@@ -121,13 +121,18 @@ static void progress_clear(int width)
 static void say_pending(const char *mnt, const struct mbfs_status *f,
 			const cJSON *doc, uint64_t waited_ms)
 {
-	char b[64];
+	char b[64], what[96];
+	double nf = f->pending_files, nd = f->pending_dirs;
 	mbfs_status_human(f->pending_bytes, b, sizeof(b));
-	fprintf(stderr, "mbfs: '%s' is still mounted: %.0f file%s and new "
-		"director%s (%s) are not on the sandbox yet; it has not "
-		"answered for %llus (%s)\n", mnt, pending_of(f),
-		pending_of(f) == 1 ? "" : "s", pending_of(f) == 1 ? "y" : "ies",
-		b, (unsigned long long)(waited_ms / 1000),
+	if (nd > 0)
+		snprintf(what, sizeof(what), "%.0f file%s and %.0f new "
+			 "director%s", nf, nf == 1 ? "" : "s", nd,
+			 nd == 1 ? "y" : "ies");
+	else
+		snprintf(what, sizeof(what), "%.0f file%s", nf, nf == 1 ? "" : "s");
+	fprintf(stderr, "mbfs: '%s' is still mounted: %s (%s) not on the "
+		"sandbox yet, which has not answered for %llus (%s)\n", mnt,
+		what, b, (unsigned long long)(waited_ms / 1000),
 		f->last_error[0] ? f->last_error : "no answer");
 	const cJSON *paths = cJSON_GetObjectItemCaseSensitive(doc, "pendingPaths");
 	int np = cJSON_IsArray(paths) ? cJSON_GetArraySize(paths) : 0;

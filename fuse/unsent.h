@@ -24,12 +24,14 @@
 #include <cjson/cJSON.h>
 #include <stdio.h>
 
+#include "common/ident.h"
+
 struct mbfs;
 
 #define MBFS_UNSENT_NAME "unsent.json"
 #define MBFS_UNSENT_PATHS 20
 /* the control file's line after which mbexec stops warning */
-#define MBFS_UNSENT_SEEN "unsent-seen\n"
+#define MBFS_UNSENT_SEEN MB_CONTROL_UNSENT_SEEN
 
 /* At mount (fs->cache_dir set): take the record an ended mount left, if
  * any, and print it (mb_log, so on the terminal before daemonising). */

@@ -40,9 +40,17 @@ void mbfs_unsent_print(FILE *out, const cJSON *rec, const char *prefix)
 		str(rec, "createdAt"), mnt, str(rec, "endedAt"));
 	if (pf > 0) {
 		const char *why = str(rec, "lastError");
-		fprintf(out, "%s  %.0f pending (file%s or new director%s) not "
-			"sent, kept in the journal of the cache directory (%s):\n",
-			prefix, pf, pf == 1 ? "" : "s", pf == 1 ? "y" : "ies",
+		double nd = num(rec, "pendingDirs"), nf = pf - nd;
+		char what[96];
+		if (nd > 0)
+			snprintf(what, sizeof(what), "%.0f file%s and %.0f new "
+				 "director%s", nf, nf == 1 ? "" : "s", nd,
+				 nd == 1 ? "y" : "ies");
+		else
+			snprintf(what, sizeof(what), "%.0f file%s", nf,
+				 nf == 1 ? "" : "s");
+		fprintf(out, "%s  %s not sent, left in the journal of its cache "
+			"directory (%s):\n", prefix, what,
 			why[0] ? why : "the sandbox did not answer");
 		for (int i = 0; i < np; i++) {
 			const char *p = cJSON_GetStringValue(cJSON_GetArrayItem(paths, i));

@@ -6,6 +6,8 @@ could not send is told at the next contact: the next mount, `mbfs
 import hashlib
 import json
 import os
+import pty
+import signal
 import subprocess
 
 import pytest
@@ -82,6 +84,40 @@ def test_u_sends_2000_pending_files_then_unmounts(service, container, need_fuse)
     out = sh(service, container, "cd /workspace/%s && ls | wc -l && cat f* | sha256sum" % name)
     want = hashlib.sha256(b"".join(b"file %d\n" % i for i in range(2000))).hexdigest()
     assert out == "2001\n%s  -\n" % want, out
+
+
+def test_u_shows_progress_on_a_terminal_only(service, container, need_fuse):
+    m = mbtest.Mount(service, container, writeback=True)
+    master, slave = pty.openpty()
+    try:
+        d = m.path(unique("uprogress"))
+        os.mkdir(d)
+        hold_writeback(service, m, d)   # the next batch waits 5 s behind it
+        for i in range(50):
+            write_file(os.path.join(d, "p%d" % i), b"p\n")
+        p = subprocess.Popen([mbtest.MBFS, "-u", m.mountpoint], stdout=subprocess.PIPE,
+                             stderr=slave, text=True)
+        os.close(slave)
+        slave = None
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:   # EIO: mbfs -u ended, the pty has no writer
+                break
+            if not chunk:
+                break
+            seen += chunk
+        assert p.wait(120) == 0, seen
+        assert seen.startswith(b"\runmount: ") and b"left to send" in seen, seen
+        # erased at the end: nothing else said
+        assert seen.endswith(b"\r") and b"\n" not in seen, seen
+        assert daemon_ended(m) == 0, m.log()[-3000:]
+    finally:
+        if slave is not None:
+            os.close(slave)
+        os.close(master)
+        m.unmount()
 
 
 def test_u_waits_while_uploads_fail_then_keeps_the_mount(service, container, need_fuse, tmp_path):
@@ -166,7 +202,14 @@ def plain_unmount(m):
 
 
 def test_plain_unmount_with_kept_files_is_told_at_the_next_contact(service, container, need_fuse, tmp_path):
-    m, cache = mount_with_cache(service, container, tmp_path)
+    # a cache directory where the default ones go ($XDG_CACHE_HOME/mbfs/ID-...),
+    # so that --status finds it from the mountpoint or the container id
+    xdg = tmp_path / "xdg"
+    cache = str(xdg / "mbfs" / (container["id"] + "-test"))
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    m = mbtest.Mount(service, container, writeback=True, mountpoint=str(mnt),
+                     options=["cache_dir=" + cache])
     name = unique("plainkept")
     try:
         d = m.path(name)
@@ -186,6 +229,12 @@ def test_plain_unmount_with_kept_files_is_told_at_the_next_contact(service, cont
     r = status_of(cache, "--json")
     rec = json.loads(r.stdout)["unsent"]
     assert rec["kept"][0]["path"] == guest and rec["mountpoint"] == m.mountpoint, rec
+    # the same from where it was mounted, or from the container's id
+    env = dict(os.environ, XDG_CACHE_HOME=str(xdg))
+    for arg in (str(mnt), container["id"]):
+        r = subprocess.run([mbtest.MBFS, "--status", arg], capture_output=True,
+                           text=True, timeout=120, env=env)
+        assert r.returncode == 1 and guest in r.stdout, (arg, r)
     # the next mount prints it
     m2 = mbtest.Mount(service, container, writeback=True, options=["cache_dir=" + cache])
     try:
@@ -193,10 +242,10 @@ def test_plain_unmount_with_kept_files_is_told_at_the_next_contact(service, cont
         r = status_of(m2.mountpoint)
         assert r.returncode == 0 and "before:" in r.stdout and guest in r.stdout, r
         # mbexec warns, once
-        first = mbtest.run_mbexec(service, ["true"], cwd=m2.mountpoint)
+        first = mbtest.run_mbexec(service, ["true"], cwd=m2.mountpoint, text=True)
         assert first.returncode == 0, first
         assert guest in first.stderr and "kept" in first.stderr, first.stderr
-        second = mbtest.run_mbexec(service, ["true"], cwd=m2.mountpoint)
+        second = mbtest.run_mbexec(service, ["true"], cwd=m2.mountpoint, text=True)
         assert second.returncode == 0 and "kept" not in second.stderr, second.stderr
     finally:
         rc = m2.unmount()
@@ -221,12 +270,12 @@ def test_plain_unmount_during_an_outage_is_told_and_sent_by_the_next_mount(servi
         m.unmount()
     r = status_of(cache)
     assert r.returncode == 1, r
-    assert "3 pending" in r.stdout, r.stdout
+    assert "3 files not sent" in r.stdout, r.stdout
     for i in range(3):
         assert os.path.join(m.mountpoint, name, "h%d" % i) in r.stdout, r.stdout
     m2 = mbtest.Mount(service, container, writeback=True, options=["cache_dir=" + cache])
     try:
-        assert "3 pending" in m2.log(), m2.log()
+        assert "3 files not sent" in m2.log(), m2.log()
         assert status_of(m2.mountpoint, "--wait").returncode == 0
         out = sh(service, container, "cat /workspace/%s/h0 /workspace/%s/h2" % (name, name))
         assert out == "late 0\nlate 2\n", out
@@ -234,3 +283,41 @@ def test_plain_unmount_during_an_outage_is_told_and_sent_by_the_next_mount(servi
         rc = m2.unmount()
     assert rc == 0, m2.log()
     assert not os.path.exists(os.path.join(cache, "unsent.json"))
+
+
+@pytest.fixture
+def frozen_svc(need_fuse):
+    """A service of this test's own, frozen (SIGSTOP) in the test."""
+    s = mbtest.Service()
+    yield s
+    os.kill(s.proc.pid, signal.SIGCONT)
+    s.stop()
+
+
+def test_u_against_a_frozen_service_keeps_the_mount_and_says_so(frozen_svc, tmp_path):
+    svc = frozen_svc
+    c = svc.create_container()
+    m, cache = mount_with_cache(svc, c, tmp_path, "op_timeout=2")
+    name = unique("ufrozen")
+    try:
+        d = m.path(name)
+        os.mkdir(d)
+        assert umount_sync_ok(m)
+        os.kill(svc.proc.pid, signal.SIGSTOP)
+        try:
+            write_file(os.path.join(d, "late"), b"late\n")
+            r = umount(m, "--timeout", "1")
+        finally:
+            os.kill(svc.proc.pid, signal.SIGCONT)
+        assert r.returncode == 1, r
+        assert "still mounted: 1 file" in r.stderr, r.stderr
+        assert os.path.join(m.mountpoint, name, "late") in r.stderr, r.stderr
+        assert os.path.ismount(m.mountpoint) and m.proc.poll() is None
+        r = umount(m)
+        assert r.returncode == 0, r
+        assert daemon_ended(m) == 0, m.log()[-3000:]
+    finally:
+        os.kill(svc.proc.pid, signal.SIGCONT)
+        m.unmount()
+    assert sh(svc, c, "cat /workspace/%s/late" % name) == "late\n"
+    assert kept_files(cache) == []
