@@ -184,6 +184,16 @@ static int fusermount_u(const char *mnt)
 static bool wait_exit(pid_t pid, uint64_t ms)
 {
 	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (fd < 0 && errno == ENOSYS) {
+		/* before Linux 5.3: ask every PROGRESS_MS (not our child: no
+		 * zombie to mistake for it) */
+		for (uint64_t t = 0; t < ms; t += PROGRESS_MS) {
+			if (kill(pid, 0) && errno == ESRCH)
+				return true;
+			poll(NULL, 0, PROGRESS_MS);
+		}
+		return false;
+	}
 	if (fd < 0)
 		return errno == ESRCH;
 	struct pollfd p = { .fd = fd, .events = POLLIN };
