@@ -98,7 +98,7 @@ static void print_text(const struct mbfs_status *f)
 	}
 	if (f->unsent) {
 		printf("before:  ");
-		mbfs_unsent_print(stdout, f->unsent, "");
+		mbfs_unsent_print(stdout, f->unsent, "", true);
 		printf("  this mount sent what stayed in the journal when it "
 		       "started, or kept it (listed under kept)\n");
 	}

@@ -94,7 +94,7 @@ int mbfs_status_unsent(const char *arg, bool json)
 		cJSON_Delete(o);
 	} else {
 		printf("not mounted: ");
-		mbfs_unsent_print(stdout, rec, "");
+		mbfs_unsent_print(stdout, rec, "", true);
 		printf("a mount of that container sends what stayed in the "
 		       "journal (or keeps it, if the sandbox changed or is "
 		       "gone)\n");

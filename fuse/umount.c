@@ -222,7 +222,9 @@ static int final_record(const char *cache_dir)
 		return -1;
 	}
 	int n = mbfs_unsent_count(rec);
-	mbfs_unsent_print(stderr, rec, "mbfs: ");
+	fprintf(stderr, "mbfs: unmounted '%s', but not everything is on the "
+		"sandbox:\n", mbfs_status_str(rec, "mountpoint"));
+	mbfs_unsent_print(stderr, rec, "", false);
 	cJSON_Delete(rec);
 	unlink(path);
 	return n;

@@ -65,7 +65,7 @@ void mbfs_unsent_take(struct mbfs *fs)
 	size_t len = 0;
 	FILE *m = open_memstream(&out, &len);
 	if (m) {
-		mbfs_unsent_print(m, rec, "");
+		mbfs_unsent_print(m, rec, "", true);
 		const cJSON *p = cJSON_GetObjectItemCaseSensitive(rec, "pendingFiles");
 		if (cJSON_IsNumber(p) && p->valuedouble > 0)
 			fprintf(m, "  what stayed in the journal goes to the sandbox "

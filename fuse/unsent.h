@@ -22,6 +22,7 @@
 #define MBFS_UNSENT_H
 
 #include <cjson/cJSON.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "common/ident.h"
@@ -48,9 +49,10 @@ void mbfs_unsent_seen(struct mbfs *fs);
 void mbfs_unsent_release(struct mbfs *fs);
 
 /* Print rec (such a record) for a person, each line starting with
- * prefix: when it ended, what stayed pending, what was kept and where.
- * unsent_print.c; no mount state. */
-void mbfs_unsent_print(FILE *out, const cJSON *rec, const char *prefix);
+ * prefix: with head, which mount and when it ended; what stayed pending,
+ * what was kept and where. unsent_print.c; no mount state. */
+void mbfs_unsent_print(FILE *out, const cJSON *rec, const char *prefix,
+		       bool head);
 /* Files the record says are not on the sandbox (pending and kept). */
 int mbfs_unsent_count(const cJSON *rec);
 

@@ -1,6 +1,7 @@
 /* unsent_print.c: an unsent record (unsent.h) for a person; shared by the
  * mount that finds one, `mbfs --status` and `mbfs -u`. No mount state. */
 #include <cjson/cJSON.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "fuse/unsent.h"
@@ -27,7 +28,8 @@ int mbfs_unsent_count(const cJSON *rec)
 		     (failed > nk ? failed : nk));
 }
 
-void mbfs_unsent_print(FILE *out, const cJSON *rec, const char *prefix)
+void mbfs_unsent_print(FILE *out, const cJSON *rec, const char *prefix,
+		       bool head)
 {
 	const char *mnt = str(rec, "mountpoint");
 	double pf = num(rec, "pendingFiles") + num(rec, "pendingDirs");
@@ -35,7 +37,8 @@ void mbfs_unsent_print(FILE *out, const cJSON *rec, const char *prefix)
 	const cJSON *kept = cJSON_GetObjectItemCaseSensitive(rec, "kept");
 	int nk = cJSON_IsArray(kept) ? cJSON_GetArraySize(kept) : 0;
 	int np = cJSON_IsArray(paths) ? cJSON_GetArraySize(paths) : 0;
-	fprintf(out, "%sthe mount of %s@%s on '%s' that ended %s did not put "
+	if (head)
+		fprintf(out, "%sthe mount of %s@%s on '%s' that ended %s did not put "
 		"everything on the sandbox:\n", prefix, str(rec, "id"),
 		str(rec, "createdAt"), mnt, str(rec, "endedAt"));
 	if (pf > 0) {
