@@ -170,6 +170,11 @@ struct mbfs {
 	struct mbfs_agent *agent;       /* mbexec's socket (agent.h); NULL
 	                                   when none */
 	char agent_name[MB_AGENT_NAME_MAX]; /* in the control file; "" none */
+	char cache_dir[MB_PATH_MAX];    /* -o cache_dir or the default */
+	struct cJSON *unsent;           /* what an ended mount did not send
+	                                   (unsent.h), or NULL; with
+	                                   unsent_warned, unsent.c's lock */
+	bool unsent_warned;             /* mbexec has said so */
 
 	pthread_mutex_t nodes_lock;
 	struct mbfs_nodeset nodes;      /* open files (nodeset.h); protected

@@ -42,6 +42,7 @@
 #include "fuse/ops.h"
 #include "fuse/prefetch.h"
 #include "fuse/remote.h"
+#include "fuse/unsent.h"
 #include "fuse/view.h"
 #include "fuse/warm.h"
 #include "fuse/wbq.h"
@@ -143,6 +144,7 @@ static void mbfs_destroy(void *data)
 	mbfs_prefetch_stop(FS);
 	mbfs_node_flush_all(FS);
 	mbfs_batch_stop(FS);
+	mbfs_unsent_save(FS);   /* told at the next contact (unsent.h) */
 	mb_log(MB_LOG_INFO, "unmounted '%s'", FS->mountpoint);
 }
 
