@@ -1,4 +1,5 @@
-/* wbq.c: the write-back queue and its flusher thread (see wbq.h).
+/* wbq.c: the write-back queue and its flusher thread (see wbq.h); one
+ * batch's sending is wbq_send.c.
  *
  * The queue is a list in arrival order; an entry holds a reference to its
  * node and stays in the list, in flight, while its batch is sent, so
@@ -15,14 +16,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "common/log.h"
 #include "common/util.h"
-#include "fuse/batch.h"
 #include "fuse/cache.h"
-#include "fuse/gone.h"
 #include "fuse/mbfs.h"
 #include "fuse/node.h"
 #include "fuse/node_int.h"
+#include "fuse/pathsel.h"
 #include "fuse/wbq.h"
 #include "fuse/wbq_int.h"
 #include "fuse/wbsend.h"
@@ -59,307 +58,6 @@ void mbfs_wbq_free(struct mbfs_wbq *q)
 	pthread_cond_destroy(&q->cond);
 	pthread_mutex_destroy(&q->lock);
 	free(q);
-}
-
-/* ---- sending one batch ---- */
-
-static void note_failure(struct mbfs_wbq *q, size_t count, const char *path,
-			 const char *why)
-{
-	q->failed_files += count;
-	snprintf(q->last_error, sizeof(q->last_error), "'%.80s': %.160s", path,
-		 why);
-}
-
-/* Could the batch not reach the sandbox for a reason that passes (the
- * service unreachable or failing, no room here for the journal)? Then it
- * goes again later; a refusal or a sandbox gone for good does not. */
-static bool may_retry(int rc, const struct mb_err *err)
-{
-	return rc && (mb_err_is_transient(err) || err->errnum == ENOSPC ||
-		      err->errnum == EDQUOT || rc == -ENOSPC);
-}
-
-/* The batch of k entries (ev) in flight could not reach the sandbox:
- * each goes back in the queue where it was, nothing is kept or counted
- * as failed, and the next try waits (1, 2, 4 ... 30 s; a waiter's
- * fsync or sync tries at once). Its files' data (fv, nf) are freed. Lock
- * not held; held on return. */
-static void retry_later(struct mbfs_wbq *q, struct mbfs_wbfile *fv,
-			size_t nf, size_t k, uint64_t bytes,
-			const struct mb_err *err)
-{
-	for (size_t i = 0; i < nf; i++) {
-		free(fv[i].path);
-		free(fv[i].data);
-	}
-	pthread_mutex_lock(&q->lock);
-	uint64_t now = mb_now_ms();
-	q->inflight -= k;
-	q->inflight_bytes -= bytes;
-	for (struct mbfs_wbq_entry *e = q->head; e; e = e->next) {
-		if (!e->inflight)
-			continue;
-		e->inflight = e->again = false;
-		e->since_ms = now;
-		q->queued++;
-		q->queued_bytes += e->bytes;
-	}
-	unsigned s = q->retry_streak < 5 ? q->retry_streak : 5;
-	uint64_t wait = (1000u << s) < 30000u ? (1000u << s) : 30000u;
-	if (!q->retry_streak++)
-		mb_log(MB_LOG_WARN, "write-back: the sandbox cannot be reached "
-		       "(%s); %zu queued change%s wait, in order, and go when "
-		       "it answers", err->msg[0] ? err->msg : "no answer",
-		       q->queued, q->queued == 1 ? "" : "s");
-	q->retries++;
-	q->retry_at = now + wait;
-	snprintf(q->last_error, sizeof(q->last_error), "waiting for the "
-		 "sandbox: %.200s", err->msg[0] ? err->msg : "no answer");
-	pthread_cond_broadcast(&q->cond);
-}
-
-/* Take the oldest queued entries (up to the batch limits), send them and
- * settle them. Lock held; dropped meanwhile. */
-static void send_locked(struct mbfs *fs, struct mbfs_wbq *q)
-{
-	size_t k = 0;
-	uint64_t bytes = 0, now = mb_now_ms();
-	bool skipped = false, others = false;
-	for (struct mbfs_wbq_entry *e = q->head; e; e = e->next) {
-		if (e->inflight)
-			continue;
-		/* just closed: a rename or link of it (an editor's save, a
-		 * git object) usually follows at once and is cheaper here */
-		if (e->n && !e->urgent && !q->stop &&
-		    now < e->since_ms + MBFS_WBQ_MIN_AGE_MS) {
-			skipped = true;
-			continue;
-		}
-		/* a removal goes first in its batch (wbsend.h): it starts
-		 * one, or waits for the next, and overtakes nothing */
-		if (!e->n && mbfs_wbdir_removes(e->kind) &&
-		    (skipped || others))
-			break;
-		/* a directory's time or mode never overtakes a file queued
-		 * before it; a mkdir may (nothing queued before it is in it) */
-		if (!e->n && e->kind != MBFS_WBDIR_MAKE && skipped)
-			continue;
-		if (k && (k >= MBFS_WBQ_BATCH_FILES ||
-			  bytes + e->bytes > MBFS_WBQ_BATCH_MAX))
-			break;
-		e->inflight = true;
-		e->urgent = false;
-		others = others || e->n || !mbfs_wbdir_removes(e->kind);
-		bytes += e->bytes;
-		k++;
-	}
-	if (!k)
-		return;
-	struct mbfs_wbq_entry **ev = malloc(k * sizeof(*ev));
-	struct mbfs_wbfile *fv = calloc(k, sizeof(*fv));
-	struct mbfs_wbdir *dv = calloc(k, sizeof(*dv));
-	size_t *fe = malloc(k * sizeof(*fe)), *up = malloc(k * sizeof(*up));
-	if (!ev || !fv || !dv || !fe || !up) {
-		for (struct mbfs_wbq_entry *e = q->head; e; e = e->next)
-			e->inflight = false;
-		free(ev);
-		free(fv);
-		free(dv);
-		free(fe);
-		free(up);
-		return;   /* the flusher tries again after its delay */
-	}
-	size_t i = 0, nd = 0;
-	for (struct mbfs_wbq_entry *e = q->head; e && i < k; e = e->next) {
-		if (!e->inflight)
-			continue;
-		ev[i++] = e;
-		if (!e->n) {   /* the entry keeps the path while in flight */
-			dv[nd].path = e->dpath;
-			dv[nd].kind = e->kind;
-			dv[nd].mode = e->dmode;
-			dv[nd].base_known = e->base_known;
-			dv[nd].base_size = e->base_size;
-			dv[nd].base_mtime = e->base_mtime;
-			dv[nd++].mtime = e->dtime;
-		}
-	}
-	q->queued -= k;
-	q->queued_bytes -= bytes;
-	q->inflight += k;
-	q->inflight_bytes += bytes;
-	pthread_mutex_unlock(&q->lock);
-
-	/* take each node's data now; one that cannot travel in a batch
-	 * (grown too large, a name tar cannot hold) is uploaded after it,
-	 * once the directories it makes are there */
-	size_t nf = 0, nup = 0, failed = 0, bfailed = 0;
-	char first_fail[MB_PATH_MAX] = "", first_why[200] = "";
-	for (i = 0; i < k; i++) {
-		if (!ev[i]->n)
-			continue;
-		int r = mbfs_node_wb_take(fs, ev[i]->n, &fv[nf]);
-		if (r > 0)
-			fe[nf++] = i;
-		else if (r < 0)
-			up[nup++] = i;
-	}
-	struct mb_err err;
-	mb_err_clear(&err);
-	int rc = 0;
-	uint64_t sent = 0;
-	if (nf || nd) {
-		/* times queued for these files or their directories land
-		 * first: the batch moves both mtimes */
-		for (i = 0; i < nf; i++)
-			mbfs_batch_flush(fs, fv[i].path,
-					 MBFS_BATCH_SELF | MBFS_BATCH_PARENT);
-		rc = mbfs_wbsend(fs, fv, nf, dv, nd, &err);
-	}
-	if (may_retry(rc, &err)) {
-		retry_later(q, fv, nf, k, bytes, &err);
-		free(ev);
-		free(fv);
-		free(dv);
-		free(fe);
-		free(up);
-		return;
-	}
-	/* the removals went first, and so are told first: a file of the
-	 * batch may be at a removed name again; one the sandbox refused
-	 * shows again */
-	for (i = 0; i < nd; i++) {
-		if (!mbfs_wbdir_removes(dv[i].kind))
-			continue;
-		if (rc) {
-			dv[i].rc = rc;
-			snprintf(dv[i].why, sizeof(dv[i].why), "%.150s", err.msg);
-		}
-		mbfs_wbq_dir_landed(fs, &dv[i]);
-		/* done or refused there: the view shows what the sandbox has
-		 * (a mkdir of the batch may show the name again at once) */
-		for (size_t j = 0; j < k; j++) {
-			if (!ev[j]->n && ev[j]->dpath == dv[i].path) {
-				mbfs_gone_remove(fs->gone, dv[i].path);
-				ev[j]->landed = true;
-			}
-		}
-		if (dv[i].rc && !failed++) {
-			snprintf(first_fail, sizeof(first_fail), "%s", dv[i].path);
-			snprintf(first_why, sizeof(first_why), "%.190s", dv[i].why);
-		}
-	}
-	/* the directories made first: what the batch put in them is told
-	 * to the cache after their (empty) listings */
-	for (i = 0; i < nd; i++) {
-		if (dv[i].kind != MBFS_WBDIR_MAKE)
-			continue;
-		int drc = rc ? rc : dv[i].rc;
-		const char *why = rc ? err.msg : dv[i].why;
-		mbfs_wbq_made(fs, dv[i].path, drc, why);
-		if (drc && !failed++) {
-			snprintf(first_fail, sizeof(first_fail), "%s", dv[i].path);
-			snprintf(first_why, sizeof(first_why), "%.190s", why);
-		}
-	}
-	for (i = 0; i < nf; i++) {
-		struct mbfs_wbfile *f = &fv[i];
-		int frc = rc ? rc : f->rc;
-		const char *why = rc ? err.msg : f->why;
-		mbfs_node_wb_done(fs, ev[fe[i]]->n, f, frc, why);
-		if (frc)
-			bfailed++;
-		if (frc && !failed++) {
-			snprintf(first_fail, sizeof(first_fail), "%s", f->path);
-			snprintf(first_why, sizeof(first_why), "%.190s", why);
-		}
-		if (!frc)
-			sent += f->len;
-		free(f->path);
-		free(f->data);
-	}
-	/* the files' renames moved these directories' mtimes, then the
-	 * batch set them: what the cache assumed after the files is wrong */
-	for (i = 0; i < nd && !rc; i++)
-		if (!mbfs_wbdir_removes(dv[i].kind))
-			mbfs_wbq_dir_landed(fs, &dv[i]);
-	/* those uploaded on their own are counted by their upload
-	 * meanwhile (wbq_up.c), not twice */
-	uint64_t upbytes = 0;
-	for (i = 0; i < nup; i++)
-		upbytes += ev[up[i]]->bytes;
-	if (nup) {
-		pthread_mutex_lock(&q->lock);
-		q->inflight -= nup;
-		q->inflight_bytes -= upbytes;
-		pthread_mutex_unlock(&q->lock);
-	}
-	for (i = 0; i < nup; i++) {
-		int urc = mbfs_node_wb_upload(fs, ev[up[i]]->n);
-		if (urc && !failed++) {
-			mbfs_node_get_path(fs, ev[up[i]]->n, first_fail);
-			snprintf(first_why, sizeof(first_why), "%s",
-				 strerror(-urc));
-		}
-	}
-	free(fv);
-	free(dv);
-	free(fe);
-	free(up);
-
-	struct mbfs_node **drop = malloc(k * sizeof(*drop));
-	size_t ndrop = 0;
-	pthread_mutex_lock(&q->lock);
-	q->inflight -= k - nup;
-	q->inflight_bytes -= bytes - upbytes;
-	if (nf || nd)
-		q->sent_batches++;
-	if ((nf || nd) && !rc && q->retry_streak) {
-		mb_log(MB_LOG_INFO, "write-back: the sandbox answers again");
-		q->retry_streak = 0;
-		q->retry_at = 0;
-	}
-	q->sent_files += nf - bfailed;
-	q->sent_bytes += sent;
-	if (failed)
-		note_failure(q, failed, first_fail, first_why);
-	/* one batch in flight at a time: what is in flight is this one's */
-	struct mbfs_wbq_entry **pp = &q->head;
-	while (*pp) {
-		struct mbfs_wbq_entry *e = *pp;
-		if (!e->inflight) {
-			pp = &e->next;
-			continue;
-		}
-		if (e->n && (e->again || !drop)) {
-			/* changed and closed again meanwhile: it goes in a
-			 * later batch, with the same reference */
-			e->inflight = e->again = false;
-			e->since_ms = mb_now_ms();
-			q->queued++;
-			q->queued_bytes += e->bytes;
-			pp = &e->next;
-			continue;
-		}
-		*pp = e->next;
-		if (e->n) {
-			e->n->wbq = NULL;
-			drop[ndrop++] = e->n;
-			free(e);
-		} else {
-			mbfs_wbq_drop_dir_locked(fs, q, e);
-		}
-	}
-	q->tail = pp;
-	free(ev);
-	pthread_cond_broadcast(&q->cond);
-	pthread_mutex_unlock(&q->lock);
-	/* the queue's references; the last one of a node lets it go */
-	for (i = 0; i < ndrop; i++)
-		mbfs_node_release(fs, drop[i]);
-	free(drop);
-	pthread_mutex_lock(&q->lock);
 }
 
 /* ---- the flusher ---- */
@@ -409,7 +107,7 @@ static void *flusher(void *arg)
 			pthread_cond_timedwait(&q->cond, &q->lock, &ts);
 		} else {
 			size_t before = q->queued;
-			send_locked(fs, q);
+			mbfs_wbq_send_locked(fs, q);
 			if (q->queued && q->queued == before && !q->inflight) {
 				/* nothing could be taken (no memory): later */
 				uint64_t t = mb_now_ms() + MBFS_WBQ_DELAY_MS;
@@ -665,7 +363,7 @@ void mbfs_wbq_note_failed(struct mbfs *fs, size_t count, const char *path,
 	if (!q)
 		return;
 	pthread_mutex_lock(&q->lock);
-	note_failure(q, count, path, why);
+	mbfs_wbq_note_failure_locked(q, count, path, why);
 	pthread_mutex_unlock(&q->lock);
 }
 

@@ -1,7 +1,7 @@
 /* wbq_int.h: the inside of the write-back queue, shared by wbq.c (the
- * queue, its flusher and the files), wbq_dir.c (the entries of
- * directories: mkdirs, modes, times) and wbq_up.c (uploads on their
- * own). Not for other modules. */
+ * queue, its flusher and the files), wbq_send.c (one batch), wbq_dir.c
+ * (the entries of other names: mkdirs, modes, times, removals) and
+ * wbq_up.c (uploads on their own). Not for other modules. */
 #ifndef MBFS_WBQ_INT_H
 #define MBFS_WBQ_INT_H
 
@@ -64,6 +64,14 @@ struct mbfs_wbq {
 	uint64_t up_bytes;
 	uint64_t up_failed;      /* since mount */
 };
+
+/* Form, send and settle one batch of the oldest queued entries
+ * (wbq_send.c). q->lock held; dropped meanwhile. */
+void mbfs_wbq_send_locked(struct mbfs *fs, struct mbfs_wbq *q);
+/* count files (the last path) failed (why): the next sync says so.
+ * q->lock held. */
+void mbfs_wbq_note_failure_locked(struct mbfs_wbq *q, size_t count,
+				  const char *path, const char *why);
 
 /* Queue e (not in flight) at the end, as of now. q->lock held. */
 void mbfs_wbq_append_locked(struct mbfs_wbq *q, struct mbfs_wbq_entry *e);
