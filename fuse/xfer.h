@@ -1,6 +1,6 @@
 /* xfer.h: moving whole files between a local fd and the guest.
  *
- * Downloads (xfer.c): up to 1 MiB with one GET; larger files are cut on
+ * Downloads (xfer_get.c): up to 1 MiB with one GET; larger files are cut on
  * the guest into 1 MiB pieces in a private /tmp directory as they are
  * fetched with parallel GETs: while some threads GET the pieces cut so far,
  * one cuts the next ones (an exec, fuse/guest/split.sh, that also removes
@@ -77,7 +77,7 @@ struct mbfs_pieces {
 	const char *src;
 	char stamp[64];   /* src's "SIZE INODE MTIME" when the first cut */
 	bool stale;       /* src changed since: every fetch fails, -EIO */
-	void *bg;         /* a cut of pieces ahead still running (xfer.c) */
+	void *bg;         /* a cut of pieces ahead still running (xfer_pieces.c) */
 	void *fetch;      /* a fetch still running (mbfs_xfer_fetch_start) */
 };
 

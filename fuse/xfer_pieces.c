@@ -492,6 +492,41 @@ int mbfs_fetch_free(struct fetch *f, struct mb_err *err)
 	return rc;
 }
 
+/* A fetch going on (xfer_ahead.c) is stopped and ended here too: a new
+ * fetch or a release waits for it. */
+void mbfs_xfer_fetch_stop(struct mbfs_pieces *p)
+{
+	struct fetch *f = p->fetch;
+	if (!f)
+		return;
+	pthread_mutex_lock(&f->lock);
+	f->stop = true;
+	pthread_cond_broadcast(&f->cv);
+	pthread_mutex_unlock(&f->lock);
+}
+
+int mbfs_xfer_fetch_end(struct mbfs *fs, struct mbfs_pieces *p,
+			unsigned char *have, size_t *got, struct mb_err *err)
+{
+	struct fetch *f = p->fetch;
+	if (!f)
+		return 0;
+	pthread_mutex_lock(&f->lock);
+	f->stop = true;
+	pthread_cond_broadcast(&f->cv);
+	pthread_mutex_unlock(&f->lock);
+	pthread_join(f->t, NULL);
+	p->fetch = NULL;
+	/* what it brought, beside what its reader waited for */
+	for (size_t k = 0; have && k < f->count; k++)
+		if (!have[f->list[k]] && mbfs_fetch_in_fd(p, f->list[k])) {
+			have[f->list[k]] = 1;
+			(*got)++;
+		}
+	int rc = mbfs_fetch_free(f, err);
+	return rc && fs ? mbfs_fail(fs, rc, err) : rc;
+}
+
 bool mbfs_fetch_stale(struct mbfs *fs, struct mbfs_pieces *p,
 		      struct mb_err *err)
 {
