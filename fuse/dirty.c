@@ -24,7 +24,6 @@
 #include "fuse/xfer_int.h"
 #include "fuse/view.h"
 
-#define SYNC_BATCH 16   /* stale records settled per pass */
 
 bool mbfs_node_make_room(struct mbfs *fs, int rc, uint64_t want)
 {
@@ -280,43 +279,24 @@ void mbfs_node_keep(struct mbfs *fs, struct mbfs_node *n, const char *path,
 	       strerror(-krc));
 }
 
-void mbfs_node_records_sync(struct mbfs *fs)
+bool mbfs_node_settle_record(struct mbfs *fs, struct mbfs_node *n)
 {
-	struct mbfs_node *v[SYNC_BATCH];
-	for (bool more = true; more;) {
-		size_t k = 0;
+	/* whoever holds the node (a writer, an upload, a caller of ours)
+	 * finds it stale and settles it: never wait here */
+	if (pthread_mutex_trylock(&n->lock)) {
 		pthread_mutex_lock(&fs->nodes_lock);
-		for (struct mbfs_node *n = fs->nodes.head; n && k < SYNC_BATCH; n = n->next) {
-			if (n->rec_stale && n->recorded) {
-				n->refs++;
-				n->rec_stale = false;
-				v[k++] = n;
-			}
-		}
-		more = k == SYNC_BATCH;
+		n->rec_stale = n->recorded;
 		pthread_mutex_unlock(&fs->nodes_lock);
-		for (size_t i = 0; i < k; i++) {
-			struct mbfs_node *n = v[i];
-			/* whoever holds the node (a writer, an upload, a caller of
-			 * ours) finds it stale and settles it: never wait here */
-			if (pthread_mutex_trylock(&n->lock)) {
-				pthread_mutex_lock(&fs->nodes_lock);
-				n->rec_stale = n->recorded;
-				pthread_mutex_unlock(&fs->nodes_lock);
-				more = false;   /* no spinning on it */
-			} else {
-				pthread_mutex_lock(&fs->nodes_lock);
-				bool gone = n->unlinked, rec = n->recorded;
-				pthread_mutex_unlock(&fs->nodes_lock);
-				if (gone)
-					mbfs_node_unrecord(fs, n);
-				else if (rec && n->local)
-					record(fs, n);   /* failing, the old record
-					                    stays: a replay keeps the
-					                    data */
-				pthread_mutex_unlock(&n->lock);
-			}
-			mbfs_node_release(fs, n);
-		}
+		return false;
 	}
+	pthread_mutex_lock(&fs->nodes_lock);
+	bool gone = n->unlinked, rec = n->recorded;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (gone)
+		mbfs_node_unrecord(fs, n);
+	else if (rec && n->local)
+		record(fs, n);   /* failing, the old record stays: a replay
+		                    keeps the data */
+	pthread_mutex_unlock(&n->lock);
+	return true;
 }

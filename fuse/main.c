@@ -53,6 +53,7 @@
 #include "fuse/lease.h"
 #include "fuse/list.h"
 #include "fuse/node.h"
+#include "fuse/node_int.h"
 #include "fuse/prefetch.h"
 #include "fuse/ops.h"
 #include "fuse/recover.h"
@@ -448,6 +449,8 @@ static int open_state(struct mbfs *fs, struct mbfs_opts *o,
 	fs->cache = mbfs_cache_new(fs->attr_ms, fs->dir_ms, fs->neg_ms);
 	fs->batch = mbfs_batch_new();
 	fs->wbq = mbfs_wbq_new();
+	if (fs->wbq)
+		mbfs_wbq_set_files(fs->wbq, &mbfs_node_wbq_files);
 	fs->newdirs = mbfs_newdirs_new();
 	fs->gone = mbfs_gone_new();
 	fs->inos = mbfs_inos_new();

@@ -20,23 +20,32 @@
  *              the mount knows afterwards without asking
  *   batch.c    utimens queued and sent in batches by a flusher thread;
  *              touch.c builds and runs the touch scripts
- *   wbq.c      write-back: small files closed dirty, queued and sent in
- *              batches by a flusher thread (wbnode.c: what it does to a
- *              node; wbsend.c: the archive, its PUTs and apply.sh);
- *              status.c prints the queue (`mbfs --status`); newdir.c:
- *              directories whose mkdir is queued, as the mount shows them
+ *   wbq.c      write-back, the outbox: small files closed dirty and the
+ *              other names' changes (wbq_dir.c: mkdirs, modes, times,
+ *              removals), queued in order and sent in batches by a
+ *              flusher thread (wbq_send.c: one batch; wbq_land.c: what a
+ *              landed entry does; wbsend.c: the archive, its PUTs and
+ *              apply.sh). The queue calls the nodes only through the
+ *              table wbnode.c gives it (what a batch does to a node).
+ *              status.c prints the queue (`mbfs --status`); newdir.c and
+ *              gone.c: the mkdirs and removals queued, as the view
+ *              (view.c) shows them
  *   load.c     filling a node's copy: data cache, whole file, or piece by
  *              piece as reads need it (node_int.h is the node's inside)
  *   dirty.c    a node's changes in the journal; keeping failed uploads
  *   journal.c  durable local state: records of dirty copies, staging
- *              notes, kept/ (the cache directory's layout)
+ *              notes, kept/ (the cache directory's layout); the outbox
+ *              log (journal_outbox.c); the replay of ended mounts
+ *              (journal_replay.c)
  *   recover.c  at mount: what ended mounts left in their journals
  *   prefetch.c bulk reads: a directory's small files in one archive
  *              built on the guest (tarread.c reads it) into data.c
  *   data.c     local copies: clean ones (evicted as the disk fills) and
  *              working ones, in the mount's run directory
- *   xfer.c     chunked transfer: split downloads (xfer_up.c: staged atomic
- *              uploads, retried while they make progress)
+ *   xfer.c     chunked transfer: the worker pool; downloads (xfer_get.c,
+ *              their pieces xfer_pieces.c, a reader's fetch going on
+ *              xfer_ahead.c); xfer_up.c: staged atomic uploads, retried
+ *              while they make progress
  *   ns.c       namespace changes through the metadata routes
  *   remote.c   path mapping, failure reporting, exec-based operations;
  *              exec.c sends one command (inline, or as a script file)

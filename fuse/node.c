@@ -373,18 +373,31 @@ int mbfs_node_getattr(struct mbfs *fs, const char *path, struct stat *st)
 	return hit;
 }
 
-bool mbfs_node_busy(struct mbfs *fs, const char *path)
+#define SYNC_BATCH 16   /* stale records settled per pass */
+
+void mbfs_node_records_sync(struct mbfs *fs)
 {
-	bool busy = false;
-	pthread_mutex_lock(&fs->nodes_lock);
-	/* a node still loading (the reader that asked for an archive, say)
-	 * takes the guest's content anyway */
-	for (struct mbfs_node *n = mbfs_nodeset_find(&fs->nodes, path, NULL);
-	     n && !busy; n = mbfs_nodeset_find(&fs->nodes, path, n))
-		busy = n->loaded || n->dirty || n->fresh;
-	pthread_mutex_unlock(&fs->nodes_lock);
-	return busy;
+	struct mbfs_node *v[SYNC_BATCH];
+	for (bool more = true; more;) {
+		size_t k = 0;
+		pthread_mutex_lock(&fs->nodes_lock);
+		for (struct mbfs_node *n = fs->nodes.head; n && k < SYNC_BATCH; n = n->next) {
+			if (n->rec_stale && n->recorded) {
+				n->refs++;
+				n->rec_stale = false;
+				v[k++] = n;
+			}
+		}
+		more = k == SYNC_BATCH;
+		pthread_mutex_unlock(&fs->nodes_lock);
+		for (size_t i = 0; i < k; i++) {
+			if (!mbfs_node_settle_record(fs, v[i]))
+				more = false;   /* no spinning on it */
+			mbfs_node_release(fs, v[i]);
+		}
+	}
 }
+
 
 void mbfs_node_fgetattr(struct mbfs *fs, struct mbfs_node *n, struct stat *st)
 {
@@ -392,25 +405,6 @@ void mbfs_node_fgetattr(struct mbfs *fs, struct mbfs_node *n, struct stat *st)
 	if (n->loaded)
 		apply_local(n, st);
 	pthread_mutex_unlock(&fs->nodes_lock);
-}
-
-int mbfs_node_before_utimens(struct mbfs *fs, const char *path, bool now,
-			     const struct timespec t[2])
-{
-	pthread_mutex_lock(&fs->nodes_lock);
-	struct mbfs_node *n = mbfs_node_find_shared(fs, path);
-	bool dirty = n && n->dirty;
-	pthread_mutex_unlock(&fs->nodes_lock);
-	if (dirty && mbfs_node_wb_retime(fs, path, &t[1]))
-		return 1;   /* its batch sets the time */
-	/* a directory: its time follows the files queued in it, or they
-	 * land first */
-	if (!n && (t[1].tv_nsec == UTIME_OMIT ||
-		   !mbfs_wbq_dir_time(fs, path, &t[1])))
-		mbfs_wbq_flush(fs, path, MBFS_BATCH_CHILDREN);
-	if (dirty && now)
-		return 1;   /* its upload will set "now" anyway */
-	return dirty ? mbfs_node_sync_path(fs, path) : 0;
 }
 
 void mbfs_node_retime(struct mbfs *fs, const char *path, time_t mtime)

@@ -63,11 +63,8 @@ int mbfs_node_flush(struct mbfs *fs, struct mbfs_node *n);
  * -o sync_close, is uploaded as by mbfs_node_flush. */
 int mbfs_node_close(struct mbfs *fs, struct mbfs_node *n);
 
-/* A node (open, or queued for write-back) holds a local copy of path
- * (loaded, dirty or created here): that copy, not a clean one from the
- * guest, is what opens see. Takes nodes_lock
- * (callers may hold a node's lock, no other). */
-bool mbfs_node_busy(struct mbfs *fs, const char *path);
+/* Whether a node holds a local copy of a path: mbfs_nodeset_busy
+ * (nodeset.h). */
 
 /* Attributes of an open, loaded node for path (dirty: local size, time of
  * the last write). 1 and *st adjusted, or 0 when no such node. st must

@@ -113,8 +113,13 @@ void mbfs_node_unrecord(struct mbfs *fs, struct mbfs_node *n);
 void mbfs_node_keep(struct mbfs *fs, struct mbfs_node *n, const char *path,
 		    uint64_t version, int rc, const struct mb_err *err);
 /* Records of nodes whose path moved or that were unlinked (rec_stale) are
- * rewritten or dropped; called after renames and unlinks (no lock held). */
+ * rewritten or dropped; called after renames and unlinks (no lock held).
+ * In node.c: it walks the nodes. */
 void mbfs_node_records_sync(struct mbfs *fs);
+/* n's stale record (rec_stale taken) rewritten or dropped, unless n is
+ * held (then it stays stale for its holder): false. A reference held, no
+ * lock (dirty.c). */
+bool mbfs_node_settle_record(struct mbfs *fs, struct mbfs_node *n);
 /* A disk-full error on the cache: evict clean copies for want bytes.
  * true when something was freed (try again). */
 bool mbfs_node_make_room(struct mbfs *fs, int rc, uint64_t want);
@@ -156,5 +161,9 @@ int mbfs_load_range(struct mbfs *fs, struct mbfs_node *n, uint64_t off,
 		    uint64_t len);
 /* Forget the guest's pieces of a partial node. */
 void mbfs_load_drop_pieces(struct mbfs *fs, struct mbfs_node *n);
+
+/* What the write-back queue asks of the nodes it holds (wbq.h; wbnode.c),
+ * given to it at mount. */
+extern const struct mbfs_wbq_files mbfs_node_wbq_files;
 
 #endif

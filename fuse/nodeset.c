@@ -1,6 +1,8 @@
 /* nodeset.c: the open nodes: a list to walk and a hash by path (see
  * nodeset.h). */
 #include <errno.h>
+#include <stdbool.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,4 +115,17 @@ struct mbfs_node *mbfs_nodeset_find(const struct mbfs_nodeset *s,
 	while (n && strcmp(n->path, path) != 0)
 		n = n->hnext;
 	return n;
+}
+
+bool mbfs_nodeset_busy(struct mbfs *fs, const char *path)
+{
+	bool busy = false;
+	pthread_mutex_lock(&fs->nodes_lock);
+	/* a node still loading (the reader that asked for an archive, say)
+	 * takes the guest's content anyway */
+	for (struct mbfs_node *n = mbfs_nodeset_find(&fs->nodes, path, NULL);
+	     n && !busy; n = mbfs_nodeset_find(&fs->nodes, path, n))
+		busy = n->loaded || n->dirty || n->fresh;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	return busy;
 }

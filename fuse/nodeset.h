@@ -13,8 +13,10 @@
 #ifndef MBFS_NODESET_H
 #define MBFS_NODESET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
+struct mbfs;
 struct mbfs_node;
 
 struct mbfs_nodeset {
@@ -41,5 +43,11 @@ void mbfs_nodeset_move(struct mbfs_nodeset *s, struct mbfs_node *n,
 struct mbfs_node *mbfs_nodeset_find(const struct mbfs_nodeset *s,
 				    const char *path,
 				    const struct mbfs_node *prev);
+
+/* A node (open, or queued for write-back) holds a local copy of path
+ * (loaded, dirty or created here): that copy, not a clean one from the
+ * guest, is what opens see. The one call here that takes fs->nodes_lock
+ * itself (callers may hold a node's lock, no other). */
+bool mbfs_nodeset_busy(struct mbfs *fs, const char *path);
 
 #endif

@@ -19,7 +19,7 @@
 #include "fuse/data.h"
 #include "fuse/guest_sh.h"
 #include "fuse/mbfs.h"
-#include "fuse/node.h"
+#include "fuse/nodeset.h"
 #include "fuse/pack.h"
 #include "fuse/prefetch.h"
 #include "fuse/remote.h"
@@ -42,7 +42,7 @@ static int unpack_one(void *ud, const struct mbfs_tar_member *m)
 	}
 	/* changed in the walk's second: it may change again in it, with
 	 * the same size and mtime; a file open or queued here is ours */
-	if (m->mtime >= j->now || mbfs_node_busy(j->fs, path))
+	if (m->mtime >= j->now || mbfs_nodeset_busy(j->fs, path))
 		return 0;
 	int rc = mbfs_pread_all(j->fd, j->buf, (size_t)m->size, m->off);
 	char *local = NULL;

@@ -228,3 +228,31 @@ int mbfs_node_wb_retime(struct mbfs *fs, const char *path,
 	pthread_mutex_unlock(&fs->nodes_lock);
 	return take;
 }
+
+int mbfs_node_before_utimens(struct mbfs *fs, const char *path, bool now,
+			     const struct timespec t[2])
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	struct mbfs_node *n = mbfs_node_find_shared(fs, path);
+	bool dirty = n && n->dirty;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (dirty && mbfs_node_wb_retime(fs, path, &t[1]))
+		return 1;   /* its batch sets the time */
+	/* a directory: its time follows the files queued in it, or they
+	 * land first */
+	if (!n && (t[1].tv_nsec == UTIME_OMIT ||
+		   !mbfs_wbq_dir_time(fs, path, &t[1])))
+		mbfs_wbq_flush(fs, path, MBFS_BATCH_CHILDREN);
+	if (dirty && now)
+		return 1;   /* its upload will set "now" anyway */
+	return dirty ? mbfs_node_sync_path(fs, path) : 0;
+}
+
+const struct mbfs_wbq_files mbfs_node_wbq_files = {
+	.ref = mbfs_node_ref,
+	.release = mbfs_node_release,
+	.take = mbfs_node_wb_take,
+	.done = mbfs_node_wb_done,
+	.upload = mbfs_node_wb_upload,
+	.path = mbfs_node_get_path,
+};

@@ -19,7 +19,6 @@
 #include "common/util.h"
 #include "fuse/cache.h"
 #include "fuse/mbfs.h"
-#include "fuse/node.h"
 #include "fuse/node_int.h"
 #include "fuse/pathsel.h"
 #include "fuse/wbq.h"
@@ -39,6 +38,11 @@ struct mbfs_wbq *mbfs_wbq_new(void)
 	pthread_mutex_init(&q->lock, NULL);
 	q->tail = &q->head;
 	return q;
+}
+
+void mbfs_wbq_set_files(struct mbfs_wbq *q, const struct mbfs_wbq_files *files)
+{
+	q->files = files;
 }
 
 void mbfs_wbq_free(struct mbfs_wbq *q)
@@ -168,7 +172,7 @@ bool mbfs_wbq_add(struct mbfs *fs, struct mbfs_node *n, uint64_t bytes)
 		return false;
 	/* the reference first: nodes_lock comes before the queue's lock
 	 * (the caller holds one, so dropping it again is never the last) */
-	mbfs_node_ref(fs, n);
+	q->files->ref(fs, n);
 	bool queued = false, extra = true;
 	pthread_mutex_lock(&q->lock);
 	mbfs_wbq_start_locked(fs, q);
@@ -194,7 +198,7 @@ bool mbfs_wbq_add(struct mbfs *fs, struct mbfs_node *n, uint64_t bytes)
 	pthread_cond_broadcast(&q->cond);
 	pthread_mutex_unlock(&q->lock);
 	if (extra)
-		mbfs_node_release(fs, n);
+		q->files->release(fs, n);
 	return queued;
 }
 

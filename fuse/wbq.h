@@ -38,6 +38,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "fuse/wbsend.h"
+
 struct mbfs;
 struct mbfs_node;
 struct mbfs_wbq;
@@ -49,7 +51,27 @@ struct mbfs_wbq;
 #define MBFS_WBQ_BATCH_MAX (4u * 1024u * 1024u)
 #define MBFS_WBQ_BATCH_FILES 1024u
 
+/* What the queue asks of the files it holds. The node layer gives these
+ * at mount (node.h: mbfs_node_wbq_files): the queue sits below the nodes
+ * and calls none of their functions by name. */
+struct mbfs_wbq_files {
+	/* another reference to n, held by the queue until it lets it go */
+	void (*ref)(struct mbfs *fs, struct mbfs_node *n);
+	void (*release)(struct mbfs *fs, struct mbfs_node *n);
+	/* n's data into f for a batch: 1 taken, 0 nothing to send, -1 to
+	 * be uploaded on its own (upload) */
+	int (*take)(struct mbfs *fs, struct mbfs_node *n, struct mbfs_wbfile *f);
+	/* the batch that held f ended with rc (why: the guest's words) */
+	void (*done)(struct mbfs *fs, struct mbfs_node *n,
+		     const struct mbfs_wbfile *f, int rc, const char *why);
+	int (*upload)(struct mbfs *fs, struct mbfs_node *n);
+	/* n's path into out (MB_PATH_MAX); non-zero when unlinked */
+	int (*path)(struct mbfs *fs, struct mbfs_node *n, char *out);
+};
+
 struct mbfs_wbq *mbfs_wbq_new(void);
+/* Before the first mbfs_wbq_add. */
+void mbfs_wbq_set_files(struct mbfs_wbq *q, const struct mbfs_wbq_files *files);
 /* After mbfs_wbq_stop (or when never started). */
 void mbfs_wbq_free(struct mbfs_wbq *q);
 

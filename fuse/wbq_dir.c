@@ -23,29 +23,6 @@
 #include "fuse/wbq_int.h"
 #include "fuse/wbsend.h"
 
-static void set_mtime(struct stat *st, const void *arg)
-{
-	st->st_mtim = *(const struct timespec *)arg;
-	st->st_ctim = st->st_mtim;
-}
-
-/* The cache learns the directory made (empty: the files of the batch
- * follow) or forgets what it was told, and the guest answers for it from
- * now on (newdir.h). */
-void mbfs_wbq_made(struct mbfs *fs, const char *path, int rc, const char *why)
-{
-	struct stat st;
-	if (!rc && mbfs_newdir_stat(fs->newdirs, path, &st) == 1)
-		mbfs_cache_put_dir(fs->cache, path, &st);
-	else if (rc)
-		mb_log(MB_LOG_WARN, "cannot make the directory '%s' on the "
-		       "sandbox: %s; the files written in it are kept", path,
-		       why);
-	mbfs_newdir_remove(fs->newdirs, path);
-	if (rc)
-		mbfs_cache_invalidate_tree(fs->cache, path);
-}
-
 /* Note e (as it is now) in the journal's outbox log: a crash before it
  * lands replays it (recover.c). q->lock held: the log is a local append. */
 static void note(struct mbfs *fs, struct mbfs_wbq_entry *e)
@@ -84,21 +61,6 @@ struct mbfs_wbq_entry *mbfs_wbq_append_dir_locked(struct mbfs_wbq *q, const char
 		q->dirs++;
 	pthread_cond_broadcast(&q->cond);
 	return e;
-}
-
-void mbfs_wbq_drop_dir_locked(struct mbfs *fs, struct mbfs_wbq *q,
-			      struct mbfs_wbq_entry *e)
-{
-	if (mbfs_wbdir_removes(e->kind)) {
-		q->removes--;
-		if (!e->landed)
-			mbfs_gone_remove(fs->gone, e->dpath);
-	}
-	else if (e->kind != MBFS_WBDIR_MAKE)
-		q->dirs--;
-	mbfs_journal_op_done(fs->journal, e->jid);
-	free(e->dpath);
-	free(e);
 }
 
 bool mbfs_wbq_mkdir(struct mbfs *fs, const char *path, const struct stat *st)
@@ -341,27 +303,3 @@ bool mbfs_wbq_remove(struct mbfs *fs, const char *path, bool dir,
 	return queued;
 }
 
-void mbfs_wbq_dir_landed(struct mbfs *fs, const struct mbfs_wbdir *d)
-{
-	if (mbfs_wbdir_removes(d->kind)) {
-		/* gone there now: a listing the cache took from the sandbox
-		 * meanwhile still had it (the view hid it until now) */
-		if (!d->rc)
-			mbfs_cache_removed(fs->cache, d->path,
-					   d->kind == MBFS_WBDIR_RMDIR);
-		/* the sandbox kept it: show it as it is there, and say so */
-		if (d->rc) {
-			mb_log(MB_LOG_WARN, "cannot remove '%s' on the sandbox: "
-			       "%s; it is still there", d->path, d->why);
-			mbfs_cache_invalidate_tree(fs->cache, d->path);
-		}
-		return;
-	}
-
-	/* the files' renames moved the directory's mtime, then the batch
-	 * set it: what the cache assumed after the files is wrong */
-	if (d->kind == MBFS_WBDIR_TIME)
-		mbfs_cache_modify(fs->cache, d->path, set_mtime, &d->mtime);
-	else if (d->kind == MBFS_WBDIR_MODE)
-		mbfs_cache_set_perm(fs->cache, d->path, d->mode);
-}

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "fuse/wbq.h"
 #include "fuse/wbsend.h"
 
 struct mbfs;
@@ -39,6 +40,7 @@ struct mbfs_wbq_entry {
 };
 
 struct mbfs_wbq {
+	const struct mbfs_wbq_files *files;   /* set at mount, then fixed */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;     /* any change: queued, sent, stop */
 	struct mbfs_wbq_entry *head;      /* protected by lock, oldest first */

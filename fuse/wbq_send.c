@@ -13,7 +13,6 @@
 #include "fuse/batch.h"
 #include "fuse/gone.h"
 #include "fuse/mbfs.h"
-#include "fuse/node.h"
 #include "fuse/node_int.h"
 #include "fuse/wbq.h"
 #include "fuse/wbq_int.h"
@@ -142,12 +141,12 @@ static bool gather_locked(struct mbfs_wbq *q, struct batch *b)
 /* Each node's data, read now; one that cannot travel in a batch (grown
  * too large, a name tar cannot hold) is uploaded after it, once the
  * directories it makes are there. */
-static void take_files(struct mbfs *fs, struct batch *b)
+static void take_files(struct mbfs *fs, struct mbfs_wbq *q, struct batch *b)
 {
 	for (size_t i = 0; i < b->k; i++) {
 		if (!b->ev[i]->n)
 			continue;
-		int r = mbfs_node_wb_take(fs, b->ev[i]->n, &b->fv[b->nf]);
+		int r = q->files->take(fs, b->ev[i]->n, &b->fv[b->nf]);
 		if (r > 0)
 			b->fe[b->nf++] = i;
 		else if (r < 0)
@@ -242,14 +241,14 @@ static void land_names(struct mbfs *fs, struct batch *b, int rc,
 
 /* The files' outcomes to their nodes; then the directories' times and
  * modes, set after the files' renames moved them. */
-static void land_files(struct mbfs *fs, struct batch *b, int rc,
+static void land_files(struct mbfs *fs, struct mbfs_wbq *q, struct batch *b, int rc,
 		       const struct mb_err *err)
 {
 	for (size_t i = 0; i < b->nf; i++) {
 		struct mbfs_wbfile *f = &b->fv[i];
 		int frc = rc ? rc : f->rc;
 		const char *why = rc ? err->msg : f->why;
-		mbfs_node_wb_done(fs, b->ev[b->fe[i]]->n, f, frc, why);
+		q->files->done(fs, b->ev[b->fe[i]]->n, f, frc, why);
 		if (frc) {
 			b->bfailed++;
 			failure(b, f->path, why);
@@ -278,10 +277,10 @@ static void upload_rest(struct mbfs *fs, struct mbfs_wbq *q, struct batch *b)
 	}
 	for (size_t i = 0; i < b->nup; i++) {
 		struct mbfs_node *n = b->ev[b->up[i]]->n;
-		int urc = mbfs_node_wb_upload(fs, n);
+		int urc = q->files->upload(fs, n);
 		if (urc && !b->failed) {
 			char path[MB_PATH_MAX];
-			mbfs_node_get_path(fs, n, path);
+			q->files->path(fs, n, path);
 			failure(b, path, strerror(-urc));
 		} else if (urc) {
 			b->failed++;
@@ -355,7 +354,7 @@ void mbfs_wbq_send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 	}
 	pthread_mutex_unlock(&q->lock);
 
-	take_files(fs, &b);
+	take_files(fs, q, &b);
 	struct mb_err err;
 	mb_err_clear(&err);
 	int rc = 0;
@@ -373,7 +372,7 @@ void mbfs_wbq_send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 		return;
 	}
 	land_names(fs, &b, rc, &err);
-	land_files(fs, &b, rc, &err);
+	land_files(fs, q, &b, rc, &err);
 	upload_rest(fs, q, &b);
 
 	struct mbfs_node **drop = malloc(b.k * sizeof(*drop));
@@ -383,7 +382,7 @@ void mbfs_wbq_send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 	batch_free(&b);
 	/* the queue's references; the last one of a node lets it go */
 	for (size_t i = 0; i < ndrop; i++)
-		mbfs_node_release(fs, drop[i]);
+		q->files->release(fs, drop[i]);
 	free(drop);
 	pthread_mutex_lock(&q->lock);
 }
