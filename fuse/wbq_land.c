@@ -64,7 +64,7 @@ void mbfs_wbq_dir_landed(struct mbfs *fs, const struct mbfs_wbdir *d)
 					   d->kind == MBFS_WBDIR_RMDIR);
 		/* the sandbox kept it: show it as it is there, and say so */
 		if (d->rc) {
-			mb_log(MB_LOG_WARN, "cannot remove '%s' on the sandbox: "
+			mb_log(MB_LOG_WARN, "the sandbox refused to remove '%s': "
 			       "%s; it is still there", d->path, d->why);
 			mbfs_cache_invalidate_tree(fs->cache, d->path);
 		}
