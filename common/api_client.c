@@ -372,12 +372,15 @@ int mb_call_run(struct mb_client *c, const struct mb_call *k,
 		} else if (r != -EFBIG && r != -ENOMEM) {
 			/* transport: a mutation that never left is safe to resend */
 			maybe_done = resp->sent;
-			/* a refused connection is retried once: the service is
-			 * more likely down than restarting, so fail fast; a
-			 * cancel (mb_api_cancel_all) never */
+			/* a refused connection is tried 3 times, a certificate
+			 * not accepted twice: the service is more likely down
+			 * (or not the service) than restarting, so fail fast;
+			 * a cancel (mb_api_cancel_all) never */
 			if (r != -ECANCELED &&
 			    (k->retry != MB_RETRY_MUTATION || !resp->sent))
-				retry = transient_tries < (r == -ECONNREFUSED ? 2u : TRANSIENT_TRIES);
+				retry = transient_tries < (r == -EPROTO ? 1u :
+							   r == -ECONNREFUSED ? 2u :
+							   TRANSIENT_TRIES);
 			delay = mb_backoff_ms(transient_tries++, 200, 2000);
 		}
 		if (retry && k->rewind && k->rewind(k->sink_ud) != 0)

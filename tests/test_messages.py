@@ -6,8 +6,12 @@ the --json fields."""
 import json
 import os
 import pty
+import shutil
+import socket
+import ssl
 import subprocess
 import tempfile
+import threading
 import time
 
 import pytest
@@ -66,6 +70,67 @@ def test_create_against_an_unreachable_url_names_the_dns_failure(service, mntdir
                          "Could not resolve host" % UNREACHABLE), lines
     no_doubled_prefix(r.stderr.decode())
     # no attempt got through: nothing was started, no key is kept
+    assert saved_keys(state) == []
+
+
+class TlsServer(threading.Thread):
+    """An https server on loopback whose certificate is self-signed, as a
+    proxy's or a wrong host's is to mbfs: counts the connections made to it
+    and any request bytes that reach it after a handshake."""
+
+    def __init__(self, tmp_path):
+        super().__init__(daemon=True)
+        cert, key = str(tmp_path / "cert.pem"), str(tmp_path / "key.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                        "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=not-mainbrella"],
+                       check=True, capture_output=True, timeout=60)
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(cert, key)
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.url = "https://127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.connections, self.requests = 0, b""
+        self.start()
+
+    def run(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return   # closed
+            self.connections += 1
+            try:
+                with self.ctx.wrap_socket(conn, server_side=True) as t:
+                    self.requests += t.recv(4096)
+            except (OSError, ssl.SSLError):
+                conn.close()
+
+    def close(self):
+        self.sock.close()
+
+
+def test_create_against_a_certificate_not_accepted_fails_at_once(service, mntdir, tmp_path):
+    if not shutil.which("openssl"):
+        pytest.skip("needs openssl to make a certificate")
+    srv = TlsServer(tmp_path)
+    state = str(tmp_path / "state")
+    try:
+        r = mbfs(service, ["-f", "--create", "-o", "api_url=" + srv.url, mntdir],
+                 env={"XDG_STATE_HOME": state})
+    finally:
+        srv.close()
+    lines = err_lines(r)
+    assert r.returncode != 0
+    prefix = ("mbfs: cannot create a container: cannot reach '%s': its TLS certificate is "
+              "not accepted (" % srv.url)
+    assert lines[-1].startswith(prefix) and "certificate" in lines[-1][len(prefix):], lines
+    assert "may or may not" not in r.stderr.decode(), lines
+    no_doubled_prefix(r.stderr.decode())
+    # no request got past a handshake: nothing was started, no key is kept,
+    # and one retry is all it takes to say so (not two minutes of them)
+    assert srv.requests == b"", srv.requests
+    assert 1 <= srv.connections <= 2, srv.connections
     assert saved_keys(state) == []
 
 
