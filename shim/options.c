@@ -70,6 +70,8 @@ static const char usage_text[] =
 	"      --timeout DUR    end the command after DUR (30, 500ms, 2m, 1h); exit 124\n"
 	"      --mode MODE      auto (default), exec or managed\n"
 	"      --json           capture the output, print one JSON result at the end\n"
+	"                       (each stream up to 8 MiB; bytes that are not\n"
+	"                       UTF-8 become U+FFFD; fields in mbexec(1))\n"
 	"      --no-wait-output return when the command exits, without waiting\n"
 	"                       for its background jobs to close stdout/stderr\n"
 	"      --key-file FILE  read the API key from FILE\n"

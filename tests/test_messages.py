@@ -285,6 +285,11 @@ def test_json_cuts_each_stream_at_8_mib_and_says_so(service, mnt):
     assert p.returncode == 0 and doc["exitCode"] == 0
     assert len(doc["stdout"]) == 8 * 1024 * 1024 and doc["stdoutTruncated"] is True
     assert doc["stderrTruncated"] is False
+    # --help says so where --json is, as mbexec(1) does
+    p = mbx(service, ["--help"], mnt.mountpoint)
+    text = " ".join(p.stdout.decode().split())
+    assert "--json capture the output, print one JSON result at the end (each stream up to 8 MiB; " \
+        "bytes that are not UTF-8 become U+FFFD; fields in mbexec(1))" in text, text
 
 
 def test_json_has_an_error_outside_a_mount(service, tmp_path):
