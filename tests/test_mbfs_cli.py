@@ -103,6 +103,14 @@ def test_missing_remote_dir(service, container, mnt, need_fuse):
     assert_refused(run(service, ["-f", spec(container, "/no/such/dir"), mnt]), mnt, "/no/such/dir")
 
 
+def wait_for(cond, what, timeout=60):
+    import time
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out waiting for " + what
+        time.sleep(0.02)
+
+
 def wait_mounted(mnt, proc, timeout=20):
     import time
     deadline = time.time() + timeout
@@ -207,8 +215,12 @@ def test_unmount_ends_daemon_despite_namespace_copies(service, container, need_f
     m = mbtest.Mount(service, container)
     holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sleep", "120"])
     try:
-        import time
-        time.sleep(0.3)
+        # the copy exists once the holder runs sleep in a namespace of its own
+        ours = os.readlink("/proc/self/ns/mnt")
+        wait_for(lambda: holder.poll() is None and
+                 os.readlink("/proc/%d/ns/mnt" % holder.pid) != ours and
+                 "sleep" in open("/proc/%d/comm" % holder.pid).read(),
+                 "unshare to make the namespace")
         rc = m.unmount()
         assert rc == 0, m.log()
     finally:
