@@ -6,6 +6,7 @@ the --json fields."""
 import json
 import os
 import pty
+import re
 import shutil
 import socket
 import ssl
@@ -69,6 +70,10 @@ def test_create_against_an_unreachable_url_names_the_dns_failure(service, mntdir
     # minutes of asking again for a creation that never left
     attempts = [l for l in lines if l.startswith("mbfs: info: POST /containers failed")]
     assert 1 <= len(attempts) <= 7, lines
+    # each names its cause, not "No route to host"
+    for l in attempts:
+        assert re.fullmatch(r"mbfs: info: POST /containers failed \(cannot reach '%s': Could not "
+                            r"resolve host\) \d+ ms" % re.escape(UNREACHABLE), l), l
     no_doubled_prefix(r.stderr.decode())
     # no attempt got through: nothing was started, no key is kept
     assert saved_keys(state) == []
