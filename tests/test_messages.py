@@ -174,6 +174,22 @@ def test_a_failed_boot_reads_as_one(service, mntdir, tmp_path):
     assert not os.path.ismount(mntdir)
 
 
+def test_a_refused_size_or_image_names_the_choices(service, mntdir, tmp_path):
+    state = str(tmp_path / "state")
+    r = mbfs(service, ["-f", "--create", "--size", "huge", mntdir], env={"XDG_STATE_HOME": state})
+    assert r.returncode != 0
+    assert err_lines(r) == ["mbfs: cannot create a container: invalid container size (HTTP 400 "
+                            "invalid_size): --size 'huge'; the sizes are lite, small, medium, "
+                            "large and xl"]
+    r = mbfs(service, ["-f", "--create", "--catalog", "cobol", mntdir],
+             env={"XDG_STATE_HOME": state})
+    assert r.returncode != 0
+    assert err_lines(r) == ["mbfs: cannot create a container: no such image (HTTP 404 "
+                            "image_not_found): --catalog 'cobol'; the images are node, python, "
+                            "rust, go and devops"]
+    assert saved_keys(state) == [] and not os.path.ismount(mntdir)
+
+
 # --- CONTAINER[@GEN][:DIR] ---
 
 def test_a_relative_remote_dir_is_blamed_not_the_container(service, mntdir):
