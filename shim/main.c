@@ -284,7 +284,7 @@ int main(int argc, char **argv)
 		goto out;
 	mb_err_clear(&err);
 	if (mb_cred_load_key_for(o.key_file, &prof, &key, &err)) {
-		mbx_error("no usable API key: %s", err.msg);
+		mbx_error("%s", err.msg);   /* "no API key: ...", "key file ..." */
 		code = MBX_EXIT_USAGE;
 		goto out;
 	}

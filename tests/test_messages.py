@@ -321,3 +321,54 @@ def test_json_has_an_error_outside_a_mount(service, tmp_path):
     assert doc["exitCode"] is None
     assert "is not inside a Mainbrella mount" in doc["error"], doc
     assert p.stderr.decode() == "mbexec: " + doc["error"] + "\n"
+
+
+# --- the API key and --mount, said once ---
+
+def refused(stats):
+    return sum(per.get("401", 0) for per in stats["statuses"].values())
+
+
+def test_key_messages_say_it_once_and_send_nothing(service, mnt, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    bare = {"MAINBRELLA_API_KEY": "", "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
+    not_a_key = tmp_path / "id_rsa"
+    not_a_key.write_text("-----BEGIN-OPENSSH-PRIVATE-KEY-----\n")
+    os.chmod(str(not_a_key), 0o600)
+    before = service.stats()
+    p = mbx(service, ["true"], mnt.mountpoint, env=bare)
+    assert p.returncode == 125
+    assert p.stderr.decode() == (
+        "mbexec: no API key: set MAINBRELLA_API_KEY, MAINBRELLA_API_KEY_FILE, a profile's "
+        "key_file or create '%s/.config/mainbrella/api-key' (mode 600)\n" % home)
+    # a file that holds something else is never sent as a key
+    p = mbx(service, ["--key-file", str(not_a_key), "true"], mnt.mountpoint, env=bare)
+    assert p.returncode == 125
+    said = ("key file '%s' does not hold a Mainbrella API key ('mb_' and 64 hex digits)"
+            % not_a_key)
+    assert p.stderr.decode() == "mbexec: " + said + "\n"
+    r = mbfs(service, ["-f", "-o", "key_file=" + str(not_a_key), "%s:/workspace" % mnt.ident["id"],
+                       str(tmp_path)], env=bare)
+    assert r.returncode != 0 and err_lines(r) == ["mbfs: " + said]
+    for prog in ("mbexec", "mbfs"):
+        args = ["true"] if prog == "mbexec" else ["-f", "small:/workspace", str(tmp_path)]
+        p = (mbx(service, args, mnt.mountpoint, env=dict(bare, MAINBRELLA_API_KEY="hunter2"))
+             if prog == "mbexec" else
+             mbfs(service, args, env=dict(bare, MAINBRELLA_API_KEY="hunter2")))
+        assert p.stderr.decode() == ("%s: MAINBRELLA_API_KEY is not a Mainbrella API key "
+                                     "('mb_' and 64 hex digits)\n" % prog), p.stderr
+    # none of them went out: the service refused no key (the mount's own
+    # requests, with the right key, may go on meanwhile)
+    assert refused(service.stats()) == refused(before)
+
+
+def test_mount_outside_a_mount_is_named_once(service, tmp_path):
+    for extra in ([], ["--json"]):
+        p = mbtest.run_mbexec(service, extra + ["--mount", str(tmp_path), "true"], cwd="/",
+                              stdin=subprocess.DEVNULL)
+        assert p.returncode == 125
+        said = "--mount: '%s' is not inside a Mainbrella mount" % tmp_path
+        assert p.stderr.decode() == "mbexec: " + said + "\n", p.stderr
+        if extra:
+            assert json.loads(p.stdout.decode())["error"] == said
