@@ -255,6 +255,16 @@ int main(int argc, char **argv)
 	fill_std_fds();
 	code = mbx_opts_parse(argc, argv, &o);
 	if (code >= 0) {
+		/* a script that asked for JSON gets it, with the usage error
+		 * (when --json came before the word at fault) */
+		if (code == MBX_EXIT_USAGE && o.json) {
+			memset(&run, 0, sizeof(run));
+			mbx_sink_init(&run.out, 1, true);
+			mbx_sink_init(&run.err, 2, true);
+			mbx_print_json(&run, "none", false, code, mbx_last_error());
+			mbx_sink_release(&run.out);
+			mbx_sink_release(&run.err);
+		}
 		mbx_opts_release(&o);
 		return code;
 	}

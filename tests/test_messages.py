@@ -314,6 +314,22 @@ def test_json_cuts_each_stream_at_8_mib_and_says_so(service, mnt):
         "bytes that are not UTF-8 become U+FFFD; fields in mbexec(1))" in text, text
 
 
+@pytest.mark.parametrize("args,said", [
+    (["--json", "--timeout", "abc", "true"], "invalid --timeout 'abc' (examples: 30, 500ms, 2m, 1h)"),
+    (["--json", "--bogus", "true"], "unknown option '--bogus'"),
+    (["--json"], "no command given"),
+    (["--json", "-t", "bash"], "--json captures the output and cannot be used with -t")])
+def test_json_has_an_error_on_a_usage_error(service, mnt, args, said):
+    p = mbx(service, args, mnt.mountpoint)
+    doc = json_result(p)
+    assert p.returncode == 125 and doc["exitCode"] is None and doc["error"] == said, doc
+    assert p.stderr.decode() == ("mbexec: %s\nTry 'mbexec --help' for more information.\n"
+                                 % said), p.stderr
+    # without --json, only the message
+    p = mbx(service, ["--timeout", "abc", "true"], mnt.mountpoint)
+    assert p.returncode == 125 and p.stdout == b"" and b"invalid --timeout" in p.stderr
+
+
 def test_json_has_an_error_outside_a_mount(service, tmp_path):
     p = mbtest.run_mbexec(service, ["--json", "true"], cwd=str(tmp_path), stdin=subprocess.DEVNULL)
     doc = json_result(p)
