@@ -25,6 +25,9 @@
 #define MB_CONTROL_INVALIDATE "invalidate\n"
 /* Written before a command: the mount flushes pending metadata batches. */
 #define MB_CONTROL_SYNC "sync\n"
+/* Written by mbexec once it has warned about the "unsent" record of an
+ * ended mount (fuse/unsent.h): the mount notes it, mbexec says no more. */
+#define MB_CONTROL_UNSENT_SEEN "unsent-seen\n"
 
 #define MB_ID_MAX 16
 #define MB_GEN_MAX 40

@@ -19,8 +19,10 @@
 #include "fuse/mbfs.h"
 #include "fuse/node.h"
 #include "fuse/prefetch.h"
+#include "fuse/unsent.h"
 #include "fuse/warm.h"
 #include "fuse/wbq.h"
+#include "fuse/wbq_pending.h"
 
 int mbfs_control_init(struct mbfs *fs)
 {
@@ -49,8 +51,9 @@ bool mbfs_is_control(const char *path)
 }
 
 /* What is known only once mounted, or changes: where the log goes
- * ("logFile", when a file), whether the generation is gone ("stopped")
- * and where kept data goes ("keptDir"). malloc'd ",..." text (maybe
+ * ("logFile", when a file), whether the generation is gone ("stopped"),
+ * where kept data goes ("keptDir", in "cacheDir") and op_timeout
+ * ("opTimeoutMs"). malloc'd ",..." text (maybe
  * ""), or NULL without memory. */
 static char *state_json(const struct mbfs *fs)
 {
@@ -61,7 +64,11 @@ static char *state_json(const struct mbfs *fs)
 	if (!o ||
 	    (log && !cJSON_AddStringToObject(o, "logFile", log)) ||
 	    !cJSON_AddBoolToObject(o, "stopped", atomic_load(&fs->stopped)) ||
-	    (kdir && !cJSON_AddStringToObject(o, "keptDir", kdir)))
+	    (kdir && !cJSON_AddStringToObject(o, "keptDir", kdir)) ||
+	    (fs->cache_dir[0] &&
+	     !cJSON_AddStringToObject(o, "cacheDir", fs->cache_dir)) ||
+	    /* how long `mbfs -u` waits while the sandbox does not answer */
+	    !cJSON_AddNumberToObject(o, "opTimeoutMs", (double)fs->op_ms))
 		goto out;
 	t = cJSON_PrintUnformatted(o);
 	/* {"a":1} -> ,"a":1 */
@@ -76,13 +83,17 @@ out:
 
 /* The control file's text now: the identity built at init, plus
  * state_json, the requests this mount answered by kind ("ops", warm.h),
- * write-back's state and what this mount kept ("kept":
- * [{"path","file","reason"}], journal.h) once there is any. malloc'd
+ * write-back's state with the first paths it holds ("pendingPaths"),
+ * what this mount kept ("kept": [{"path","file","reason"}], journal.h)
+ * once there is any, and what an ended mount did not send ("unsent",
+ * unsent.h) when it left a record. malloc'd
  * (*len bytes), or NULL without memory. */
 static char *control_text(const struct mbfs *fs, size_t *len)
 {
 	char *kept = fs->journal ? mbfs_journal_kept_json(fs->journal) : NULL;
 	char *wb = mbfs_wbq_json((struct mbfs *)fs);
+	char *pend = mbfs_wbq_pending_json((struct mbfs *)fs, MBFS_UNSENT_PATHS);
+	char *uns = mbfs_unsent_json((struct mbfs *)fs);
 	char *ops = mbfs_warm_json(fs->warm);
 	char *st = state_json(fs);
 	char *t = NULL;
@@ -92,11 +103,13 @@ static char *control_text(const struct mbfs *fs, size_t *len)
 		if (t)
 			memcpy(t, fs->control_json ? fs->control_json : "", base + 1);
 		*len = base;
-	} else if (asprintf(&t, "%.*s%s%s%s%s%s%s%s}\n", (int)(base - 2),
+	} else if (asprintf(&t, "%.*s%s%s%s%s%s%s%s%s%s%s%s}\n", (int)(base - 2),
 			    fs->control_json, st, ops ? ",\"ops\":" : "",
 			    ops ? ops : "", wb ? ",\"writeback\":" : "",
-			    wb ? wb : "", kept ? ",\"kept\":" : "",
-			    kept ? kept : "") >= 0) {
+			    wb ? wb : "", pend ? ",\"pendingPaths\":" : "",
+			    pend ? pend : "", kept ? ",\"kept\":" : "",
+			    kept ? kept : "", uns ? ",\"unsent\":" : "",
+			    uns ? uns : "") >= 0) {
 		*len = strlen(t);   /* base ends with "}\n" */
 	} else {
 		t = NULL;
@@ -104,6 +117,8 @@ static char *control_text(const struct mbfs *fs, size_t *len)
 	free(st);
 	free(ops);
 	free(kept);
+	free(uns);
+	free(pend);
 	free(wb);
 	return t;
 }
@@ -203,6 +218,10 @@ int mbfs_control_write(struct mbfs *fs, const char *buf, size_t size)
 		mb_log(MB_LOG_DEBUG, "sync through the control file: %s",
 		       rc ? strerror(-rc) : "done");
 		return rc ? rc : (int)size;
+	}
+	if (is_command(buf, size, MBFS_UNSENT_SEEN)) {
+		mbfs_unsent_seen(fs);
+		return (int)size;
 	}
 	return -EINVAL;
 }

@@ -15,8 +15,12 @@
  * write returns: closed files queued for write-back (wbq.h) and queued
  * times (batch.h); the write fails with EIO when that or an earlier batch
  * failed since the last sync. The text also carries "writeback" (the
- * queue's figures, mbfs_wbq_json), which `mbfs --status` prints. mbexec writes "sync" before a command
- * and "invalidate" after it. Not listed by readdir. Thread-safe.
+ * queue's figures, mbfs_wbq_json), which `mbfs --status` prints,
+ * "pendingPaths" (its first paths, wbq_pending.h), "cacheDir",
+ * "opTimeoutMs" (for `mbfs -u`), and "unsent" when an ended mount left a
+ * record (unsent.h); writing MB_CONTROL_UNSENT_SEEN marks that record as
+ * warned about. mbexec writes "sync" before a command and "invalidate"
+ * after it. Not listed by readdir. Thread-safe.
  */
 #ifndef MBFS_CONTROL_H
 #define MBFS_CONTROL_H

@@ -24,6 +24,7 @@
 #include "fuse/node.h"
 #include "fuse/node_int.h"
 #include "fuse/newdir.h"
+#include "fuse/view.h"
 #include "fuse/wbq.h"
 #include "fuse/xfer_int.h"
 
@@ -41,8 +42,8 @@ static int exists_for_create(struct mbfs *fs, const char *path, int flags)
 	if (here)
 		return 1;
 	struct stat st;
-	int rc = (flags & (O_EXCL | O_TRUNC)) ? mbfs_cache_getattr(fs, path, &st)
-					      : mbfs_cache_refresh(fs, path, &st);
+	int rc = (flags & (O_EXCL | O_TRUNC)) ? mbfs_view_getattr(fs, path, &st)
+					      : mbfs_view_refresh(fs, path, &st);
 	return rc == 0 ? 1 : rc == -ENOENT ? 0 : rc;
 }
 
@@ -225,7 +226,7 @@ static int can_take(struct mbfs *fs, const char *to, unsigned flags)
 	bool here = o && !o->unlinked;
 	pthread_mutex_unlock(&fs->nodes_lock);
 	struct stat st;
-	int rc = here ? 0 : mbfs_cache_getattr(fs, to, &st);
+	int rc = here ? 0 : mbfs_view_getattr(fs, to, &st);
 	if (rc == 0 && (flags & RENAME_NOREPLACE))
 		return -EEXIST;
 	if (rc == 0 && !here && S_ISDIR(st.st_mode))
@@ -236,7 +237,7 @@ static int can_take(struct mbfs *fs, const char *to, unsigned flags)
 	const char *slash = strrchr(to, '/');
 	snprintf(dir, sizeof(dir), "%.*s", slash && slash != to ?
 		 (int)(slash - to) : 1, to);
-	rc = mbfs_cache_getattr(fs, dir, &st);
+	rc = mbfs_view_getattr(fs, dir, &st);
 	if (rc == 0 && !S_ISDIR(st.st_mode))
 		rc = -ENOTDIR;
 	return rc;

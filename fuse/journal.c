@@ -1,6 +1,7 @@
 /* journal.c: durable local state of a mount (see journal.h): the run
- * directory, records of dirty copies, kept/, and the replay of ended
- * mounts; staging notes are in journal_stage.c. Records and notes are
+ * directory, records of dirty copies, kept/; the replay of ended mounts is
+ * journal_replay.c, the outbox log journal_outbox.c, staging notes
+ * journal_stage.c. Records and notes are
  * small JSON texts, replaced whole, so a reader sees a whole one or none:
  * a record is an extended attribute of its working copy (one setxattr,
  * no file of its own: a file per record doubled the inodes a storm of
@@ -30,14 +31,14 @@
 #include "fuse/journal.h"
 #include "fuse/journal_int.h"
 
-static bool ends_with(const char *s, const char *suffix)
+bool mbfs_journal_ends_with(const char *s, const char *suffix)
 {
 	size_t n = strlen(s), m = strlen(suffix);
 	return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
 /* The whole file at path (malloc'd, NUL-terminated) or NULL. */
-static char *read_small(const char *path)
+char *mbfs_journal_read_small(const char *path)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -76,7 +77,7 @@ static bool get_num(const cJSON *o, const char *key, double *out)
 	return true;
 }
 
-static bool parse_owner(const cJSON *o, struct mbfs_jrec *r)
+bool mbfs_journal_parse_owner(const cJSON *o, struct mbfs_jrec *r)
 {
 	return get_str(o, "apiUrl", r->api_url, sizeof(r->api_url)) &&
 	       get_str(o, "id", r->ident.id, sizeof(r->ident.id)) &&
@@ -84,19 +85,19 @@ static bool parse_owner(const cJSON *o, struct mbfs_jrec *r)
 		       sizeof(r->ident.created_at));
 }
 
-static bool same_container(const struct mbfs_journal *j,
-			   const struct mbfs_jrec *r)
+bool mbfs_journal_same_container(const struct mbfs_journal *j,
+				 const struct mbfs_jrec *r)
 {
 	return strcmp(r->api_url, j->api_url) == 0 &&
 	       strcmp(r->ident.id, j->who.id) == 0;
 }
 
-static int parse_rec(const char *text, struct mbfs_jrec *r)
+int mbfs_journal_parse_rec(const char *text, struct mbfs_jrec *r)
 {
 	cJSON *o = text ? cJSON_Parse(text) : NULL;
 	double size = 0, mtime = 0, mode = 0;
 	memset(r, 0, sizeof(*r));
-	bool ok = cJSON_IsObject(o) && parse_owner(o, r) &&
+	bool ok = cJSON_IsObject(o) && mbfs_journal_parse_owner(o, r) &&
 		  get_str(o, "path", r->rpath, sizeof(r->rpath));
 	const cJSON *fresh = o ? cJSON_GetObjectItemCaseSensitive(o, "fresh") : NULL;
 	const cJSON *base = o ? cJSON_GetObjectItemCaseSensitive(o, "base") : NULL;
@@ -191,7 +192,7 @@ int mbfs_journal_drop(struct mbfs_journal *j, const char *local)
 
 /* The record kept as an attribute of the data file local (malloc'd), or
  * NULL when it has none. */
-static char *read_rec_xattr(const char *local)
+char *mbfs_journal_read_rec_xattr(const char *local)
 {
 	char key[REC_KEY_MAX];
 	rec_key(local, key);
@@ -205,7 +206,7 @@ static char *read_rec_xattr(const char *local)
 	return text;
 }
 
-static bool has_rec_xattr(const char *local)
+bool mbfs_journal_has_rec_xattr(const char *local)
 {
 	char key[REC_KEY_MAX];
 	rec_key(local, key);
@@ -311,7 +312,7 @@ const char *mbfs_journal_kept_dir(const struct mbfs_journal *j)
 
 /* Remove every file in dir that is not needed: with keep_state, records,
  * their data, staging lists and the lock stay. *left: files still there. */
-static void sweep_dir(const char *dir, bool keep_state, size_t *left)
+void mbfs_journal_sweep_dir(const char *dir, bool keep_state, size_t *left)
 {
 	DIR *dp = opendir(dir);
 	struct dirent *de;
@@ -326,10 +327,11 @@ static void sweep_dir(const char *dir, bool keep_state, size_t *left)
 		if (snprintf(p, sizeof(p), "%s/%s", dir, name) >= (int)sizeof(p) ||
 		    snprintf(rec, sizeof(rec), "%s" REC_SUFFIX, p) >= (int)sizeof(rec))
 			continue;
-		bool state = ends_with(name, REC_SUFFIX) ||
-			     ends_with(name, STG_SUFFIX) ||
+		bool state = mbfs_journal_ends_with(name, REC_SUFFIX) ||
+			     mbfs_journal_ends_with(name, STG_SUFFIX) ||
 			     strcmp(name, LOCK_NAME) == 0 ||
-			     access(rec, F_OK) == 0 || has_rec_xattr(p);
+			     strcmp(name, OUTBOX_NAME) == 0 ||
+			     access(rec, F_OK) == 0 || mbfs_journal_has_rec_xattr(p);
 		if (keep_state && state) {
 			(*left)++;
 			continue;
@@ -341,10 +343,10 @@ static void sweep_dir(const char *dir, bool keep_state, size_t *left)
 }
 
 /* Remove the run directory dir when nothing in it is still needed. */
-static void close_dir(const char *dir)
+void mbfs_journal_close_dir(const char *dir)
 {
 	size_t left;
-	sweep_dir(dir, true, &left);
+	mbfs_journal_sweep_dir(dir, true, &left);
 	if (left == 1) {   /* the lock alone */
 		char p[PATH_MAX];
 		if (snprintf(p, sizeof(p), "%s/" LOCK_NAME, dir) < (int)sizeof(p))
@@ -383,6 +385,8 @@ int mbfs_journal_open(const char *dir, const char *api_url,
 	if (!j)
 		return mb_err_set(err, ENOMEM, "out of memory");
 	j->lockfd = -1;
+	j->opfd = -1;
+	pthread_mutex_init(&j->oplock, NULL);
 	snprintf(j->api_url, sizeof(j->api_url), "%s", api_url);
 	j->who = *who;
 	pthread_mutex_init(&j->lock, NULL);
@@ -429,6 +433,7 @@ fail:
 	free(j->keptdir);
 	free(j->dir);
 	pthread_mutex_destroy(&j->lock);
+	pthread_mutex_destroy(&j->oplock);
 	free(j);
 	return rc;
 }
@@ -437,7 +442,14 @@ void mbfs_journal_close(struct mbfs_journal *j)
 {
 	if (!j)
 		return;
-	close_dir(j->run);
+	/* the outbox log goes when nothing in it is pending */
+	if (j->opfd >= 0)
+		close(j->opfd);
+	char ob[PATH_MAX];
+	if (!j->ops_pending &&
+	    snprintf(ob, sizeof(ob), "%s/" OUTBOX_NAME, j->run) < (int)sizeof(ob))
+		unlink(ob);
+	mbfs_journal_close_dir(j->run);
 	close(j->lockfd);
 	while (j->kept) {
 		struct kept *k = j->kept;
@@ -449,146 +461,9 @@ void mbfs_journal_close(struct mbfs_journal *j)
 	}
 	mbfs_journal_free_stages(j);
 	pthread_mutex_destroy(&j->lock);
+	pthread_mutex_destroy(&j->oplock);
 	free(j->run);
 	free(j->keptdir);
 	free(j->dir);
 	free(j);
-}
-
-/* ---- replay ---- */
-
-/* One staging list of an ended mount. */
-static enum mbfs_jact replay_stage(struct mbfs_journal *j, const char *file,
-				   const struct mbfs_jreplay *ops, bool *foreign)
-{
-	char *text = read_small(file);
-	cJSON *o = text ? cJSON_Parse(text) : NULL;
-	const cJSON *a = o ? cJSON_GetObjectItemCaseSensitive(o, "paths") : NULL;
-	struct mbfs_jrec owner;
-	enum mbfs_jact act = MBFS_J_DONE;   /* unreadable: nothing to go on */
-	memset(&owner, 0, sizeof(owner));
-	if (cJSON_IsObject(o) && parse_owner(o, &owner) && cJSON_IsArray(a)) {
-		size_t n = (size_t)cJSON_GetArraySize(a), k = 0;
-		const char **v = calloc(n ? n : 1, sizeof(*v));
-		const cJSON *it;
-		cJSON_ArrayForEach(it, a)
-			if (v && cJSON_IsString(it))
-				v[k++] = it->valuestring;
-		if (!same_container(j, &owner)) {
-			*foreign = true;
-			act = MBFS_J_LEAVE;
-		} else if (v) {
-			act = ops->staged(ops->ud, &owner, v, k);
-		} else {
-			act = MBFS_J_LEAVE;
-		}
-		free(v);
-	}
-	cJSON_Delete(o);
-	free(text);
-	return act;
-}
-
-/* One record of an ended mount: file is its data file carrying it as an
- * attribute (local NULL), or a record file with its data file local. */
-static enum mbfs_jact replay_rec(struct mbfs_journal *j, const char *file,
-				 const char *local,
-				 const struct mbfs_jreplay *ops, bool *foreign)
-{
-	struct mbfs_jrec r;
-	char *text;
-	if (!local) {
-		local = file;
-		text = read_rec_xattr(file);
-	} else if (access(local, F_OK)) {
-		return MBFS_J_DONE;   /* no data left to save */
-	} else {
-		text = read_small(file);
-	}
-	int ok = parse_rec(text, &r) == 0;
-	free(text);
-	if (ok && !same_container(j, &r)) {
-		*foreign = true;
-		return MBFS_J_LEAVE;
-	}
-	enum mbfs_jact act = ops->dirty(ops->ud, local, ok ? &r : NULL);
-	if (act == MBFS_J_DONE)
-		unlink(local);
-	return act;
-}
-
-/* Replay one run directory whose lock we hold. */
-static void replay_dir(struct mbfs_journal *j, const char *dir,
-		       const struct mbfs_jreplay *ops)
-{
-	DIR *dp = opendir(dir);
-	struct dirent *de;
-	bool foreign = false;
-	char p[PATH_MAX];
-	if (!dp)
-		return;
-	while ((de = readdir(dp))) {
-		const char *name = de->d_name;
-		bool rec = ends_with(name, REC_SUFFIX);
-		bool stg = ends_with(name, STG_SUFFIX);
-		if (snprintf(p, sizeof(p), "%s/%s", dir, name) >= (int)sizeof(p) ||
-		    strcmp(name, LOCK_NAME) == 0 || ends_with(name, TMP_SUFFIX) ||
-		    name[0] == '.')
-			continue;
-		enum mbfs_jact act;
-		if (stg) {
-			act = replay_stage(j, p, ops, &foreign);
-		} else if (rec) {
-			char local[PATH_MAX];
-			snprintf(local, sizeof(local), "%.*s",
-				 (int)(strlen(p) - strlen(REC_SUFFIX)), p);
-			if (has_rec_xattr(local))
-				continue;   /* the attribute is newer */
-			act = replay_rec(j, p, local, ops, &foreign);
-		} else if (has_rec_xattr(p)) {
-			/* DONE removed the data with its attribute */
-			replay_rec(j, p, NULL, ops, &foreign);
-			continue;
-		} else {
-			continue;
-		}
-		if (act == MBFS_J_DONE)
-			unlink(p);
-	}
-	closedir(dp);
-	if (!foreign)
-		close_dir(dir);
-	else {
-		size_t left;
-		sweep_dir(dir, true, &left);   /* clean copies only */
-	}
-}
-
-int mbfs_journal_replay(struct mbfs_journal *j,
-			const struct mbfs_jreplay *ops)
-{
-	DIR *dp = opendir(j->dir);
-	struct dirent *de;
-	char p[PATH_MAX], lock[PATH_MAX];
-	if (!dp)
-		return -errno;
-	while ((de = readdir(dp))) {
-		if (strncmp(de->d_name, RUN_PREFIX, strlen(RUN_PREFIX)) != 0 ||
-		    snprintf(p, sizeof(p), "%s/%s", j->dir, de->d_name) >= (int)sizeof(p) ||
-		    strcmp(p, j->run) == 0 ||
-		    snprintf(lock, sizeof(lock), "%s/" LOCK_NAME, p) >= (int)sizeof(lock))
-			continue;
-		int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-		if (fd < 0)
-			continue;
-		/* a free lock: the mount that held it has ended */
-		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-			mb_log(MB_LOG_DEBUG, "replaying '%s' (left by a mount that "
-			       "ended)", p);
-			replay_dir(j, p, ops);
-		}
-		close(fd);
-	}
-	closedir(dp);
-	return 0;
 }

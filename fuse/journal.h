@@ -101,10 +101,35 @@ void mbfs_journal_leftover(struct mbfs_journal *j, unsigned id);
 int mbfs_journal_leftovers(struct mbfs_journal *j, char ***paths,
 			   size_t *count, unsigned **ids, size_t *nids);
 
+/* The outbox log: the changes queued for the guest that are not a file's
+ * data (a file's record says those): mkdirs, directory times and modes,
+ * removals, in the order they were queued, one line each appended to
+ * DIR/run.<hex>/outbox, so that a kill -9 or a crash loses none of them. */
+struct mbfs_jop {
+	char kind;                 /* 'M' mkdir, 'T' mtime, 'C' chmod,
+	                              'r' unlink, 'R' rmdir */
+	char rpath[MB_PATH_MAX];   /* guest path */
+	unsigned mode;             /* M, C: permission bits */
+	struct timespec mtime;     /* T */
+	bool base_known;           /* r: the file it removes */
+	uint64_t base_size;
+	time_t base_mtime;
+};
+
+/* Note op as *id; with *id non-zero (an earlier call's), op replaces what
+ * that id said and keeps its place. 0, or -errno (not noted: a crash
+ * would lose it; the caller goes on, logged once). Never waits for
+ * anything but the local disk. */
+int mbfs_journal_op(struct mbfs_journal *j, const struct mbfs_jop *op,
+		    unsigned *id);
+/* The change noted as id is on the guest, or no longer wanted. */
+void mbfs_journal_op_done(struct mbfs_journal *j, unsigned id);
+
 /* What the replay asks for each thing an ended mount left. */
 enum mbfs_jact {
 	MBFS_J_LEAVE,   /* not now: a later mount finds it again */
 	MBFS_J_DONE,    /* handled: the journal forgets it */
+	MBFS_J_LATER,   /* a dirty copy: decided by flush, with others */
 };
 
 struct mbfs_jreplay {
@@ -116,6 +141,15 @@ struct mbfs_jreplay {
 	/* Guest paths staged by an upload of container owner. */
 	enum mbfs_jact (*staged)(void *ud, const struct mbfs_jrec *owner,
 				 const char *const *paths, size_t count);
+	/* The outbox log's changes not yet done, in order (count > 0),
+	 * handed out before the run directory's records. */
+	enum mbfs_jact (*outbox)(void *ud, const struct mbfs_jrec *owner,
+				 const struct mbfs_jop *ops, size_t count);
+	/* After the run directory's records, while it is still held: the
+	 * count dirty copies dirty answered LATER for, in that order, get
+	 * their acts (DONE or LEAVE) into acts. The files named to dirty
+	 * stay where they were until it returns. */
+	void (*flush)(void *ud, enum mbfs_jact *acts, size_t count);
 	void *ud;
 };
 

@@ -1,6 +1,8 @@
 /* journal_int.h: the inside of the journal, shared by journal.c (run
- * directory, records, kept/, replay), journal_stage.c (staging notes) and
- * journal_text.c (their texts, written whole). Not for other modules. */
+ * directory, records, kept/), journal_replay.c (the replay of ended
+ * mounts), journal_outbox.c (the outbox log), journal_stage.c (staging
+ * notes) and journal_text.c (their texts, written whole). Not for other
+ * modules. */
 #ifndef MBFS_JOURNAL_INT_H
 #define MBFS_JOURNAL_INT_H
 
@@ -18,6 +20,7 @@
 #define STG_SUFFIX ".stg"
 #define TMP_SUFFIX ".tmp"
 #define LOCK_NAME "lock"
+#define OUTBOX_NAME "outbox"
 #define RUN_PREFIX "run."
 #define REC_MAX 65536   /* a record is a path and a few numbers */
 
@@ -44,7 +47,36 @@ struct mbfs_journal {
 	struct kept *kept;      /* newest first; protected by lock */
 	struct stage *stages;   /* protected by lock */
 	unsigned next_id;       /* protected by lock */
+	/* the outbox log (journal_outbox.c) */
+	pthread_mutex_t oplock; /* held across its appends (local only) */
+	int opfd;               /* -1 until the first op */
+	size_t ops_pending;     /* noted, not done; protected by oplock */
+	bool op_failed;         /* an append failed (logged once) */
 };
+
+/* The outbox log of an ended mount's run directory dir, to ops->outbox;
+ * removed when handled. *foreign: it is another container's. */
+void mbfs_journal_replay_outbox(struct mbfs_journal *j, const char *dir,
+				const struct mbfs_jreplay *ops, bool *foreign);
+
+/* journal.c's helpers for the replay (journal_replay.c). */
+bool mbfs_journal_ends_with(const char *s, const char *suffix);
+/* The whole small file at path (malloc'd, NUL-terminated) or NULL. */
+char *mbfs_journal_read_small(const char *path);
+int mbfs_journal_parse_rec(const char *text, struct mbfs_jrec *r);
+/* A data file's record attribute (malloc'd) or NULL; has: is there one? */
+char *mbfs_journal_read_rec_xattr(const char *local);
+bool mbfs_journal_has_rec_xattr(const char *local);
+/* Remove every file in dir that is not needed: with keep_state, records,
+ * their data, staging lists, the outbox and the lock stay. *left: files
+ * still there. */
+void mbfs_journal_sweep_dir(const char *dir, bool keep_state, size_t *left);
+/* Remove the run directory dir when nothing in it is still needed. */
+void mbfs_journal_close_dir(const char *dir);
+/* Parse an owner object's fields into r; false when one is missing. */
+bool mbfs_journal_parse_owner(const cJSON *o, struct mbfs_jrec *r);
+bool mbfs_journal_same_container(const struct mbfs_journal *j,
+				 const struct mbfs_jrec *r);
 
 /* Write text to path through path.tmp and a rename. 0 or -errno. */
 int mbfs_journal_write_file(const char *path, const char *text);

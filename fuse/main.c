@@ -5,6 +5,7 @@
  *   mbfs --list [--json]     (list.c)
  *   mbfs --stop [--force] ID@GENERATION     (list.c)
  *   mbfs --status [--wait] MOUNTPOINT     (status.c)
+ *   mbfs -u [--timeout T] MOUNTPOINT     (umount.c)
  *
  * Everything that can be wrong with the arguments, the credentials, the
  * container or the remote directory is checked before anything is mounted
@@ -38,6 +39,8 @@
 #include "fuse/attach.h"
 #include "fuse/batch.h"
 #include "fuse/status.h"
+#include "fuse/gone.h"
+#include "fuse/umount.h"
 #include "fuse/newdir.h"
 #include "fuse/wbq.h"
 #include "fuse/cache.h"
@@ -53,6 +56,7 @@
 #include "fuse/prefetch.h"
 #include "fuse/ops.h"
 #include "fuse/recover.h"
+#include "fuse/unsent.h"
 #include "fuse/warm.h"
 #include "fuse/when.h"
 #include "fuse/watch.h"
@@ -445,12 +449,13 @@ static int open_state(struct mbfs *fs, struct mbfs_opts *o,
 	fs->batch = mbfs_batch_new();
 	fs->wbq = mbfs_wbq_new();
 	fs->newdirs = mbfs_newdirs_new();
+	fs->gone = mbfs_gone_new();
 	fs->inos = mbfs_inos_new();
 	fs->hidden = mbfs_hidden_new();
 	fs->warm = mbfs_warm_new();
 	if (!o->bulk_read || strcmp(o->bulk_read, "0"))
 		fs->prefetch = mbfs_prefetch_new();
-	if (!fs->cache || !fs->batch || !fs->wbq || !fs->newdirs || !fs->inos ||
+	if (!fs->cache || !fs->batch || !fs->wbq || !fs->newdirs || !fs->gone || !fs->inos ||
 	    !fs->hidden || !fs->warm ||
 	    (!fs->prefetch && (!o->bulk_read || strcmp(o->bulk_read, "0"))))
 		return fail("out of memory");
@@ -459,6 +464,8 @@ static int open_state(struct mbfs *fs, struct mbfs_opts *o,
 		return fail("out of memory");
 	mbfs_cache_set_kcache(fs->cache, fs->kcache);
 	fs->client = c;   /* the mount's own is made after daemonising */
+	snprintf(fs->cache_dir, sizeof(fs->cache_dir), "%s", cdir);
+	mbfs_unsent_take(fs);   /* before the replay says what it does */
 	mbfs_recover(fs);
 	fs->client = NULL;
 	return 0;
@@ -546,6 +553,7 @@ static void fs_free(struct mbfs *fs)
 {
 	mbfs_wbq_free(fs->wbq);
 	mbfs_newdirs_free(fs->newdirs);
+	mbfs_gone_free(fs->gone);
 	mbfs_node_free_all(fs);
 	mbfs_nodeset_fini(&fs->nodes);
 	mbfs_batch_free(fs->batch);
@@ -560,6 +568,7 @@ static void fs_free(struct mbfs *fs)
 	if (fs->client)
 		mb_client_free(fs->client);
 	pthread_mutex_destroy(&fs->nodes_lock);
+	mbfs_unsent_release(fs);
 	free(fs->control_json);
 	free(fs);
 }
@@ -590,6 +599,8 @@ int main(int argc, char *argv[])
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--status") == 0)
 			return mbfs_status_main(argc, argv);
+		if (strcmp(argv[i], "-u") == 0 || strcmp(argv[i], "--unmount") == 0)
+			return mbfs_umount_main(argc, argv);
 		if (strcmp(argv[i], "--list") == 0)
 			return mbfs_list_main(argc, argv);
 		if (strcmp(argv[i], "--stop") == 0)

@@ -56,7 +56,8 @@
  *   node->lock  ->  fs->nodes_lock  ->  cache->lock
  *   hidden->lock  ->  fs->nodes_lock
  *   fs->nodes_lock  ->  wbq->lock
- *   wbq->lock  ->  newdirs->lock
+ *   wbq->lock  ->  newdirs->lock, gone->lock
+ *   wbq->lock  ->  journal->oplock  ->  journal->lock (the outbox log)
  *   data->lock, prefetch->lock, batch->lock, wbq->lock, lease->lock, statfs_lock,
  *   watch_lock, kcache->lock and the journal's lock are leaves.
  * node->lock may be held across network calls (and across waiting for a
@@ -87,6 +88,7 @@
 struct mbfs_batch;
 struct mbfs_wbq;
 struct mbfs_newdirs;
+struct mbfs_gone;
 struct mbfs_cache;
 struct mbfs_data;
 struct mbfs_journal;
@@ -154,6 +156,7 @@ struct mbfs {
 	struct mbfs_batch *batch;
 	struct mbfs_wbq *wbq;           /* write-back of small files (wbq.h) */
 	struct mbfs_newdirs *newdirs;   /* mkdirs queued there (newdir.h) */
+	struct mbfs_gone *gone;         /* removals queued there (gone.h) */
 	bool sync_close;                /* close() uploads and waits */
 	struct mbfs_prefetch *prefetch; /* bulk reads (prefetch.h); NULL:
 	                                   off */
@@ -167,6 +170,11 @@ struct mbfs {
 	struct mbfs_agent *agent;       /* mbexec's socket (agent.h); NULL
 	                                   when none */
 	char agent_name[MB_AGENT_NAME_MAX]; /* in the control file; "" none */
+	char cache_dir[MB_PATH_MAX];    /* -o cache_dir or the default */
+	struct cJSON *unsent;           /* what an ended mount did not send
+	                                   (unsent.h), or NULL; with
+	                                   unsent_warned, unsent.c's lock */
+	bool unsent_warned;             /* mbexec has said so */
 
 	pthread_mutex_t nodes_lock;
 	struct mbfs_nodeset nodes;      /* open files (nodeset.h); protected

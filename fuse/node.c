@@ -140,7 +140,7 @@ int mbfs_node_open(struct mbfs *fs, const char *path, int flags,
 		 * whose batch failed for good, a removal on the sandbox): no
 		 * node and no file means no open, not an empty file */
 		struct stat st;
-		if (mbfs_cache_getattr(fs, path, &st) == -ENOENT)
+		if (mbfs_view_getattr(fs, path, &st) == -ENOENT)
 			return mbfs_kcache_gone(fs->kcache, path) ? -ESTALE
 								   : -ENOENT;
 		struct mbfs_node *fresh = mbfs_node_alloc(path);

@@ -1,5 +1,6 @@
 /* ns.c: namespace changes (see ns.h): queued for the next write-back
- * batch where they can be, else one checked command each (remote.h:
+ * batch where they can be (mkdir, unlink, rmdir of an empty directory),
+ * else one checked command each (remote.h:
  * fuse/guest/ns.sh refuses a path that a symlink on the sandbox leads out
  * of the mounted directory; the metadata routes would follow it).
  *
@@ -20,9 +21,11 @@
 #include "fuse/data.h"
 #include "fuse/inode.h"
 #include "fuse/mbfs.h"
+#include "fuse/newdir.h"
 #include "fuse/node.h"
 #include "fuse/ns.h"
 #include "fuse/remote.h"
+#include "fuse/view.h"
 #include "fuse/wbq.h"
 
 #ifndef RENAME_NOREPLACE
@@ -102,6 +105,46 @@ int mbfs_ns_mkdir(struct mbfs *fs, const char *path, mode_t mode)
 	return 0;
 }
 
+static int count_one(void *ud, const char *name, const struct stat *st)
+{
+	(void)name; (void)st;
+	++*(size_t *)ud;
+	return 0;
+}
+
+/* Can the removal of path travel in the write-back queue (wbq.h)? A file
+ * the mount knows is there, or a directory it knows is empty: one made
+ * here and not sent, or one whose whole listing it holds with nothing
+ * left in it (an rm -rf has just listed and emptied it). Then the guest
+ * can only refuse it by a race with another client, which is reported. */
+static bool can_queue_remove(struct mbfs *fs, const char *path, bool dir)
+{
+	struct stat st;
+	if (fs->sync_close || !fs->wbq ||
+	    mbfs_view_getattr(fs, path, &st) || S_ISDIR(st.st_mode) != dir)
+		return false;
+	if (!dir)
+		return true;
+	if (mbfs_newdir_stat(fs->newdirs, path, &st) == 1)
+		return true;
+	size_t n = 0;
+	return mbfs_cache_listed(fs->cache, path) &&
+	       mbfs_cache_readdir(fs, path, count_one, &n) == 0 && n == 0;
+}
+
+/* What the mount shows once path is removed (on the guest, or queued). */
+static void removed_here(struct mbfs *fs, const char *path, bool dir,
+			 bool tree)
+{
+	if (dir)
+		mbfs_data_drop_tree(fs->data, path);
+	else
+		mbfs_data_drop(fs->data, path);
+	mbfs_cache_removed(fs->cache, path, tree);
+	mbfs_node_unlinked(fs, path);
+	mbfs_ino_removed(fs, path);
+}
+
 static int remove_path(struct mbfs *fs, const char *path, bool dir)
 {
 	char rpath[MB_PATH_MAX];
@@ -114,9 +157,6 @@ static int remove_path(struct mbfs *fs, const char *path, bool dir)
 		mbfs_cache_removed(fs->cache, path, false);
 		return 0;
 	}
-	rc = mbfs_wbq_need_dir(fs, path);
-	if (rc)
-		return rc;
 	if (dir) {
 		/* files created here but not uploaded yet are in it too */
 		struct mbfs_dirent *v;
@@ -128,6 +168,22 @@ static int remove_path(struct mbfs *fs, const char *path, bool dir)
 		if (n)
 			return -ENOTEMPTY;
 	}
+	/* in order with what is queued, in the next batch: an rm -rf costs
+	 * a batch, not a request per name; a queued copy of the file never
+	 * travels (the node is unlinked) */
+	if (fresh == 2 || can_queue_remove(fs, path, dir)) {
+		/* times queued for it or its directory land before */
+		mbfs_batch_flush(fs, path, MBFS_BATCH_SELF | MBFS_BATCH_BELOW |
+				 MBFS_BATCH_PARENT);
+		if (mbfs_wbq_remove(fs, path, dir, NULL)) {
+			mbfs_wbq_parent_changes(fs, path, false);
+			removed_here(fs, path, dir, dir);
+			return 0;
+		}
+	}
+	rc = mbfs_wbq_need_dir(fs, path);
+	if (rc)
+		return rc;
 	mbfs_batch_flush(fs, path, MBFS_BATCH_SELF | MBFS_BATCH_BELOW |
 			 MBFS_BATCH_PARENT);
 	mbfs_wbq_parent_changes(fs, path, false);
@@ -138,19 +194,17 @@ static int remove_path(struct mbfs *fs, const char *path, bool dir)
 	rc = mbfs_remote_remove(fs, path, dir, &sure);
 	if (fresh && rc == -ENOENT)
 		rc = 0;   /* what it replaced never got there: gone all the same */
-	if (dir)
-		mbfs_data_drop_tree(fs->data, path);
-	else
-		mbfs_data_drop(fs->data, path);
-	if (rc && dir)
-		mbfs_cache_invalidate_tree(fs->cache, path);
-	else if (rc)
-		mbfs_cache_invalidate(fs->cache, path);
-	else
-		mbfs_cache_removed(fs->cache, path, dir || !sure);
 	if (!rc) {
-		mbfs_node_unlinked(fs, path);
-		mbfs_ino_removed(fs, path);
+		removed_here(fs, path, dir, dir || !sure);
+	} else {
+		if (dir)
+			mbfs_data_drop_tree(fs->data, path);
+		else
+			mbfs_data_drop(fs->data, path);
+		if (dir)
+			mbfs_cache_invalidate_tree(fs->cache, path);
+		else
+			mbfs_cache_invalidate(fs->cache, path);
 	}
 	return rc;
 }
@@ -200,11 +254,18 @@ int mbfs_ns_rename(struct mbfs *fs, const char *from, const char *to,
 		rc = mbfs_remote_path(fs, to, rto);
 	if (rc)
 		return rc;
+	rc = mbfs_wbq_flush_removals(fs, to);
+	if (rc == -EAGAIN)
+		return -EIO;
 	/* created here and still queued: renamed here, sent once */
 	int fresh = mbfs_node_rename_new(fs, from, to, flags, &rc);
 	if (fresh == 2) {
-		/* it had replaced the guest's file at from, which goes now,
-		 * after any older copy of it lands */
+		/* it had replaced the guest's file at from, which goes in
+		 * the next batch, after any older copy of it (or now) */
+		if (mbfs_wbq_remove(fs, from, false, NULL)) {
+			mbfs_cache_removed(fs->cache, from, false);
+			return 0;
+		}
 		mbfs_wbq_flush(fs, from, MBFS_BATCH_SELF);
 		bool sure;
 		rc = mbfs_remote_remove(fs, from, false, &sure);

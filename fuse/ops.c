@@ -42,6 +42,7 @@
 #include "fuse/ops.h"
 #include "fuse/prefetch.h"
 #include "fuse/remote.h"
+#include "fuse/unsent.h"
 #include "fuse/view.h"
 #include "fuse/warm.h"
 #include "fuse/wbq.h"
@@ -143,6 +144,7 @@ static void mbfs_destroy(void *data)
 	mbfs_prefetch_stop(FS);
 	mbfs_node_flush_all(FS);
 	mbfs_batch_stop(FS);
+	mbfs_unsent_save(FS);   /* told at the next contact (unsent.h) */
 	mb_log(MB_LOG_INFO, "unmounted '%s'", FS->mountpoint);
 }
 
@@ -278,6 +280,10 @@ static int fill_one(void *ud, const char *name, const struct stat *st)
 	for (size_t i = 0; i < d->nfresh; i++)
 		if (strcmp(d->fresh[i].name, name) == 0)
 			return 0;   /* shown from the node */
+	char path[MB_PATH_MAX];
+	if (snprintf(path, sizeof(path), "%s/%s", d->root ? "" : d->dir, name)
+	    < (int)sizeof(path) && mbfs_view_gone(FS, path))
+		return 0;   /* removed here, the removal on its way */
 	return fill(d, name, st);
 }
 
@@ -444,6 +450,8 @@ static int mbfs_link(const char *from, const char *to)
 		rc = -EPERM;
 	if (!rc)
 		mbfs_hidden_settle(FS, NULL);
+	if (!rc && mbfs_wbq_flush_removals(FS, to) == -EAGAIN)
+		rc = -EIO;
 	if (!rc && mbfs_node_link_new(FS, from, to, &rc))
 		return rc;   /* both names still queued here */
 	if (!rc)

@@ -26,9 +26,23 @@
 #include "fuse/wbsend.h"
 #include "fuse/xfer.h"
 
+/* A new small file whose upload waits for the end of its run directory,
+ * to go in a batch with the others (flush). */
+struct small {
+	char *local;
+	struct mbfs_jrec r;
+	char rel[MB_PATH_MAX];
+};
+
 struct replay {
 	struct mbfs *fs;
 	unsigned uploaded, kept, left;
+	struct small *small;         /* those answered LATER, in order */
+	size_t nsmall, capsmall;
+	/* outbox times and modes, sent after the files (their renames
+	 * move directories' mtimes) */
+	struct mbfs_wbdir *late;
+	size_t nlate;
 };
 
 static enum mbfs_jact keep(struct replay *x, const char *local,
@@ -231,19 +245,13 @@ static int upload(struct mbfs *fs, const char *local,
 	return rc;
 }
 
-static enum mbfs_jact on_dirty(void *ud, const char *local,
-			       const struct mbfs_jrec *r)
+/* One dirty copy of the attached generation, on its own: looked at on
+ * the guest, then uploaded or kept. */
+static enum mbfs_jact one_dirty(struct replay *x, const char *local,
+				const struct mbfs_jrec *r)
 {
-	struct replay *x = ud;
 	struct mbfs *fs = x->fs;
 	char why[MB_GEN_MAX + 128];
-	if (!r)
-		return keep(x, local, NULL, "its journal record is unreadable");
-	if (strcmp(r->ident.created_at, fs->ident.created_at) != 0) {
-		snprintf(why, sizeof(why), "it was written for generation %s, "
-			 "which is no longer running", r->ident.created_at);
-		return keep(x, local, r->rpath, why);
-	}
 	const char *differs = "";
 	char msg[512];
 	unsigned gmode = 0644;
@@ -271,6 +279,136 @@ static enum mbfs_jact on_dirty(void *ud, const char *local,
 	}
 	x->uploaded++;
 	return MBFS_J_DONE;
+}
+
+/* Can r's copy local wait for a batch of new files (flush)? A new file
+ * (no guest file to look at: the batch checks none is there) small
+ * enough for a batch, under this mount's directory. */
+static bool batchable(struct mbfs *fs, const char *local,
+		      const struct mbfs_jrec *r, char rel[MB_PATH_MAX])
+{
+	struct stat st;
+	return r->fresh && stat(local, &st) == 0 &&
+	       (uint64_t)st.st_size <= MBFS_WBQ_FILE_MAX &&
+	       mount_path(fs, r->rpath, rel) && mbfs_wbsend_fits(rel);
+}
+
+static enum mbfs_jact on_dirty(void *ud, const char *local,
+			       const struct mbfs_jrec *r)
+{
+	struct replay *x = ud;
+	struct mbfs *fs = x->fs;
+	char why[MB_GEN_MAX + 128];
+	if (!r)
+		return keep(x, local, NULL, "its journal record is unreadable");
+	if (strcmp(r->ident.created_at, fs->ident.created_at) != 0) {
+		snprintf(why, sizeof(why), "it was written for generation %s, "
+			 "which is no longer running", r->ident.created_at);
+		return keep(x, local, r->rpath, why);
+	}
+	char rel[MB_PATH_MAX];
+	if (!batchable(fs, local, r, rel))
+		return one_dirty(x, local, r);
+	if (x->nsmall == x->capsmall) {
+		size_t cap = x->capsmall ? 2 * x->capsmall : 64;
+		struct small *v = realloc(x->small, cap * sizeof(*v));
+		if (!v)
+			return one_dirty(x, local, r);
+		x->small = v;
+		x->capsmall = cap;
+	}
+	struct small *sm = &x->small[x->nsmall];
+	if (!(sm->local = strdup(local)))
+		return one_dirty(x, local, r);
+	sm->r = *r;
+	memcpy(sm->rel, rel, sizeof(rel));
+	x->nsmall++;
+	return MBFS_J_LATER;
+}
+
+/* A batch of the new small files v[0..n) (wbsend.h): each lands with its
+ * mode and the time its copy kept, where no file is yet. Those that did
+ * not go in it get their own turn (one_dirty), unless the sandbox could
+ * not be reached: then they wait for the next mount. */
+static void send_smalls(struct replay *x, struct small *v, size_t n,
+			enum mbfs_jact *acts)
+{
+	struct mbfs *fs = x->fs;
+	struct mbfs_wbfile *fv = calloc(n, sizeof(*fv));
+	struct mb_err err;
+	int rc = fv ? 0 : -ENOMEM;
+	mb_err_clear(&err);
+	for (size_t i = 0; i < n && !rc; i++) {
+		struct stat st;
+		int fd = open(v[i].local, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || fstat(fd, &st)) {
+			rc = -EIO;
+		} else {
+			fv[i].path = strdup(v[i].rel);
+			fv[i].len = (size_t)st.st_size;
+			fv[i].data = malloc(fv[i].len ? fv[i].len : 1);
+			fv[i].mode = v[i].r.mode & 07777;
+			fv[i].mtime = st.st_mtim;
+			fv[i].base = MBFS_BASE_ABSENT;
+			rc = fv[i].path && fv[i].data
+			     ? mbfs_pread_all(fd, fv[i].data, fv[i].len, 0) : -ENOMEM;
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	if (!rc)
+		rc = mbfs_wbsend(fs, fv, n, NULL, 0, &err);
+	bool away = rc && mb_err_is_transient(&err);
+	unsigned sent = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!rc && !fv[i].rc) {
+			acts[i] = MBFS_J_DONE;
+			sent++;
+		} else if (away) {
+			acts[i] = MBFS_J_LEAVE;
+			x->left++;
+		} else {
+			acts[i] = one_dirty(x, v[i].local, &v[i].r);
+		}
+		if (fv) {
+			free(fv[i].path);
+			free(fv[i].data);
+		}
+	}
+	free(fv);
+	x->uploaded += sent;
+	if (sent)
+		mb_log(MB_LOG_INFO, "%u new file%s written before mbfs stopped: "
+		       "uploaded now in one batch", sent, sent == 1 ? "" : "s");
+	if (away)
+		mb_log(MB_LOG_WARN, "%zu new file%s written before mbfs stopped "
+		       "wait for the next mount: %s", n, n == 1 ? "" : "s",
+		       err.msg);
+}
+
+static void on_flush(void *ud, enum mbfs_jact *acts, size_t count)
+{
+	struct replay *x = ud;
+	size_t start = 0;
+	uint64_t bytes = 0;
+	for (size_t i = 0; i <= count && count == x->nsmall; i++) {
+		struct stat st;
+		uint64_t len = i < count && stat(x->small[i].local, &st) == 0
+			       ? (uint64_t)st.st_size : 0;
+		if (i == count || (i > start &&
+				   (i - start >= MBFS_WBQ_BATCH_FILES ||
+				    bytes + len > MBFS_WBQ_BATCH_MAX))) {
+			if (i > start)
+				send_smalls(x, x->small + start, i - start,
+					    acts + start);
+			start = i;
+			bytes = 0;
+		}
+		bytes += len;
+	}
+	for (size_t i = 0; i < x->nsmall; i++)
+		free(x->small[i].local);
+	x->nsmall = 0;
 }
 
 /* Only ever remove what our uploads stage, our batches' directories and
@@ -325,14 +463,109 @@ static enum mbfs_jact on_staged(void *ud, const struct mbfs_jrec *owner,
 	return rc ? MBFS_J_LEAVE : MBFS_J_DONE;
 }
 
+/* One batch of the outbox's changes (no files); its failures logged. 0,
+ * or -errno when it did not run. */
+static int send_ops(struct mbfs *fs, struct mbfs_wbdir *dv, size_t nd)
+{
+	struct mb_err err;
+	mb_err_clear(&err);
+	int rc = mbfs_wbsend(fs, NULL, 0, dv, nd, &err);
+	if (rc) {
+		mb_log(MB_LOG_WARN, "cannot replay %zu change%s queued before "
+		       "mbfs stopped: %s", nd, nd == 1 ? "" : "s", err.msg);
+		return rc;
+	}
+	for (size_t i = 0; i < nd; i++)
+		if (dv[i].rc)
+			mb_log(MB_LOG_WARN, "'%s' was %s before mbfs stopped; "
+			       "that cannot be done on the sandbox now: %s",
+			       dv[i].path, dv[i].kind == MBFS_WBDIR_MAKE
+			       ? "made" : "removed", dv[i].why);
+	return 0;
+}
+
+static enum mbfs_jact on_outbox(void *ud, const struct mbfs_jrec *owner,
+				const struct mbfs_jop *ops, size_t count)
+{
+	struct replay *x = ud;
+	struct mbfs *fs = x->fs;
+	if (strcmp(owner->ident.created_at, fs->ident.created_at) != 0)
+		return MBFS_J_DONE;   /* that sandbox is gone */
+	struct mbfs_wbdir *dv = calloc(count, sizeof(*dv));
+	char (*rel)[MB_PATH_MAX] = calloc(count, sizeof(*rel));
+	enum mbfs_jact act = MBFS_J_LEAVE;
+	size_t n = 0, start = 0;
+	if (!dv || !rel)
+		goto out;
+	for (size_t i = 0; i < count; i++) {
+		if (!mount_path(fs, ops[i].rpath, rel[i])) {
+			mb_log(MB_LOG_INFO, "changes queued by a mount of another "
+			       "directory wait for a mount of it ('%s')",
+			       ops[i].rpath);
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < count; i++) {
+		static const enum mbfs_wbdir_kind kinds[128] = {
+			['T'] = MBFS_WBDIR_TIME, ['M'] = MBFS_WBDIR_MAKE,
+			['C'] = MBFS_WBDIR_MODE, ['r'] = MBFS_WBDIR_RM,
+			['R'] = MBFS_WBDIR_RMDIR,
+		};
+		struct mbfs_wbdir *d = &dv[n];
+		d->path = rel[i];
+		d->kind = kinds[(unsigned char)ops[i].kind & 127];
+		d->mode = ops[i].mode;
+		d->mtime = ops[i].mtime;
+		d->base_known = ops[i].base_known;
+		d->base_size = ops[i].base_size;
+		d->base_mtime = ops[i].base_mtime;
+		if (d->kind == MBFS_WBDIR_TIME || d->kind == MBFS_WBDIR_MODE) {
+			struct mbfs_wbdir *v = realloc(x->late, (x->nlate + 1) *
+						       sizeof(*v));
+			if (v && (d->path = strdup(rel[i]))) {
+				x->late = v;
+				x->late[x->nlate++] = *d;
+			} else if (v) {
+				x->late = v;
+			}
+			continue;
+		}
+		/* a removal after a mkdir starts the next batch (wbsend.h) */
+		if (mbfs_wbdir_removes(d->kind) && n > start &&
+		    !mbfs_wbdir_removes(dv[n - 1].kind)) {
+			if (send_ops(fs, dv + start, n - start))
+				goto out;
+			start = n;
+		}
+		n++;
+	}
+	if (n > start && send_ops(fs, dv + start, n - start))
+		goto out;
+	if (n)
+		mb_log(MB_LOG_INFO, "%zu mkdir%s and removal%s queued before "
+		       "mbfs stopped: sent now", n, n == 1 ? "" : "s",
+		       n == 1 ? "" : "s");
+	act = MBFS_J_DONE;
+out:
+	free(dv);
+	free(rel);
+	return act;
+}
+
 unsigned mbfs_recover(struct mbfs *fs)
 {
 	struct replay x = { .fs = fs };
-	struct mbfs_jreplay ops = { on_dirty, on_staged, &x };
+	struct mbfs_jreplay ops = { on_dirty, on_staged, on_outbox, on_flush, &x };
 	int rc = mbfs_journal_replay(fs->journal, &ops);
 	if (rc)
 		mb_log(MB_LOG_WARN, "cannot read the journals of earlier mounts: "
 		       "%s", strerror(-rc));
+	if (x.nlate)   /* best effort, as in a batch */
+		send_ops(fs, x.late, x.nlate);
+	for (size_t i = 0; i < x.nlate; i++)
+		free(x.late[i].path);
+	free(x.late);
+	free(x.small);
 	if (x.kept)
 		mb_log(MB_LOG_WARN, "%u file%s written before mbfs stopped could "
 		       "not be uploaded and %s kept under the cache directory "

@@ -14,6 +14,7 @@
 #include "common/ident.h"
 #include "fuse/status.h"
 #include "fuse/status_int.h"
+#include "fuse/unsent.h"
 
 static int usage_error(const char *msg)
 {
@@ -95,6 +96,12 @@ static void print_text(const struct mbfs_status *f)
 		printf("  %s\n    -> %s\n    (%s)\n", mbfs_status_str(k, "path"), mbfs_status_str(k, "file"),
 		       mbfs_status_str(k, "reason"));
 	}
+	if (f->unsent) {
+		printf("before:  ");
+		mbfs_unsent_print(stdout, f->unsent, "", true);
+		printf("  this mount sent what stayed in the journal when it "
+		       "started, or kept it (listed under kept)\n");
+	}
 	if (f->log_file[0])
 		printf("log:     %s\n", f->log_file);
 	else
@@ -147,6 +154,8 @@ static void print_json(const struct mbfs_status *f, const char *error)
 			      : cJSON_CreateArray();
 	cJSON_AddItemToObject(o, "kept", kept);
 	add_str(o, "keptDir", f->kept_dir);
+	if (f->unsent)
+		cJSON_AddItemToObject(o, "unsent", cJSON_Duplicate(f->unsent, true));
 	add_str(o, "logFile", f->log_file);
 	add_str(o, "error", error ? error : "");
 	char *t = cJSON_PrintUnformatted(o);
@@ -226,6 +235,9 @@ int mbfs_status_main(int argc, char **argv)
 	struct mbfs_status f;
 	cJSON *doc = NULL;
 	int rc = mbfs_status_facts(path, &doc, &f);
+	int urc = rc ? mbfs_status_unsent(mnt, json) : -1;
+	if (urc >= 0)
+		return urc;   /* no mount, but an ended mount's record */
 	if (rc)
 		return not_a_mount(mnt, rc);
 	bool failed = false;

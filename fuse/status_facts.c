@@ -96,6 +96,8 @@ int mbfs_status_facts(const char *path, cJSON **doc, struct mbfs_status *f)
 	f->waiting = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(wb, "waiting"));
 	f->last_error = mbfs_status_str(wb, "lastError");
 	f->kept = cJSON_IsArray(kept) ? kept : NULL;
+	const cJSON *uns = cJSON_GetObjectItemCaseSensitive(d, "unsent");
+	f->unsent = cJSON_IsObject(uns) ? uns : NULL;
 	*doc = d;
 	return 0;
 }

@@ -22,6 +22,8 @@ struct mbfs_status {
 	double uploading_files, uploading_bytes, uploading_sent;
 	double sent_files, sent_batches, sent_bytes, failed_files;
 	const cJSON *kept;         /* [{"path","file","reason"}], or NULL */
+	const cJSON *unsent;       /* an ended mount's record (unsent.h),
+	                              or NULL */
 };
 
 /* The control file at path, read whole (malloc'd), or NULL with errno
@@ -40,5 +42,11 @@ void mbfs_status_human(double b, char *out, size_t n);
  * meanwhile, erased at the end. 0; 1 when a file could not be sent; 2
  * when the mount cannot be asked (the message printed). */
 int mbfs_status_wait(const char *path, const char *mnt);
+
+/* `--status ARG` where ARG is no mount: a cache directory, where a mount
+ * was, or a container id (default cache directories), whose ended mount
+ * left an unsent record (unsent.h): printed (json: {"unsent": record}),
+ * and 1. -1 when none is found (nothing printed). status_unsent.c. */
+int mbfs_status_unsent(const char *arg, bool json);
 
 #endif

@@ -1,17 +1,27 @@
 /* view.h: what a path shows through the mount, composed in one place: the
  * sandbox's attributes as the cache has them (cache.h), overlaid by what
- * is queued for the sandbox (times: batch.h). The FUSE face (ops.c) shows
+ * is queued for the sandbox (times: batch.h; removals: wbq.h). The FUSE face (ops.c) shows
  * paths through it; a module deciding something about the sandbox's own
  * file (a load, an upload's base) asks the cache itself. Sends nothing
  * the cache would not. */
 #ifndef MBFS_VIEW_H
 #define MBFS_VIEW_H
 
+#include <stdbool.h>
 #include <sys/stat.h>
 
 struct mbfs;
 
-/* mbfs_cache_getattr, with queued times applied. Same returns. */
+/* Is path removed here, its removal (or one of a directory above it) not
+ * on the sandbox yet, and not made again since? A file made again is
+ * shown by its node, which the caller asks first. */
+bool mbfs_view_gone(struct mbfs *fs, const char *path);
+
+/* mbfs_cache_getattr, with queued times applied and queued removals
+ * gone. Same returns. */
 int mbfs_view_getattr(struct mbfs *fs, const char *path, struct stat *st);
+
+/* mbfs_cache_refresh (the guest asked), a queued removal gone. */
+int mbfs_view_refresh(struct mbfs *fs, const char *path, struct stat *st);
 
 #endif

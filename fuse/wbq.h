@@ -101,11 +101,26 @@ bool mbfs_wbq_mkdir(struct mbfs *fs, const char *path, const struct stat *st);
  * now (mbfs_wbq_apply_dir_time). false when refused: chmod it now. */
 bool mbfs_wbq_dir_mode(struct mbfs *fs, const char *path, unsigned perm);
 
+/* path is removed here (unlink, or rmdir of a directory the mount knows
+ * is empty), and the removal travels in order with the rest (wbsend.h):
+ * first in its batch, guarded by base (the file's size and mtime as the
+ * mount knew them; NULL: none) so that a file changed on the sandbox
+ * meanwhile stays (a conflict, reported). A directory made here and not
+ * sent yet is simply dropped from the queue. Until it lands the path
+ * shows as gone (gone.h, view.h); a failure is reported as a batch's and
+ * the path shows again as the sandbox has it. false when refused
+ * (stopped, no memory, a name a batch cannot carry): remove it now. */
+bool mbfs_wbq_remove(struct mbfs *fs, const char *path, bool dir,
+		     const struct stat *base);
+
 /* Before a change of path on the guest that is not a batch (a symlink, a
- * large upload, a remove): a queued mkdir at or above path is sent first,
- * and this waits for it. 0, or -EIO when it failed (the guest has no such
- * directory; the failure is reported as a batch's). Never with a node lock
- * held (the flusher takes node locks). Returns at once when no mkdir is
+ * large upload, a rename): a queued mkdir at or above path, and a queued
+ * removal at, below or above it, are sent first, and this waits for
+ * them. 0, or -EIO when the mkdir failed (the guest has no such
+ * directory; the failure is reported as a batch's) or they could not be
+ * sent (the sandbox does not answer: they stay queued, and what would
+ * overtake them must not go). Never with a node lock held (the flusher
+ * takes node locks). Returns at once when nothing of the kind is
  * queued. */
 int mbfs_wbq_need_dir(struct mbfs *fs, const char *path);
 
@@ -129,6 +144,15 @@ void mbfs_wbq_flush_node(struct mbfs *fs, struct mbfs_node *n);
  * -EAGAIN when a try could not reach the sandbox (they stay queued and
  * go, in order, when it answers). */
 int mbfs_wbq_flush(struct mbfs *fs, const char *path, unsigned which);
+
+/* For flush's which: only the removals at, below or above path. */
+#define MBFS_WBQ_REMOVALS 0x100u
+
+/* Before a queued file takes a new name here (a rename or link of a
+ * fresh node): a removal queued for that name would land after the file,
+ * which was queued before it, and remove it; so it is sent first (with
+ * what was queued before it) and waited for. flush's returns. */
+int mbfs_wbq_flush_removals(struct mbfs *fs, const char *path);
 
 /* Wait until no batch is in flight: before a change on the guest that a
  * batch sent earlier must not land after (a file of it may have been

@@ -1,6 +1,7 @@
-/* wbq_dir.c: the write-back queue's entries of directories (wbq.h):
- * mkdirs queued and shown until they land (newdir.h), modes and times
- * set behind the files queued before them. */
+/* wbq_dir.c: the write-back queue's entries of names other than files
+ * (wbq.h): mkdirs queued and shown until they land (newdir.h), modes and
+ * times set behind the files queued before them, removals shown as done
+ * until they land (gone.h); each noted in the journal's outbox log. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -12,9 +13,12 @@
 #include "common/util.h"
 #include "fuse/batch.h"
 #include "fuse/cache.h"
+#include "fuse/gone.h"
+#include "fuse/journal.h"
 #include "fuse/mbfs.h"
 #include "fuse/newdir.h"
 #include "fuse/node_int.h"
+#include "fuse/pathsel.h"
 #include "fuse/wbq.h"
 #include "fuse/wbq_int.h"
 #include "fuse/wbsend.h"
@@ -42,6 +46,28 @@ void mbfs_wbq_made(struct mbfs *fs, const char *path, int rc, const char *why)
 		mbfs_cache_invalidate_tree(fs->cache, path);
 }
 
+/* Note e (as it is now) in the journal's outbox log: a crash before it
+ * lands replays it (recover.c). q->lock held: the log is a local append. */
+static void note(struct mbfs *fs, struct mbfs_wbq_entry *e)
+{
+	static const char kinds[] = {
+		[MBFS_WBDIR_TIME] = 'T', [MBFS_WBDIR_MAKE] = 'M',
+		[MBFS_WBDIR_MODE] = 'C', [MBFS_WBDIR_RM] = 'r',
+		[MBFS_WBDIR_RMDIR] = 'R',
+	};
+	struct mbfs_jop op;
+	memset(&op, 0, sizeof(op));
+	if (!fs->journal || mbfs_remote_path(fs, e->dpath, op.rpath))
+		return;
+	op.kind = kinds[e->kind];
+	op.mode = e->dmode;
+	op.mtime = e->dtime;
+	op.base_known = e->base_known;
+	op.base_size = e->base_size;
+	op.base_mtime = e->base_mtime;
+	mbfs_journal_op(fs->journal, &op, &e->jid);
+}
+
 struct mbfs_wbq_entry *mbfs_wbq_append_dir_locked(struct mbfs_wbq *q, const char *path,
 					 enum mbfs_wbdir_kind kind)
 {
@@ -52,10 +78,27 @@ struct mbfs_wbq_entry *mbfs_wbq_append_dir_locked(struct mbfs_wbq *q, const char
 	}
 	e->kind = kind;
 	mbfs_wbq_append_locked(q, e);
-	if (kind != MBFS_WBDIR_MAKE)
+	if (mbfs_wbdir_removes(kind))
+		q->removes++;
+	else if (kind != MBFS_WBDIR_MAKE)
 		q->dirs++;
 	pthread_cond_broadcast(&q->cond);
 	return e;
+}
+
+void mbfs_wbq_drop_dir_locked(struct mbfs *fs, struct mbfs_wbq *q,
+			      struct mbfs_wbq_entry *e)
+{
+	if (mbfs_wbdir_removes(e->kind)) {
+		q->removes--;
+		if (!e->landed)
+			mbfs_gone_remove(fs->gone, e->dpath);
+	}
+	else if (e->kind != MBFS_WBDIR_MAKE)
+		q->dirs--;
+	mbfs_journal_op_done(fs->journal, e->jid);
+	free(e->dpath);
+	free(e);
 }
 
 bool mbfs_wbq_mkdir(struct mbfs *fs, const char *path, const struct stat *st)
@@ -69,9 +112,10 @@ bool mbfs_wbq_mkdir(struct mbfs *fs, const char *path, const struct stat *st)
 	if (q->running && !q->stop &&
 	    mbfs_newdir_add(fs->newdirs, path, st) == 0) {
 		struct mbfs_wbq_entry *e = mbfs_wbq_append_dir_locked(q, path, MBFS_WBDIR_MAKE);
-		if (e)
+		if (e) {
 			e->dmode = st->st_mode & 07777;
-		else
+			note(fs, e);
+		} else
 			mbfs_newdir_remove(fs->newdirs, path);
 		queued = e != NULL;
 	}
@@ -88,7 +132,7 @@ bool mbfs_wbq_dir_mode(struct mbfs *fs, const char *path, unsigned perm)
 	pthread_mutex_lock(&q->lock);
 	for (struct mbfs_wbq_entry *e = q->head; e; e = e->next) {
 		if (e->n || e->kind == MBFS_WBDIR_TIME ||
-		    strcmp(e->dpath, path) != 0)
+		    mbfs_wbdir_removes(e->kind) || strcmp(e->dpath, path) != 0)
 			continue;
 		/* the last one of the path, if not on its way yet */
 		mine = e->inflight ? NULL : e;
@@ -97,8 +141,10 @@ bool mbfs_wbq_dir_mode(struct mbfs *fs, const char *path, unsigned perm)
 		mbfs_newdir_set_perm(fs->newdirs, path, perm);
 	if (!mine && q->running && !q->stop)
 		mine = mbfs_wbq_append_dir_locked(q, path, MBFS_WBDIR_MODE);
-	if (mine)
+	if (mine) {
 		mine->dmode = perm & 07777;
+		note(fs, mine);
+	}
 	pthread_mutex_unlock(&q->lock);
 	return mine != NULL;
 }
@@ -108,17 +154,22 @@ int mbfs_wbq_need_dir(struct mbfs *fs, const char *path)
 	struct mbfs_wbq *q = fs->wbq;
 	struct stat st;
 	char top[MB_PATH_MAX];
-	if (!q || !mbfs_newdir_above(fs->newdirs, path, top))
+	if (!q)
 		return 0;
 	/* the flusher's own last release of a node: its batch ran */
 	pthread_mutex_lock(&q->lock);
 	bool self = q->running && pthread_equal(q->thread, pthread_self());
+	bool removes = q->removes > 0;
 	pthread_mutex_unlock(&q->lock);
-	if (self)
+	bool made = mbfs_newdir_above(fs->newdirs, path, top);
+	if (self || (!made && !removes))
 		return 0;
-	/* flush selects the mkdirs at or above any path; a failure there
-	 * leaves the directory to the guest, which does not have it */
-	if (mbfs_wbq_flush(fs, path, 0) && mbfs_cache_getattr(fs, top, &st))
+	/* flush selects the mkdirs at or above any path and the removals
+	 * of it, below it or above it; a failed mkdir leaves the directory
+	 * to the guest, which does not have it; one still queued must not
+	 * be overtaken */
+	int rc = mbfs_wbq_flush(fs, path, 0);
+	if (rc == -EAGAIN || (rc && made && mbfs_cache_getattr(fs, top, &st)))
 		return -EIO;
 	return 0;
 }
@@ -138,7 +189,8 @@ bool mbfs_wbq_dir_time(struct mbfs *fs, const char *dir,
 		if (e->n ? mbfs_path_selects(e->n->path, dir,
 					      MBFS_BATCH_CHILDREN)
 			 : strcmp(e->dpath, dir) == 0 ||
-			   (e->kind == MBFS_WBDIR_MAKE &&
+			   ((e->kind == MBFS_WBDIR_MAKE ||
+			     mbfs_wbdir_removes(e->kind)) &&
 			    mbfs_path_selects(e->dpath, dir,
 					       MBFS_BATCH_CHILDREN))) {
 			pending = true;
@@ -152,13 +204,16 @@ bool mbfs_wbq_dir_time(struct mbfs *fs, const char *dir,
 		pending = false;   /* the caller waits for what is left */
 	} else if (mine) {
 		mine->dtime = *mtime;
+		note(fs, mine);
 	} else if (pending) {
 		/* behind what is queued or in flight: it lands after them */
 		struct mbfs_wbq_entry *e = mbfs_wbq_append_dir_locked(q, dir, MBFS_WBDIR_TIME);
-		if (e)
+		if (e) {
 			e->dtime = *mtime;
-		else
+			note(fs, e);
+		} else {
 			pending = false;
+		}
 	}
 	pthread_mutex_unlock(&q->lock);
 	return pending;
@@ -196,15 +251,15 @@ void mbfs_wbq_parent_changes(struct mbfs *fs, const char *path, bool local)
 		again = again || local;
 		*pp = e->next;
 		q->queued--;
-		q->dirs--;
-		free(e->dpath);
-		free(e);
+		mbfs_wbq_drop_dir_locked(fs, q, e);
 	}
 	q->tail = pp;
 	struct mbfs_wbq_entry *e = again && dir
 		? mbfs_wbq_append_dir_locked(q, dir, MBFS_WBDIR_TIME) : NULL;
-	if (e)
+	if (e) {
 		clock_gettime(CLOCK_REALTIME, &e->dtime);
+		note(fs, e);
+	}
 	pthread_cond_broadcast(&q->cond);
 	pthread_mutex_unlock(&q->lock);
 	free(dir);
@@ -231,8 +286,78 @@ void mbfs_wbq_apply_dir_time(struct mbfs *fs, const char *path,
 	pthread_mutex_unlock(&q->lock);
 }
 
+bool mbfs_wbq_remove(struct mbfs *fs, const char *path, bool dir,
+		     const struct stat *base)
+{
+	struct mbfs_wbq *q = fs->wbq;
+	if (!q || !mbfs_wbsend_fits(path))
+		return false;
+	bool queued = false;
+	pthread_mutex_lock(&q->lock);
+	mbfs_wbq_start_locked(fs, q);
+	struct mbfs_wbq_entry *make = NULL;
+	for (struct mbfs_wbq_entry *e = q->head; e && dir; e = e->next)
+		if (!e->n && strcmp(e->dpath, path) == 0)
+			make = e->kind == MBFS_WBDIR_MAKE && !e->inflight ? e : NULL;
+	if (!q->running || q->stop) {
+		/* refused: the caller removes it now */
+	} else if (make) {
+		/* made here and never sent: nothing to remove there; its
+		 * times and mode have nothing to land on either */
+		struct mbfs_wbq_entry **pp = &q->head;
+		bool after = false;   /* at the MAKE or after it */
+		while (*pp) {
+			struct mbfs_wbq_entry *e = *pp;
+			after = after || e == make;
+			if (!after || e->n || e->inflight ||
+			    strcmp(e->dpath, path) != 0) {
+				pp = &e->next;
+				continue;
+			}
+			*pp = e->next;
+			q->queued--;
+			mbfs_wbq_drop_dir_locked(fs, q, e);
+		}
+		q->tail = pp;
+		mbfs_newdir_remove(fs->newdirs, path);
+		queued = true;
+	} else {
+		struct mbfs_wbq_entry *e = mbfs_gone_add(fs->gone, path) ? NULL :
+			mbfs_wbq_append_dir_locked(q, path,
+						   dir ? MBFS_WBDIR_RMDIR : MBFS_WBDIR_RM);
+		if (!e)
+			mbfs_gone_remove(fs->gone, path);
+		if (e && base && !dir) {
+			e->base_known = true;
+			e->base_size = (uint64_t)base->st_size;
+			e->base_mtime = base->st_mtim.tv_sec;
+		}
+		if (e)
+			note(fs, e);
+		queued = e != NULL;
+	}
+	pthread_cond_broadcast(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+	return queued;
+}
+
 void mbfs_wbq_dir_landed(struct mbfs *fs, const struct mbfs_wbdir *d)
 {
+	if (mbfs_wbdir_removes(d->kind)) {
+		/* gone there now: a listing the cache took from the sandbox
+		 * meanwhile still had it (the view hid it until now) */
+		if (!d->rc)
+			mbfs_cache_removed(fs->cache, d->path,
+					   d->kind == MBFS_WBDIR_RMDIR);
+		/* the sandbox kept it: show it as it is there, and say so */
+		if (d->rc) {
+			mb_log(MB_LOG_WARN, "cannot remove '%s' on the sandbox: "
+			       "%s; it is still there", d->path, d->why);
+			mbfs_cache_invalidate_tree(fs->cache, d->path);
+		}
+		return;
+	}
+
 	/* the files' renames moved the directory's mtime, then the batch
 	 * set it: what the cache assumed after the files is wrong */
 	if (d->kind == MBFS_WBDIR_TIME)

@@ -1,7 +1,7 @@
 /* wbq_int.h: the inside of the write-back queue, shared by wbq.c (the
- * queue, its flusher and the files), wbq_dir.c (the entries of
- * directories: mkdirs, modes, times) and wbq_up.c (uploads on their
- * own). Not for other modules. */
+ * queue, its flusher and the files), wbq_send.c (one batch), wbq_dir.c
+ * (the entries of other names: mkdirs, modes, times, removals) and
+ * wbq_up.c (uploads on their own). Not for other modules. */
 #ifndef MBFS_WBQ_INT_H
 #define MBFS_WBQ_INT_H
 
@@ -16,8 +16,8 @@
 struct mbfs;
 struct mbfs_node;
 
-/* An entry is a file (n) or a change of a directory (dpath): its mkdir,
- * its mtime, its mode. */
+/* An entry is a file (n) or a change of another name (dpath): a
+ * directory's mkdir, mtime or mode, or a removal. */
 struct mbfs_wbq_entry {
 	struct mbfs_wbq_entry *next;
 	struct mbfs_node *n;     /* the queue's reference; NULL: a directory */
@@ -25,6 +25,12 @@ struct mbfs_wbq_entry {
 	char *dpath;             /* the directory */
 	struct timespec dtime;   /* TIME: its mtime (mbfs_wbq_dir_time) */
 	unsigned dmode;          /* MAKE, MODE: its permission bits */
+	bool base_known;         /* RM: the file it removes (wbsend.h) */
+	uint64_t base_size;
+	time_t base_mtime;
+	bool landed;             /* a removal: out of the gone table */
+	unsigned jid;            /* not a file: its line in the journal's
+	                            outbox log (journal.h), 0 when none */
 	uint64_t bytes;          /* size when last queued */
 	uint64_t since_ms;       /* queued at */
 	bool inflight;           /* in the batch being sent */
@@ -42,6 +48,7 @@ struct mbfs_wbq {
 	size_t inflight;
 	uint64_t inflight_bytes;
 	size_t dirs;             /* TIME and MODE entries, queued or not */
+	size_t removes;          /* RM and RMDIR entries, queued or not */
 	bool running, stop;
 	pthread_t thread;
 	/* totals since mount */
@@ -58,6 +65,14 @@ struct mbfs_wbq {
 	uint64_t up_failed;      /* since mount */
 };
 
+/* Form, send and settle one batch of the oldest queued entries
+ * (wbq_send.c). q->lock held; dropped meanwhile. */
+void mbfs_wbq_send_locked(struct mbfs *fs, struct mbfs_wbq *q);
+/* count files (the last path) failed (why): the next sync says so.
+ * q->lock held. */
+void mbfs_wbq_note_failure_locked(struct mbfs_wbq *q, size_t count,
+				  const char *path, const char *why);
+
 /* Queue e (not in flight) at the end, as of now. q->lock held. */
 void mbfs_wbq_append_locked(struct mbfs_wbq *q, struct mbfs_wbq_entry *e);
 
@@ -71,7 +86,13 @@ struct mbfs_wbq_entry *mbfs_wbq_append_dir_locked(struct mbfs_wbq *q, const char
 
 /* After a batch: a queued mkdir of path ran (rc 0) or failed (why). */
 void mbfs_wbq_made(struct mbfs *fs, const char *path, int rc, const char *why);
-/* After a batch that ran: a directory's time or mode in it is set. */
+/* After a batch that ran: a directory's time or mode in it is set, or a
+ * removal in it is done (d->rc 0) or failed (reported here). */
 void mbfs_wbq_dir_landed(struct mbfs *fs, const struct mbfs_wbdir *d);
+
+/* Entry e (not a file) leaves the queue: its counters and its journal
+ * line go, and it is freed. q->lock held. */
+void mbfs_wbq_drop_dir_locked(struct mbfs *fs, struct mbfs_wbq *q,
+			      struct mbfs_wbq_entry *e);
 
 #endif

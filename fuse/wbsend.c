@@ -182,8 +182,8 @@ static int by_dir(const void *a, const void *b, void *base)
 	return c;
 }
 
-/* The archive of v in order (list: an "m" line for each directory to
- * make, groups of files, then a group with a "t" or "c" line for each
+/* The archive of v in order (list: an "r" or "R" line for each removal,
+ * an "m" line for each directory to make, groups of files, then a group with a "t" or "c" line for each
  * directory time or mode of dv), into b. */
 static int build(struct mbfs *fs, struct mbfs_wbfile *v, const size_t *order,
 		 size_t n, const struct mbfs_wbdir *dv, size_t nd,
@@ -194,6 +194,19 @@ static int build(struct mbfs *fs, struct mbfs_wbfile *v, const size_t *order,
 	int rc = 0;
 	size_t group = 0;
 	char rdir[MB_PATH_MAX], prefix[24];
+	for (size_t k = 0; k < nd && !rc; k++) {
+		if (!mbfs_wbdir_removes(dv[k].kind))
+			continue;
+		rc = mbfs_remote_path(fs, dv[k].path, rdir);
+		if (!rc && dv[k].kind == MBFS_WBDIR_RM && dv[k].base_known)
+			rc = mb_buf_appendf(&list, "b%" PRIu64 " %lld\n",
+					    dv[k].base_size,
+					    (long long)dv[k].base_mtime);
+		if (!rc)
+			rc = mb_buf_appendf(&list, "%c%s\n",
+					    dv[k].kind == MBFS_WBDIR_RM ? 'r' : 'R',
+					    rdir);
+	}
 	for (size_t k = 0; k < nd && !rc; k++) {
 		if (dv[k].kind != MBFS_WBDIR_MAKE)
 			continue;
@@ -226,7 +239,7 @@ static int build(struct mbfs *fs, struct mbfs_wbfile *v, const size_t *order,
 	}
 	for (size_t k = 0; k < nd && !rc; k++) {
 		char t[32];
-		if (dv[k].kind == MBFS_WBDIR_MAKE)
+		if (dv[k].kind == MBFS_WBDIR_MAKE || mbfs_wbdir_removes(dv[k].kind))
 			continue;
 		if (dv[k].kind == MBFS_WBDIR_TIME)
 			mbfs_touch_time(t, &dv[k].mtime);
@@ -322,17 +335,18 @@ static int put_part(struct send *s, size_t i, const char *data, size_t len,
 	}
 }
 
-/* The i-th MAKE of dv, or NULL. */
-static struct mbfs_wbdir *nth_make(struct mbfs_wbdir *dv, size_t nd,
-				   uint64_t i)
+/* The i-th MAKE (removes: the i-th RM or RMDIR) of dv, or NULL. */
+static struct mbfs_wbdir *nth_dir(struct mbfs_wbdir *dv, size_t nd,
+				  uint64_t i, bool removes)
 {
 	for (size_t k = 0; k < nd; k++)
-		if (dv[k].kind == MBFS_WBDIR_MAKE && i-- == 0)
+		if ((removes ? mbfs_wbdir_removes(dv[k].kind)
+			     : dv[k].kind == MBFS_WBDIR_MAKE) && i-- == 0)
 			return &dv[k];
 	return NULL;
 }
 
-/* Where apply.sh's report lands: v (by order) and dv's MAKEs. */
+/* Where apply.sh's report lands: v (by order), dv's MAKEs and removals. */
 struct landing {
 	struct mbfs_wbfile *v;
 	const size_t *order;
@@ -351,7 +365,8 @@ static int land(void *ud, char kind, uint64_t i, const char *why,
 	if (kind == 'x' && i < l->n) {
 		rc = &l->v[l->order[i]].rc;
 		w = l->v[l->order[i]].why;
-	} else if (kind == 'y' && i < l->nd && (d = nth_make(l->dv, l->nd, i))) {
+	} else if ((kind == 'y' || kind == 'z') && i < l->nd &&
+		   (d = nth_dir(l->dv, l->nd, i, kind == 'z'))) {
 		rc = &d->rc;
 		w = d->why;
 	} else {
@@ -364,7 +379,8 @@ static int land(void *ud, char kind, uint64_t i, const char *why,
 	return 0;
 }
 
-/* Read apply.sh's report (fuse/report.h) into v and dv's MAKEs. 0, or
+/* Read apply.sh's report (fuse/report.h) into v and dv's MAKEs and
+ * removals. 0, or
  * -EIO (err set) when it is not whole or names no item of the batch. */
 static int parse_report(const char *out, struct mbfs_wbfile *v,
 			const size_t *order, size_t n, struct mbfs_wbdir *dv,

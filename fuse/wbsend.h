@@ -47,21 +47,39 @@ struct mbfs_wbfile {
 	char why[160];       /* for a failure: what the guest said */
 };
 
-/* What a batch does to a directory. */
+/* What a batch does to a name besides sending a file: a directory's
+ * changes, and removals. */
 enum mbfs_wbdir_kind {
 	MBFS_WBDIR_TIME,     /* mtime, set again once the files before it are
 	                        in place (their renames moved it) */
 	MBFS_WBDIR_MAKE,     /* mkdir with mode, before any file moves */
 	MBFS_WBDIR_MODE,     /* chmod to mode, after the files before it */
+	MBFS_WBDIR_RM,       /* unlink a file or symlink, before everything
+	                        else of the batch */
+	MBFS_WBDIR_RMDIR,    /* rmdir, likewise (after the removes before it) */
 };
+
+/* Does an entry of kind go before everything else of its batch? A batch
+ * keeps the order of its entries only when its removals come first, so
+ * one is never sent after an entry of another kind in the same batch. */
+static inline bool mbfs_wbdir_removes(enum mbfs_wbdir_kind kind)
+{
+	return kind == MBFS_WBDIR_RM || kind == MBFS_WBDIR_RMDIR;
+}
 
 struct mbfs_wbdir {
 	char *path;          /* mount-relative, the caller's */
 	enum mbfs_wbdir_kind kind;
 	struct timespec mtime;   /* TIME */
 	unsigned mode;           /* MAKE, MODE: permission bits */
-	int rc;              /* MAKE: 0 made (or there already as a
-	                        directory), else -errno; by mbfs_wbsend */
+	/* RM: what the guest's file must still be for it to go (else it is
+	 * a conflict: it stays and the remove fails) */
+	bool base_known;
+	uint64_t base_size;
+	time_t base_mtime;       /* whole seconds */
+	int rc;              /* MAKE, RM, RMDIR: 0 done (made, or there
+	                        already as a directory; removed, or gone
+	                        already), else -errno; by mbfs_wbsend */
 	char why[160];       /* for a failure: what the guest said */
 };
 
@@ -70,10 +88,12 @@ struct mbfs_wbdir {
 bool mbfs_wbsend_fits(const char *path);
 
 /* Send the n files of v (distinct paths) as one batch with the nd
- * directory changes of dv: the MAKEs first, in dv's order (a parent before
- * what is made in it), then the files, then the TIMEs and MODEs in dv's
+ * directory changes of dv: the RMs and RMDIRs first, in dv's order (each
+ * path's way checked for symlinks as a file's is), then the MAKEs, in
+ * dv's order (a parent before what is made in it), then the files, then the TIMEs and MODEs in dv's
  * order (best effort: `touch -c`, `chmod`; a failure is not reported).
- * 0 when the guest ran it: v[i].rc and the MAKEs' rc tell each outcome;
+ * 0 when the guest ran it: v[i].rc and the MAKEs', RMs' and RMDIRs' rc
+ * tell each outcome;
  * -errno when the batch as a whole failed (nothing is known to be in
  * place; err says why, after mbfs_fail). */
 int mbfs_wbsend(struct mbfs *fs, struct mbfs_wbfile *v, size_t n,

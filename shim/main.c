@@ -354,6 +354,7 @@ int main(int argc, char **argv)
 		code = MBX_EXIT_FAIL;
 		goto out_signals;
 	}
+	mbx_warn_unsent(&target);
 	ran = true;
 	code = run.strategy->start(&run);
 	if (code == 0) {

@@ -82,6 +82,11 @@ int mbx_sync_mount(const struct mbx_target *t);
  * ignored: the mount may be gone, or the control file a plain file. */
 void mbx_invalidate_mount(const struct mbx_target *t);
 
+/* When the mount carries what an ended mount of its cache did not send
+ * (its control file's "unsent") and no command has said so yet: notes on
+ * stderr, and the mount is told they were given (shim/unsent.c). */
+void mbx_warn_unsent(const struct mbx_target *t);
+
 /* An output destination: a local fd (streamed) or a capture buffer. */
 struct mbx_sink {
 	int fd;                 /* 1 or 2 */

@@ -562,3 +562,45 @@ def test_apply_replaces_a_file_only_while_it_has_its_base(run, tmp_path, apply_e
     assert (root / "d" / "made").read_bytes() == b"theirs"
     assert (root / "d" / "absent").read_bytes() == b"ours4"
     assert (root / "d" / "any").read_bytes() == b"ours5"
+
+
+def test_apply_removes_first_in_order_never_through_a_symlink(run, tmp_path, apply_env):
+    """r and R lines run before everything else, in order: a file, a
+    symlink (never its target), a directory emptied just before; one gone
+    already is done; a base that no longer holds, a directory, a non-empty
+    directory and a way through a swapped symlink are refused, each with
+    its index."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "victim").write_bytes(b"keep")
+    root = tmp_path / "root"
+    (root / "d" / "sub").mkdir(parents=True)
+    (root / "d" / "sub" / "f").write_bytes(b"f")
+    (root / "d" / "g").write_bytes(b"12345")
+    os.utime(root / "d" / "g", (1600000000, 1600000000))
+    (root / "d" / "h").write_bytes(b"h")
+    os.symlink(str(elsewhere / "victim"), root / "d" / "link")
+    (root / "full").mkdir()
+    (root / "full" / "x").write_bytes(b"x")
+    os.symlink(str(elsewhere), root / "swapped")
+    r = str(root)
+    p = apply_batch(run, tmp_path, [
+        "r%s/d/sub/f" % r, "R%s/d/sub" % r,           # 0, 1: emptied, then removed
+        "b5 1600000000", "r%s/d/g" % r,               # 2: its base holds
+        "b1 1", "r%s/d/h" % r,                        # 3: changed since: a conflict
+        "r%s/d/link" % r,                             # 4: the link, not its target
+        "r%s/d/gone" % r,                             # 5: gone already
+        "r%s/full" % r, "R%s/full" % r,               # 6, 7: a directory; not empty
+        "r%s/swapped/victim" % r,                     # 8: through a symlink
+        "m0755 %s/d/sub" % r,                         # made again after its removal
+        "d%s/d/sub" % r, "fnew",
+    ], {(0, "new"): b"N"})
+    assert p.returncode == 0, p.stderr
+    out = p.stdout.splitlines()
+    assert [x.split()[1] for x in out if x.startswith("z ")] == ["3", "6", "7", "8"], out
+    assert [x for x in out if x.startswith("z 3 ")][0].startswith("z 3 conflict"), out
+    assert out[-1] == "ok 1", out
+    assert sorted(os.listdir(root / "d")) == ["h", "sub"]
+    assert os.listdir(root / "d" / "sub") == ["new"]
+    assert (elsewhere / "victim").read_bytes() == b"keep"
+    assert (root / "full" / "x").exists()

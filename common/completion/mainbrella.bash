@@ -94,7 +94,7 @@ _mbfs()
 	_mainbrella_words
 	cur=${_mb_words[${#_mb_words[@]}-1]}
 	prev=${_mb_words[${#_mb_words[@]}-2]}
-	local opts="-f -d -v --verbose -s -o --create --catalog --size --profile --status --wait --json --list --stop --force -h --help -V --version"
+	local opts="-f -d -v --verbose -s -o --create --catalog --size --profile --status --wait --json -u --unmount --timeout --list --stop --force -h --help -V --version"
 	local mopts="ro attr_timeout= dir_timeout= negative_timeout= op_timeout= keepalive= cache_dir= log_file= key_file= api_url= profile= uid= gid= sync_close bulk_read= allow_other allow_root auto_unmount max_threads= clone_fd"
 
 	case $cur in
@@ -145,8 +145,8 @@ _mbfs()
 	for ((i = 1; i < ${#_mb_words[@]} - 1; i++)); do
 		w=${_mb_words[i]}
 		case $w in
-		-o|--size|--catalog|--profile|--stop) ((i++)) ;;
-		--create|--status) mp_only=1 ;;
+		-o|--size|--catalog|--profile|--stop|--timeout) ((i++)) ;;
+		--create|--status|-u|--unmount) mp_only=1 ;;
 		-*) ;;
 		*) ((n++)) ;;
 		esac

@@ -6,7 +6,14 @@
 # /tmp/.mbfs-wb-RANDOM, which must be a directory, not a symlink) are the
 # 1 MiB pieces of one tar archive that mbfs PUT: a member "list", then
 # for each file a member "G/NAME" carrying its mode and mtime. list starts
-# with a line "mMODE DIR" for each directory to make (an absolute guest
+# with the removals, done in their order before anything else: a line
+# "rPATH" unlinks the file or symlink PATH (an absolute guest path),
+# maybe after a line "bBASE" that says what it must still be ("SIZE
+# MTIME", as below; otherwise it is a conflict and the file stays), and a
+# line "RPATH" removes the empty directory PATH; a PATH gone already counts
+# as removed, one whose way passes through a symlink below the mounted
+# directory is refused. Then comes a line "mMODE DIR" for each directory
+# to make (an absolute guest
 # path; its parent exists or is made by an earlier line), made with mode
 # MODE (octal) before anything else; a name that is taken already (even
 # by a directory) fails that line. Then a line "dDIR" (an absolute guest
@@ -31,7 +38,8 @@
 # a directory, or a DIR that is gone, fails that file alone; so does a
 # symlink target without perl (with it, the symlink itself is replaced).
 #
-# Prints "y I WHY" for each directory I (0-based, in list order) not made,
+# Prints "z I WHY" for each removal I (0-based, in list order) not done,
+# "y I WHY" for each directory I (0-based, in list order) not made,
 # "x I conflict: ..." for each file whose base did not hold,
 # "x I WHY" for each file I not put in place, then "ok COUNT" (the files). The report is left in PARTS.done too: a rerun
 # with the same arguments (mbfs lost the answer) prints it again and
@@ -194,6 +202,67 @@ based() {
 	fi
 	[ "$(stat -c '%s %Y' -- "$1" 2>/dev/null)" = "$base" ]
 }
+# The removals, in order, all before the rest of the list: with perl one
+# process does them all; without it, one rm or rmdir each.
+if [ -n "$byperl" ]; then
+	perl -e 'my ($root, $list, $out) = @ARGV;
+	open(my $in, "<", $list) or die; open(my $o, ">>", $out) or die;
+	my ($i, $base) = (0, "");
+	while (my $l = <$in>) {
+		chomp $l;
+		my ($k, $p) = (substr($l, 0, 1), substr($l, 1));
+		if ($k eq "b") { $base = $p; next; }
+		last unless $k eq "r" || $k eq "R";
+		my ($b, $why, $s) = ($base, "", $p);
+		$base = "";
+		$s =~ s{/[^/]*\z}{};
+		while (length($s) > length($root)) {
+			if (-l $s) { $why = "a directory above it is a symlink"; last; }
+			$s =~ s{/[^/]*\z}{};
+		}
+		my @st = $why eq "" ? lstat($p) : ();
+		if (!@st) {
+		} elsif ($k eq "R") {
+			rmdir($p) or $why = "$!";
+		} elsif (-d _) {
+			$why = "Is a directory";
+		} elsif ($b ne "" && $b ne "$st[7] $st[9]") {
+			$why = "conflict: the file changed on the sandbox since " .
+			    "the mount removed it";
+		} else {
+			unlink($p) or $why = "$!";
+		}
+		print $o "z $i $why\n" if $why ne "";
+		$i++;
+	}' "$root" "$sd/list" "$sd/made"
+else
+	ri=0
+	base=
+	while IFS= read -r l; do
+		k=${l%"${l#?}"} v=${l#?}
+		if [ "$k" = b ]; then
+			base=$v
+			continue
+		fi
+		[ "$k" = r ] || [ "$k" = R ] || break
+		if swapped "${v%/*}"; then
+			echo "z $ri a directory above it is a symlink"
+		elif ! [ -e "$v" ] && ! [ -L "$v" ]; then
+			:
+		elif [ "$k" = R ]; then
+			err=$(rmdir -- "$v" 2>&1) || echo "z $ri ${err##*: }"
+		elif [ -d "$v" ] && ! [ -L "$v" ]; then
+			echo "z $ri Is a directory"
+		elif ! based "$v"; then
+			echo "z $ri conflict: the file changed on the sandbox" \
+				"since the mount removed it"
+		else
+			err=$(rm -f -- "$v" 2>&1) || echo "z $ri ${err##*: }"
+		fi
+		base=
+		ri=$((ri + 1))
+	done <"$sd/list" >>"$sd/made"
+fi
 set --
 g=-1
 dir=/
@@ -251,6 +320,8 @@ while IFS= read -r l; do
 	elif [ "$k" = b ]; then
 		base=$v
 		continue
+	elif [ "$k" = r ] || [ "$k" = R ]; then
+		: # done above
 	elif [ -z "$why" ] && { ! [ -d "$dir/$v" ] || [ -L "$dir/$v" ]; } &&
 		{ [ -n "$byperl" ] || ! [ -L "$dir/$v" ]; }; then
 		# perl's rename(2) replaces a symlink itself (a file renamed
@@ -285,7 +356,7 @@ g=-1
 			refusal
 			continue
 		fi
-		case $k in [mtcb]) continue ;; esac
+		case $k in [mtcbrR]) continue ;; esac
 		i=$((i + 1))
 		s=$sd/$g/$v
 		[ -e "$s" ] || [ -L "$s" ] || continue

@@ -869,6 +869,37 @@ def npm_one(ctx, b, r):
     return [sample]
 
 
+def rmrf_one(ctx, b, r):
+    """rm -rf of the small-file tree and of the npm-like tree, each written
+    just before (tar x / cp -r and settle, untimed), as a build's clean
+    does: the removal and its settle are timed. A run longer than --cap is
+    stopped and reported with an estimate from the share removed."""
+    samples = []
+    for key, total in (("rmrf", ctx.data.files), ("rmrf-npm", ctx.data.npm_files)):
+        sub = "%s-%d" % (key, r)
+        d = b.path(sub)
+        if key == "rmrf":
+            os.mkdir(d)
+            run(["tar", "-x", "--no-same-owner", "-f", ctx.data.tree_tar, "-C", d], timeout=3600)
+        else:
+            run(["cp", "-r", ctx.data.npm, d], timeout=3600)
+        b.settle()
+        b.reset_stats()
+        try:
+            seconds = run(["rm", "-rf", d], timeout=ctx.cap)
+            seconds += b.settle()
+        except Timeout:
+            left = count_local_files(d)
+            samples.append(capped_sample(ctx, b, total - left, total, "files removed"))
+            run(["rm", "-rf", d], timeout=3600)
+            continue
+        sample = sample_of(b, seconds)
+        if r == 0 and b.count_files(sub):  # untimed: gone on the other side?
+            sample.note = "%d files still behind the mount after rm -rf" % b.count_files(sub)
+        samples.append(sample)
+    return samples
+
+
 GIT_IDENTITY = ["-c", "user.name=bench", "-c", "user.email=bench@localhost", "-c", "gc.auto=0",
                 "-c", "maintenance.auto=false", "-c", "commit.gpgSign=false"]
 
@@ -1143,6 +1174,7 @@ WORKLOADS = [
     Workload("raw", ["raw-get", "raw-put"], raw_one, raw_setup, backends=("mbfs",)),
     Workload("untar", ["untar"], untar_one),
     Workload("npm", ["npm"], npm_one),
+    Workload("rmrf", ["rmrf", "rmrf-npm"], rmrf_one),
     Workload("ls", ["ls"], ls_one, tree_setup),
     Workload("find", ["find"], find_one, tree_setup),
     Workload("grep", ["grep-cold", "grep-warm"], grep_one, tree_setup),
@@ -1184,6 +1216,8 @@ def label(ctx, key):
         "git-warm": "git status, %d files, warm" % d.repo_files,
         "commit": "git add -A && git commit, %d files" % d.files,
         "npm": "npm-like: cp -r of %d files of 1-4 KB" % d.npm_files,
+        "rmrf": "rm -rf, %d small files in %d directories" % (d.files, len(d.tree_dirs) + d.files // 200 + 1),
+        "rmrf-npm": "rm -rf of the npm-like tree, %d files in %d directories" % (d.npm_files, d.npm_dirs),
         "exec": "%d x remote `true` (mbexec / ssh)" % ctx.exec_count,
         "exec-stdout": "%d MiB of stdout: `X head -c %dM /dev/zero \\| wc -c`, X = mbexec / ssh"
                        % (ctx.stdout_mib, ctx.stdout_mib),

@@ -244,7 +244,10 @@ def test_signals(container):
     running(container, t["id"])
     container.api.post("/containers/executions/%s/signal" % t["id"], container.q, {"signal": "SIGTERM"})
     d = finish(container, t["id"])
-    assert d["status"] == "failed" and d["exitCode"] is None     # timeout died of the SIGTERM it re-raised
+    # timeout died of the SIGTERM it re-raised (null); a SIGTERM that comes
+    # while the login shell still waits for sleep gives 143: the contract
+    # (mainbrella-api.md §5, timeout race) leaves both open
+    assert d["status"] == "failed" and d["exitCode"] in (None, 143), d
 
 
 def test_pty_and_resize(container):
