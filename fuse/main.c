@@ -183,7 +183,14 @@ static void fuse_log_to_mb(enum fuse_log_level level, const char *fmt,
 	enum mb_log_level l = level <= FUSE_LOG_ERR ? MB_LOG_ERR
 		: level == FUSE_LOG_WARNING ? MB_LOG_WARN
 		: level <= FUSE_LOG_INFO ? MB_LOG_INFO : MB_LOG_DEBUG;
-	if (fuse_line_len)
+	static const char unknown[] = "fuse: unknown option(s): `";
+	size_t u = sizeof(unknown) - 1;
+	if (fuse_line_len > u && strncmp(buf, unknown, u) == 0 &&
+	    buf[fuse_line_len - 1] == '\'')
+		/* said as mbfs's own usage errors are */
+		fprintf(stderr, "mbfs: unknown option '%.*s' (see mbfs --help)\n",
+			(int)(fuse_line_len - u - 1), buf + u);
+	else if (fuse_line_len)
 		mb_log(l, "%s", buf);
 	fuse_line_len = 0;
 }
@@ -198,6 +205,35 @@ static int fail(const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "mbfs: %s\n", msg);
 	return 1;
+}
+
+/* libfuse's options (those mbfs passes through) checked by libfuse itself,
+ * on a copy, before anything is asked of the service: a typo must not
+ * leave a container started by --create unmounted. 0 when fuse_new takes
+ * them; else 1, libfuse having said which (fuse_log_to_mb). */
+static int check_fuse_options(const struct fuse_args *args)
+{
+	static const struct fuse_operations none;
+	struct fuse_args copy = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_cmdline_opts cmd;
+	int rc = 1;
+	memset(&cmd, 0, sizeof(cmd));
+	for (int i = 0; i < args->argc; i++)
+		if (fuse_opt_add_arg(&copy, args->argv[i])) {
+			fail("out of memory");
+			goto out;
+		}
+	if (fuse_parse_cmdline(&copy, &cmd))
+		goto out;
+	struct fuse *f = fuse_new(&copy, &none, sizeof(none), NULL);
+	if (f) {
+		fuse_destroy(f);
+		rc = 0;
+	}
+out:
+	free(cmd.mountpoint);
+	fuse_opt_free_args(&copy);
+	return rc;
 }
 
 static int parse_timeout(const char *s, const char *name, uint64_t def,
@@ -640,7 +676,8 @@ int main(int argc, char *argv[])
 	}
 	char fsname[64];
 	struct log_target lt = { .asked = false };
-	if (validate(fs, o, &ps, &lt, &key) || prepare(fs, o, key, &lt))
+	if (validate(fs, o, &ps, &lt, &key) || check_fuse_options(&args) ||
+	    prepare(fs, o, key, &lt))
 		goto out_global;
 	snprintf(fsname, sizeof(fsname), "-ofsname=mbfs:%s", fs->ident.id);
 	if (fuse_opt_add_arg(&args, fs->mountpoint) ||

@@ -281,6 +281,20 @@ def test_create_on_a_mounted_dir_creates_nothing(service, fresh, tmp_path, need_
         assert finish(m) == 0
 
 
+@pytest.mark.parametrize("bad", [["-o", "bogus"], ["--bogus"], ["-o", "ro,max_thread=4"]])
+def test_create_with_an_unknown_option_creates_nothing(service, mnt, tmp_path, bad, need_fuse):
+    # a typo in an option libfuse would refuse is found before a
+    # container is started, not after (it stayed running, unmounted)
+    before = running(service)
+    r = run(service, ["--create"] + bad + [mnt], env={"XDG_STATE_HOME": str(tmp_path / "state")})
+    assert r.returncode == 1, r
+    assert r.stdout == b"", r   # no ID@GENERATION: nothing was created
+    word = "-o " + bad[1].split(",")[-1] if bad[0] == "-o" else bad[0]
+    assert lines_of(r) == ["mbfs: unknown option '%s' (see mbfs --help)" % word], r
+    assert running(service) == before
+    assert not os.path.ismount(mnt)
+
+
 @pytest.mark.parametrize("flag", ["-v", "--verbose"])
 def test_verbose_is_accepted(service, fresh, mnt, flag, need_fuse):
     ident = fresh()
