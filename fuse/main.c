@@ -415,6 +415,10 @@ static int validate(struct mbfs *fs, struct mbfs_opts *o, struct parse_state *ps
 static int open_state(struct mbfs *fs, struct mbfs_opts *o,
 		      struct log_target *lt, struct mb_client *c);
 
+/* Set once --create has started a container, cleared once it is mounted:
+ * a failure in between leaves it running, and says so (main). */
+static bool created_unmounted;
+
 /* Identity and remote checks, then the caches. */
 static int prepare(struct mbfs *fs, struct mbfs_opts *o, const char *key,
 		   struct log_target *lt)
@@ -429,8 +433,10 @@ static int prepare(struct mbfs *fs, struct mbfs_opts *o, const char *key,
 		if (mbfs_create_container(c, fs->api_url, o->catalog, o->size,
 					  &fs->ident, &err))
 			rc = fail("%s", err.msg);
-		else
+		else {
 			printf("%s@%s\n", fs->ident.id, fs->ident.created_at);
+			created_unmounted = true;
+		}
 		fflush(stdout);
 	}
 	long long idle_ms = 0;
@@ -547,6 +553,7 @@ static int run_session(struct mbfs *fs, struct fuse_args *args,
 		goto out;
 	if (fuse_mount(f, fs->mountpoint))
 		goto out_destroy;
+	created_unmounted = false;
 	/* from now on: the file asked for; else, in the background, a file
 	 * in the cache directory, one a user finds (--status names it, as
 	 * the control file does), syslog only when it cannot be opened.
@@ -690,6 +697,12 @@ int main(int argc, char *argv[])
 		goto out_global;
 	ret = run_session(fs, &args, key, &lt);
 out_global:
+	if (ret && created_unmounted)
+		fail("the new sandbox %s@%s keeps running, unmounted: mount it "
+		     "with 'mbfs %s@%s %s', or stop it with 'mbfs --stop %s@%s'",
+		     fs->ident.id, fs->ident.created_at, fs->ident.id,
+		     fs->ident.created_at, fs->mountpoint, fs->ident.id,
+		     fs->ident.created_at);
 	mb_api_global_cleanup();
 out:
 	mb_cred_free_key(key);
