@@ -223,9 +223,11 @@ static int remaining(uint64_t deadline)
 }
 
 /* -v: one line per HTTP attempt, with the route (the path without its
- * query: no file names, never a credential), the status and the time. */
+ * query: no file names, never a credential), the status and the time;
+ * for a transport failure, why (e's message names the service's origin
+ * or the URL without its query, as the route). */
 static void log_request(const struct mb_client *c, const struct mb_call *k,
-			const struct mb_buf *url, int r,
+			const struct mb_buf *url, int r, const struct mb_err *e,
 			const struct mb_http_resp *resp, uint64_t ms)
 {
 	const char *p, *q;
@@ -252,8 +254,8 @@ static void log_request(const struct mb_client *c, const struct mb_call *k,
 		       (unsigned long long)ms);
 	else
 		mb_log(MB_LOG_INFO, "%s %.*s failed (%s) %llu ms", k->method,
-		       (int)(q ? q - p : (long)strlen(p)), p, strerror(-r),
-		       (unsigned long long)ms);
+		       (int)(q ? q - p : (long)strlen(p)), p,
+		       e->msg[0] ? e->msg : strerror(-r), (unsigned long long)ms);
 }
 
 /* A limiter slot by deadline, in short waits, so that mb_http_cancel_all()
@@ -290,6 +292,7 @@ int mb_call_run(struct mb_client *c, const struct mb_call *k,
 	int r;
 
 	mb_buf_init(&url, 64 * 1024);
+	mb_err_clear(&e);
 	if (op_deadline && op_deadline < deadline)
 		deadline = op_deadline;
 	if (op_deadline && remaining(op_deadline) == 0) {
@@ -344,7 +347,7 @@ int mb_call_run(struct mb_client *c, const struct mb_call *k,
 		t_try = mb_now_ms();
 		r = mb_http_perform(&q, resp, &e);
 		mb_limiter_release(slot);
-		log_request(c, k, &url, r, resp, mb_now_ms() - t_try);
+		log_request(c, k, &url, r, &e, resp, mb_now_ms() - t_try);
 
 		if (r == 0 && (resp->stopped ||
 			       (resp->status >= 200 && resp->status < 300))) {
@@ -372,12 +375,15 @@ int mb_call_run(struct mb_client *c, const struct mb_call *k,
 		} else if (r != -EFBIG && r != -ENOMEM) {
 			/* transport: a mutation that never left is safe to resend */
 			maybe_done = resp->sent;
-			/* a refused connection is retried once: the service is
-			 * more likely down than restarting, so fail fast; a
-			 * cancel (mb_api_cancel_all) never */
+			/* a refused connection is tried 3 times, a certificate
+			 * not accepted twice: the service is more likely down
+			 * (or not the service) than restarting, so fail fast;
+			 * a cancel (mb_api_cancel_all) never */
 			if (r != -ECANCELED &&
 			    (k->retry != MB_RETRY_MUTATION || !resp->sent))
-				retry = transient_tries < (r == -ECONNREFUSED ? 2u : TRANSIENT_TRIES);
+				retry = transient_tries < (r == -EPROTO ? 1u :
+							   r == -ECONNREFUSED ? 2u :
+							   TRANSIENT_TRIES);
 			delay = mb_backoff_ms(transient_tries++, 200, 2000);
 		}
 		if (retry && k->rewind && k->rewind(k->sink_ud) != 0)

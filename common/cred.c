@@ -1,6 +1,7 @@
 /* cred.c: the API key (environment or a private key file) and the base URL
  * rule (https, or http only for loopback). The key never reaches a message. */
 #include <ctype.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -22,8 +23,26 @@ void mb_cred_free_key(char *key)
 	free(key);
 }
 
+/* A key is "mb_" and 64 hex digits; a session token the 64 digits alone
+ * (contract §1.1). Anything else would go out as a bearer only to be
+ * refused, and may be a secret of another kind (a file named by mistake). */
+static bool key_shaped(const char *s, size_t n)
+{
+	if (n == 67 && memcmp(s, "mb_", 3) == 0) {
+		s += 3;
+		n -= 3;
+	}
+	if (n != 64)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!isxdigit((unsigned char)s[i]))
+			return false;
+	return true;
+}
+
 /* Copy s trimmed of surrounding whitespace; -EINVAL when empty or when it
- * holds a control character (a key is one token). */
+ * holds a control character (a key is one token), -EBADMSG when that token
+ * is not shaped as a key. */
 static int trimmed_key(const char *s, size_t n, char **out)
 {
 	size_t i;
@@ -40,6 +59,8 @@ static int trimmed_key(const char *s, size_t n, char **out)
 	for (i = 0; i < n; i++)
 		if ((unsigned char)s[i] < 0x21 || (unsigned char)s[i] == 0x7f)
 			return -EINVAL;
+	if (!key_shaped(s, n))
+		return -EBADMSG;
 	k = malloc(n + 1);
 	if (!k)
 		return -ENOMEM;
@@ -104,6 +125,9 @@ static int read_key_file(const char *path, char **out, struct mb_err *err)
 	if (r == -EINVAL)
 		r = mb_err_set(err, EINVAL,
 			       "key file '%s' does not hold one key on one line", path);
+	else if (r == -EBADMSG)
+		r = mb_err_set(err, EINVAL, "key file '%s' does not hold a "
+			       "Mainbrella API key ('mb_' and 64 hex digits)", path);
 	else if (r)
 		r = mb_err_set(err, -r, "cannot load key file '%s'", path);
 out:
@@ -157,6 +181,10 @@ int mb_cred_load_key_for(const char *key_file, const struct mb_profile *p,
 		if (r == -EINVAL)
 			return mb_err_set(err, EINVAL,
 					  "MAINBRELLA_API_KEY is not a single token");
+		if (r == -EBADMSG)
+			return mb_err_set(err, EINVAL, "MAINBRELLA_API_KEY is not "
+					  "a Mainbrella API key ('mb_' and 64 hex "
+					  "digits)");
 		if (r)
 			return mb_err_set(err, -r, "cannot load the API key");
 		return 0;

@@ -185,16 +185,49 @@ static void origin_of(const char *url, char out[256])
 	out[n] = '\0';
 }
 
+/* Failures that end a transfer before its request is sent: connecting,
+ * and the TLS handshake (curl sends no early data), which includes
+ * checking the server's certificate. */
+static bool is_unsent(CURLcode rc)
+{
+	switch (rc) {
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_RESOLVE_PROXY:
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_ISSUER_ERROR:
+	case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+	case CURLE_OPERATION_TIMEDOUT:
+	case CURLE_OUT_OF_MEMORY:
+		return true;
+	default:
+		return false;
+	}
+}
+
 /* "cannot reach 'https://host': Could not resolve host": the service's
  * address and libcurl's own words, so that a DNS or network fault reads
  * as one and not as a timeout. */
 static int transport_error(CURLcode rc, long os_errno, const char *url,
-			   struct mb_err *err)
+			   const char *detail, struct mb_err *err)
 {
 	char origin[256];
 
 	origin_of(url, origin);
 	switch (rc) {
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_ISSUER_ERROR:
+	case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+		/* a proxy, a wrong host name or a broken CA store: no retry
+		 * mends it, and nothing was sent (see is_unsent) */
+		return mb_err_set(err, EPROTO, "cannot reach '%s': its TLS "
+				  "certificate is not accepted (%s)", origin,
+				  detail[0] ? detail : curl_easy_strerror(rc));
 	case CURLE_COULDNT_CONNECT:
 		if (os_errno == ECONNREFUSED || os_errno == 0)
 			return mb_err_set(err, ECONNREFUSED, "cannot reach '%s': "
@@ -236,6 +269,7 @@ int mb_http_perform(const struct mb_http_req *q, struct mb_http_resp *resp,
 	struct xfer x;
 	bool body;
 	char where[256];
+	char errbuf[CURL_ERROR_SIZE];
 	curl_off_t pre = 0;
 	long code = 0, os_errno = 0;
 	CURLcode rc;
@@ -290,6 +324,8 @@ int mb_http_perform(const struct mb_http_req *q, struct mb_http_resp *resp,
 
 	curl_easy_setopt(h, CURLOPT_URL, q->url);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	errbuf[0] = '\0';
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
 #if LIBCURL_VERSION_NUM >= 0x075500
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -332,10 +368,7 @@ int mb_http_perform(const struct mb_http_req *q, struct mb_http_resp *resp,
 	/* Nothing left this host only when connecting failed; everything else
 	 * (reset, timeout after the request, short answer) may have been
 	 * acted on. pre > 0: curl got as far as sending. */
-	resp->sent = code > 0 || pre > 0 ||
-		     !(rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
-		       rc == CURLE_COULDNT_RESOLVE_PROXY || rc == CURLE_SSL_CONNECT_ERROR ||
-		       rc == CURLE_OPERATION_TIMEDOUT || rc == CURLE_OUT_OF_MEMORY);
+	resp->sent = code > 0 || pre > 0 || !is_unsent(rc);
 	if (rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && resp->stopped))
 		goto out;
 	if (x.too_big)
@@ -346,13 +379,14 @@ int mb_http_perform(const struct mb_http_req *q, struct mb_http_resp *resp,
 	else if (rc == CURLE_ABORTED_BY_CALLBACK)
 		r = mb_err_set(err, ECANCELED, "request to '%s' cancelled", where);
 	else
-		r = transport_error(rc, os_errno, where, err);
+		r = transport_error(rc, os_errno, where, errbuf, err);
 	goto out;
 nomem:
 	r = mb_err_set(err, ENOMEM, "out of memory");
 out:
-	/* the handle must not keep pointers to our header list */
+	/* the handle must not keep pointers to our header list or buffer */
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
 	for (t = hdrs; t; t = t->next)
 		explicit_bzero(t->data, strlen(t->data));
 	curl_slist_free_all(hdrs);

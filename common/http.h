@@ -46,9 +46,11 @@ void mb_http_resp_init(struct mb_http_resp *r);
 void mb_http_resp_release(struct mb_http_resp *r);
 
 /* Perform q. Returns 0 when a whole answer was read (any status) or when the
- * sink stopped it; -errno on transport failure: ECONNREFUSED, ETIMEDOUT,
+ * sink stopped it; -errno on transport failure: ECONNREFUSED, EHOSTUNREACH
+ * (DNS), EPROTO (the server's TLS certificate not accepted), ETIMEDOUT,
  * EFBIG (buffered body over max_body), ENOMEM, else EIO, with a message
- * such as "connection to http://h:1 refused" (no "what" prefix). resp->status
+ * such as "cannot reach 'http://h:1': connection refused" (no "what"
+ * prefix). resp->status
  * and resp->sent are meaningful in both cases. */
 int mb_http_perform(const struct mb_http_req *q, struct mb_http_resp *resp,
 		    struct mb_err *err);

@@ -219,7 +219,7 @@ int mb_control_find(const char *dir, struct mb_control *c,
 			return r;
 		if (strcmp(cur, "/") == 0)
 			return mb_err_set(err, ENOENT,
-					  "'%s' is not inside a mainbrella mount", dir);
+					  "'%s' is not inside a Mainbrella mount", dir);
 		slash = strrchr(cur, '/');
 		if (slash == cur)
 			cur[1] = '\0';

@@ -220,6 +220,25 @@ static int valid_word(const char *s)
 	return 1;
 }
 
+/* A refused --size or --catalog: say which value and which ones there
+ * are (contract §2: the sizes, and the catalog a deployment may trim). */
+static void hint_values(struct mb_err *err, const char *size,
+			const char *catalog)
+{
+	size_t n = strlen(err->msg);
+	if (strcmp(err->code, "invalid_size") == 0)
+		snprintf(err->msg + n, sizeof(err->msg) - n, ": --size '%s'; "
+			 "the sizes are lite, small, medium, large and xl",
+			 size ? size : "");
+	else if (strcmp(err->code, "image_not_found") == 0 && catalog)
+		snprintf(err->msg + n, sizeof(err->msg) - n, ": --catalog "
+			 "'%s'; the images are node, python, rust, go and "
+			 "devops", catalog);
+	else if (strcmp(err->code, "image_not_available") == 0 && catalog)
+		snprintf(err->msg + n, sizeof(err->msg) - n, ": --catalog "
+			 "'%s' is not offered by this service now", catalog);
+}
+
 int mbfs_create_container(struct mb_client *c, const char *api_url,
 			  const char *catalog, const char *size,
 			  struct mb_ident *out, struct mb_err *err)
@@ -272,6 +291,7 @@ int mbfs_create_container(struct mb_client *c, const char *api_url,
 		if (!err->msg[0])
 			mb_err_set(err, -rc, "cannot create a container: %s",
 				   strerror(-rc));
+		hint_values(err, size, catalog);
 		err->errnum = -rc;
 		return rc;
 	}

@@ -184,7 +184,14 @@ static void fuse_log_to_mb(enum fuse_log_level level, const char *fmt,
 	enum mb_log_level l = level <= FUSE_LOG_ERR ? MB_LOG_ERR
 		: level == FUSE_LOG_WARNING ? MB_LOG_WARN
 		: level <= FUSE_LOG_INFO ? MB_LOG_INFO : MB_LOG_DEBUG;
-	if (fuse_line_len)
+	static const char unknown[] = "fuse: unknown option(s): `";
+	size_t u = sizeof(unknown) - 1;
+	if (fuse_line_len > u && strncmp(buf, unknown, u) == 0 &&
+	    buf[fuse_line_len - 1] == '\'')
+		/* said as mbfs's own usage errors are */
+		fprintf(stderr, "mbfs: unknown option '%.*s' (see mbfs --help)\n",
+			(int)(fuse_line_len - u - 1), buf + u);
+	else if (fuse_line_len)
 		mb_log(l, "%s", buf);
 	fuse_line_len = 0;
 }
@@ -199,6 +206,35 @@ static int fail(const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "mbfs: %s\n", msg);
 	return 1;
+}
+
+/* libfuse's options (those mbfs passes through) checked by libfuse itself,
+ * on a copy, before anything is asked of the service: a typo must not
+ * leave a container started by --create unmounted. 0 when fuse_new takes
+ * them; else 1, libfuse having said which (fuse_log_to_mb). */
+static int check_fuse_options(const struct fuse_args *args)
+{
+	static const struct fuse_operations none;
+	struct fuse_args copy = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_cmdline_opts cmd;
+	int rc = 1;
+	memset(&cmd, 0, sizeof(cmd));
+	for (int i = 0; i < args->argc; i++)
+		if (fuse_opt_add_arg(&copy, args->argv[i])) {
+			fail("out of memory");
+			goto out;
+		}
+	if (fuse_parse_cmdline(&copy, &cmd))
+		goto out;
+	struct fuse *f = fuse_new(&copy, &none, sizeof(none), NULL);
+	if (f) {
+		fuse_destroy(f);
+		rc = 0;
+	}
+out:
+	free(cmd.mountpoint);
+	fuse_opt_free_args(&copy);
+	return rc;
 }
 
 static int parse_timeout(const char *s, const char *name, uint64_t def,
@@ -380,6 +416,10 @@ static int validate(struct mbfs *fs, struct mbfs_opts *o, struct parse_state *ps
 static int open_state(struct mbfs *fs, struct mbfs_opts *o,
 		      struct log_target *lt, struct mb_client *c);
 
+/* Set once --create has started a container, cleared once it is mounted:
+ * a failure in between leaves it running, and says so (main). */
+static bool created_unmounted;
+
 /* Identity and remote checks, then the caches. */
 static int prepare(struct mbfs *fs, struct mbfs_opts *o, const char *key,
 		   struct log_target *lt)
@@ -394,8 +434,10 @@ static int prepare(struct mbfs *fs, struct mbfs_opts *o, const char *key,
 		if (mbfs_create_container(c, fs->api_url, o->catalog, o->size,
 					  &fs->ident, &err))
 			rc = fail("%s", err.msg);
-		else
+		else {
 			printf("%s@%s\n", fs->ident.id, fs->ident.created_at);
+			created_unmounted = true;
+		}
 		fflush(stdout);
 	}
 	long long idle_ms = 0;
@@ -514,6 +556,7 @@ static int run_session(struct mbfs *fs, struct fuse_args *args,
 		goto out;
 	if (fuse_mount(f, fs->mountpoint))
 		goto out_destroy;
+	created_unmounted = false;
 	/* from now on: the file asked for; else, in the background, a file
 	 * in the cache directory, one a user finds (--status names it, as
 	 * the control file does), syslog only when it cannot be opened.
@@ -643,7 +686,8 @@ int main(int argc, char *argv[])
 	}
 	char fsname[64];
 	struct log_target lt = { .asked = false };
-	if (validate(fs, o, &ps, &lt, &key) || prepare(fs, o, key, &lt))
+	if (validate(fs, o, &ps, &lt, &key) || check_fuse_options(&args) ||
+	    prepare(fs, o, key, &lt))
 		goto out_global;
 	snprintf(fsname, sizeof(fsname), "-ofsname=mbfs:%s", fs->ident.id);
 	if (fuse_opt_add_arg(&args, fs->mountpoint) ||
@@ -656,6 +700,12 @@ int main(int argc, char *argv[])
 		goto out_global;
 	ret = run_session(fs, &args, key, &lt);
 out_global:
+	if (ret && created_unmounted)
+		fail("the new sandbox %s@%s keeps running, unmounted: mount it "
+		     "with 'mbfs %s@%s %s', or stop it with 'mbfs --stop %s@%s'",
+		     fs->ident.id, fs->ident.created_at, fs->ident.id,
+		     fs->ident.created_at, fs->mountpoint, fs->ident.id,
+		     fs->ident.created_at);
 	mb_api_global_cleanup();
 out:
 	mb_cred_free_key(key);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/ident.h"
@@ -167,13 +168,31 @@ static void print_json(const struct mbfs_status *f, const char *error)
 	cJSON_Delete(o);
 }
 
-static int not_a_mount(const char *mnt, int rc)
+/* The message once, on stderr; with --json also as the "error" of an
+ * object on stdout, as mbexec --json does, so that a script reads why. */
+static int not_a_mount(const char *mnt, int rc, bool json)
 {
+	char msg[512];
+	struct stat st;
 	if (rc == -EINVAL)
-		fprintf(stderr, "mbfs: cannot read the status of '%s'\n", mnt);
+		snprintf(msg, sizeof(msg), "cannot read the status of '%s'", mnt);
+	else if (stat(mnt, &st) != 0)
+		snprintf(msg, sizeof(msg), "cannot use '%s': %s", mnt,
+			 strerror(errno));
 	else
-		fprintf(stderr, "mbfs: '%s' is not an mbfs mount (or not yours): "
-			"%s\n", mnt, strerror(-rc));
+		snprintf(msg, sizeof(msg), "'%s' is not an mbfs mount (or not "
+			 "yours)", mnt);
+	fprintf(stderr, "mbfs: %s\n", msg);
+	if (json) {
+		cJSON *o = cJSON_CreateObject();
+		add_str(o, "mountpoint", mnt);
+		add_str(o, "error", msg);
+		char *t = cJSON_PrintUnformatted(o);
+		if (t)
+			printf("%s\n", t);
+		free(t);
+		cJSON_Delete(o);
+	}
 	return 2;
 }
 
@@ -239,7 +258,7 @@ int mbfs_status_main(int argc, char **argv)
 	if (urc >= 0)
 		return urc;   /* no mount, but an ended mount's record */
 	if (rc)
-		return not_a_mount(mnt, rc);
+		return not_a_mount(mnt, rc, json);
 	bool failed = false;
 	/* a generation that is gone takes nothing more: no wait */
 	if (wait && !f.stopped) {
@@ -251,7 +270,7 @@ int mbfs_status_main(int argc, char **argv)
 		failed = rc == 1;
 		rc = mbfs_status_facts(path, &doc, &f);
 		if (rc)
-			return not_a_mount(mnt, rc);
+			return not_a_mount(mnt, rc, json);
 	}
 	rc = report(&f, json, failed);
 	cJSON_Delete(doc);

@@ -215,7 +215,7 @@ int mbx_locate(const struct mbx_opts *o, struct mbx_target *t)
 	if (o->mount) {
 		mb_err_clear(&err);
 		if (find_mount(o->mount, &t->control, t->mount_dir, rel, &err))
-			return fail("--mount '%s': %s", o->mount, err.msg);
+			return fail("--mount: %s", err.msg);   /* err names the dir */
 		/* --mount names a directory inside the mount: run there unless
 		 * the current directory is inside the same mount. */
 		if (!join_remote(t->control.root, rel, t->remote_cwd))

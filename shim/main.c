@@ -255,6 +255,16 @@ int main(int argc, char **argv)
 	fill_std_fds();
 	code = mbx_opts_parse(argc, argv, &o);
 	if (code >= 0) {
+		/* a script that asked for JSON gets it, with the usage error
+		 * (when --json came before the word at fault) */
+		if (code == MBX_EXIT_USAGE && o.json) {
+			memset(&run, 0, sizeof(run));
+			mbx_sink_init(&run.out, 1, true);
+			mbx_sink_init(&run.err, 2, true);
+			mbx_print_json(&run, "none", false, code, mbx_last_error());
+			mbx_sink_release(&run.out);
+			mbx_sink_release(&run.err);
+		}
 		mbx_opts_release(&o);
 		return code;
 	}
@@ -284,7 +294,7 @@ int main(int argc, char **argv)
 		goto out;
 	mb_err_clear(&err);
 	if (mb_cred_load_key_for(o.key_file, &prof, &key, &err)) {
-		mbx_error("no usable API key: %s", err.msg);
+		mbx_error("%s", err.msg);   /* "no API key: ...", "key file ..." */
 		code = MBX_EXIT_USAGE;
 		goto out;
 	}

@@ -14,6 +14,7 @@
 #include "common/ident.h"
 #include "common/util.h"
 #include "shim/guest.h"
+#include "shim/result.h"
 #include "shim/mbexec.h"
 
 enum {
@@ -70,6 +71,8 @@ static const char usage_text[] =
 	"      --timeout DUR    end the command after DUR (30, 500ms, 2m, 1h); exit 124\n"
 	"      --mode MODE      auto (default), exec or managed\n"
 	"      --json           capture the output, print one JSON result at the end\n"
+	"                       (each stream up to 8 MiB; bytes that are not\n"
+	"                       UTF-8 become U+FFFD; fields in mbexec(1))\n"
 	"      --no-wait-output return when the command exits, without waiting\n"
 	"                       for its background jobs to close stdout/stderr\n"
 	"      --key-file FILE  read the API key from FILE\n"
@@ -87,11 +90,14 @@ static const char usage_text[] =
 	"--timeout; 125 usage or configuration error (nothing was sent); 255\n"
 	"transport, API or quota error (stderr says whether the command may have run).\n";
 
+/* Through mbx_error(), so that --json's "error" says it too. */
 static int usage_error(const char *fmt, const char *arg)
 {
-	fprintf(stderr, "%s: ", MBX_PROG);
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\nTry 'mbexec --help' for more information.\n");
+	char msg[1024];
+
+	snprintf(msg, sizeof(msg), fmt, arg);
+	mbx_error("%s", msg);
+	fprintf(stderr, "Try 'mbexec --help' for more information.\n");
 	return MBX_EXIT_USAGE;
 }
 

@@ -194,7 +194,7 @@ def test_control_file_round_trip(tmp_path):
     other = tempfile.mkdtemp(dir="/var/tmp")
     try:
         msg, info = failure(["control-find", other])
-        assert info["errno"] == "ENOENT" and "not inside a mainbrella mount" in msg
+        assert info["errno"] == "ENOENT" and "not inside a Mainbrella mount" in msg
     finally:
         os.rmdir(other)
 

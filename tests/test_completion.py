@@ -1,11 +1,15 @@
 """Shell completion (common/completion/): the bash script sourced in a
 plain `bash` and asked, as bash asks it, for options, values and profile
-names; and every long option of each binary's --help is in both the bash
-and the zsh scripts. zsh itself is checked with `zsh -n` when installed."""
+names; the zsh scripts loaded by compinit in an interactive zsh on a
+terminal and asked with Tab; and every long option of each binary's
+--help is in both the bash and the zsh scripts."""
 import os
+import pty
 import re
+import select
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -144,3 +148,72 @@ def test_zsh_scripts_parse(name):
         pytest.skip("zsh is not installed: only the text of %s was checked" % ZSH[name])
     r = subprocess.run(["zsh", "-n", ZSH[name]], capture_output=True)
     assert r.returncode == 0, r.stderr
+
+
+class Zsh:
+    """An interactive `zsh -f` on a terminal with this tree's completion
+    functions on its fpath, as a user gets after `compinit`."""
+
+    def __init__(self, env):
+        e = dict(os.environ, TERM="dumb", PS1="%% ")
+        e["PATH"] = os.path.dirname(mbtest.MBFS) + ":" + os.path.dirname(mbtest.MBEXEC) + ":" + e["PATH"]
+        e.update(env)
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:
+            os.execvpe("zsh", ["zsh", "-f", "-i"], e)
+        self.send("fpath=(%s $fpath); autoload -Uz compinit; compinit -u -D; echo compinit-$((6*7))\n"
+                  % COMPL)
+        self.read_until("compinit-42")
+
+    def send(self, text):
+        os.write(self.fd, text.encode())
+
+    def read_until(self, *words):
+        """What the terminal shows until every word has shown (the timeout
+        is only a guard against a hang)."""
+        seen = b""
+        deadline = time.monotonic() + 30
+        while not all(w.encode() in seen for w in words):
+            assert time.monotonic() < deadline, (words, seen)
+            if select.select([self.fd], [], [], 0.2)[0]:
+                try:
+                    chunk = os.read(self.fd, 4096)
+                except OSError:
+                    chunk = b""
+                assert chunk, (words, seen)
+                seen += chunk
+        return seen.decode(errors="replace")
+
+    def tab(self, line, *words):
+        """Type line, press Tab, wait for words; then clear the line."""
+        self.send(line + "\t")
+        shown = self.read_until(*words)
+        self.send("\x15")   # Ctrl-U: kill the line
+        return shown
+
+    def close(self):
+        self.send("\x15exit\n")
+        os.waitpid(self.pid, 0)
+        os.close(self.fd)
+
+
+def test_zsh_completes_options_values_and_containers(service, container, tmp_path):
+    if not shutil.which("zsh"):
+        pytest.skip("zsh is not installed (apt-get install zsh)")
+    cid, gen = container["id"], container["createdAt"]
+    z = Zsh({"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path),
+             "MAINBRELLA_API_URL": service.url, "MAINBRELLA_API_KEY": service.key})
+    try:
+        # a unique option is completed in place
+        z.tab("mbfs --sta", "mbfs --status ")
+        z.tab("mbexec --ti", "mbexec --timeout")
+        z.tab("mbfs -o attr_", "mbfs -o attr_timeout=")
+        z.tab("mbexec --mode ma", "mbexec --mode managed ")
+        # several: listed
+        shown = z.tab("mbfs --create --size ", "lite", "small", "medium", "large", "xl")
+        shown = z.tab("mbexec --mo", "--mode", "--mount")
+        # --stop takes ID@GENERATION only: the one running sandbox is
+        # completed whole, from `mbfs --list`
+        z.tab("mbfs --stop %s" % cid[:1], "mbfs --stop %s@%s" % (cid, gen))
+    finally:
+        z.close()

@@ -103,6 +103,14 @@ def test_missing_remote_dir(service, container, mnt, need_fuse):
     assert_refused(run(service, ["-f", spec(container, "/no/such/dir"), mnt]), mnt, "/no/such/dir")
 
 
+def wait_for(cond, what, timeout=60):
+    import time
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out waiting for " + what
+        time.sleep(0.02)
+
+
 def wait_mounted(mnt, proc, timeout=20):
     import time
     deadline = time.time() + timeout
@@ -207,8 +215,12 @@ def test_unmount_ends_daemon_despite_namespace_copies(service, container, need_f
     m = mbtest.Mount(service, container)
     holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sleep", "120"])
     try:
-        import time
-        time.sleep(0.3)
+        # the copy exists once the holder runs sleep in a namespace of its own
+        ours = os.readlink("/proc/self/ns/mnt")
+        wait_for(lambda: holder.poll() is None and
+                 os.readlink("/proc/%d/ns/mnt" % holder.pid) != ours and
+                 "sleep" in open("/proc/%d/comm" % holder.pid).read(),
+                 "unshare to make the namespace")
         rc = m.unmount()
         assert rc == 0, m.log()
     finally:
@@ -234,3 +246,101 @@ def test_mount_fuse3_fstab_entry(service, container, mnt, need_fuse):
         assert doc["id"] == container["id"]
     finally:
         subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+
+
+# --- the examples a user copies: --help's fstab line, mbfs(1)'s unit ---
+
+def key_home(service, tmp_path):
+    """A HOME whose ~/.config/mainbrella/api-key holds the key (0600), and
+    an environment without MAINBRELLA_API_KEY: what a mount from fstab or
+    systemd sees. The URL stands in for the hosted default."""
+    home = tmp_path / "home"
+    cfg = home / ".config" / "mainbrella"
+    cfg.mkdir(parents=True)
+    key = cfg / "api-key"
+    key.write_text(service.key + "\n")
+    os.chmod(str(key), 0o600)
+    e = service.env(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"),
+                    XDG_CACHE_HOME=str(home / ".cache"))
+    del e["MAINBRELLA_API_KEY"]
+    e["PATH"] = os.path.dirname(mbtest.MBFS) + os.pathsep + e.get("PATH", "")
+    return str(home), str(key), e
+
+
+def test_help_fstab_line_mounts_the_running_generation(service, container, mnt, tmp_path,
+                                                       need_fuse):
+    import shutil
+    helper = shutil.which("mount.fuse3") or "/sbin/mount.fuse3"
+    if not os.path.exists(helper):
+        pytest.skip("mount.fuse3 not installed")
+    out = run(service, ["--help"]).stdout.decode()
+    line = [l for l in out.splitlines() if "fuse.mbfs" in l][0].split()
+    spec_, where, kind, opts = line[:4]
+    assert (where, kind) == ("/mnt/sb", "fuse.mbfs"), line
+    home, key, e = key_home(service, tmp_path)
+    opts = opts.replace("/home/USER/.config/mainbrella/api-key", key)
+    assert "key_file=" + key in opts, opts
+    # what `mount /mnt/sb` runs for that line
+    r = subprocess.run([helper, spec_.replace("ID", container["id"]), mnt, "-t", kind,
+                        "-o", opts], capture_output=True, env=e, timeout=60)
+    assert r.returncode == 0, r
+    try:
+        doc = json.loads(read_file(os.path.join(mnt, ".mainbrella")))
+        # no generation in the line: the running one, looked up now
+        assert (doc["id"], doc["createdAt"], doc["root"]) == (
+            container["id"], container["createdAt"], "/workspace"), doc
+    finally:
+        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+
+
+def man_unit():
+    """The systemd unit of mbfs(1)'s EXAMPLES, as a user would save it."""
+    with open(os.path.join(mbtest.ROOT, "man", "mbfs.1"), encoding="utf-8") as f:
+        text = f.read()
+    block = text.split("systemd user service", 1)[1].split(".nf\n", 1)[1].split(".fi\n", 1)[0]
+    return block.replace("\\-", "-").replace("\\e", "\\")
+
+
+def test_man_systemd_unit_mounts_logs_and_sends_before_unmounting(service, container, tmp_path,
+                                                                  need_fuse):
+    import shlex
+    unit = man_unit()
+    assert "[Service]" in unit and "[Install]" in unit, unit
+    home, key, e = key_home(service, tmp_path)
+    keys = {}
+    for l in unit.splitlines():
+        k, sep, v = l.partition("=")
+        if sep and k in ("Environment", "ExecStartPre", "ExecStart", "ExecStop"):
+            # systemd's %h, this container, this build's mbfs
+            keys[k] = (v.replace("%h", home).replace("c1:/workspace", container["id"] + ":/workspace")
+                       .replace("/usr/local/bin/mbfs", mbtest.MBFS))
+    name, _, value = keys["Environment"].partition("=")
+    assert (name, value) == ("MAINBRELLA_API_KEY_FILE", key), keys
+    e[name] = value
+    mp = os.path.join(home, "sb")
+    assert subprocess.run(shlex.split(keys["ExecStartPre"]), env=e).returncode == 0
+    p = subprocess.Popen(shlex.split(keys["ExecStart"]), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=e)
+    try:
+        wait_mounted(mp, p)
+        fname = unique("unit")
+        with open(os.path.join(mp, fname), "w") as f:
+            f.write("kept by the unit\n")
+        stop = subprocess.run(shlex.split(keys["ExecStop"]), capture_output=True, env=e,
+                              timeout=120)
+        assert stop.returncode == 0, stop
+        assert p.wait(60) == 0
+    finally:
+        if os.path.ismount(mp):
+            subprocess.run(["fusermount3", "-u", mp], capture_output=True)
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    # the log went to stderr, which systemd sends to the journal
+    log = p.stderr.read().decode()
+    assert not mbtest.sanitizer_report(log), log
+    assert "info: mounted %s@%s:/workspace on '%s'" % (container["id"], container["createdAt"],
+                                                       mp) in log, log
+    # stopping it sent what was written before the unmount
+    got = service.exec(container, "cat /workspace/" + fname)
+    assert got["exitCode"] == 0 and got["stdout"] == "kept by the unit\n", got

@@ -281,6 +281,47 @@ def test_create_on_a_mounted_dir_creates_nothing(service, fresh, tmp_path, need_
         assert finish(m) == 0
 
 
+@pytest.mark.parametrize("bad", [["-o", "bogus"], ["--bogus"], ["-o", "ro,max_thread=4"]])
+def test_create_with_an_unknown_option_creates_nothing(service, mnt, tmp_path, bad, need_fuse):
+    # a typo in an option libfuse would refuse is found before a
+    # container is started, not after (it stayed running, unmounted)
+    before = running(service)
+    r = run(service, ["--create"] + bad + [mnt], env={"XDG_STATE_HOME": str(tmp_path / "state")})
+    assert r.returncode == 1, r
+    assert r.stdout == b"", r   # no ID@GENERATION: nothing was created
+    word = "-o " + bad[1].split(",")[-1] if bad[0] == "-o" else bad[0]
+    assert lines_of(r) == ["mbfs: unknown option '%s' (see mbfs --help)" % word], r
+    assert running(service) == before
+    assert not os.path.ismount(mnt)
+
+
+def test_create_that_cannot_mount_says_the_sandbox_keeps_running(service, mnt, tmp_path,
+                                                                  need_fuse):
+    # a cache directory that cannot be made fails after the container
+    # started: the user learns it runs and how to mount or stop it
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    r = run(service, ["--create", "-o", "cache_dir=%s/sub" % blocker, mnt],
+            env={"XDG_STATE_HOME": str(tmp_path / "state")})
+    assert r.returncode == 1, r
+    made = r.stdout.decode().splitlines()[0]
+    cid, _, gen = made.partition("@")
+    ident = {"id": cid, "createdAt": gen}
+    try:
+        assert listed(service, ident), made
+        assert not os.path.ismount(mnt)
+        assert lines_of(r)[-1] == ("mbfs: the new sandbox %s keeps running, unmounted: mount it "
+                                   "with 'mbfs %s %s', or stop it with 'mbfs --stop %s'"
+                                   % (made, made, mnt, made)), r
+        # the advice works
+        stop = run(service, ["--stop", made])
+        assert stop.returncode == 0, stop
+        assert not listed(service, ident)
+    finally:
+        if listed(service, ident):
+            service.delete_container(ident)
+
+
 @pytest.mark.parametrize("flag", ["-v", "--verbose"])
 def test_verbose_is_accepted(service, fresh, mnt, flag, need_fuse):
     ident = fresh()

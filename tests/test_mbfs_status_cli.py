@@ -79,6 +79,24 @@ def test_json_has_the_facts_of_the_text(service, container, wb):
     assert doc["keptDir"].endswith("/kept")
 
 
+def test_not_a_mount_is_said_once_and_in_json(tmp_path):
+    def st(*args):
+        return subprocess.run([mbtest.MBFS, "--status"] + list(args), capture_output=True,
+                              text=True, timeout=30, stdin=subprocess.DEVNULL)
+    said = "'%s' is not an mbfs mount (or not yours)" % tmp_path
+    r = st(str(tmp_path))
+    assert (r.returncode, r.stdout, r.stderr) == (2, "", "mbfs: %s\n" % said), r
+    for extra in (["--json"], ["--wait", "--json"]):
+        r = st(*extra, str(tmp_path))
+        assert r.returncode == 2 and r.stderr == "mbfs: %s\n" % said, r
+        assert json.loads(r.stdout) == {"mountpoint": str(tmp_path), "error": said}, r
+    missing = str(tmp_path / "nope")
+    r = st("--json", missing)
+    said = "cannot use '%s': No such file or directory" % missing
+    assert r.returncode == 2 and r.stderr == "mbfs: %s\n" % said, r
+    assert json.loads(r.stdout)["error"] == said
+
+
 def test_unknown_option_is_a_usage_error(wb):
     r = status(wb, "--jsn")
     assert r.returncode == 2 and "unknown option '--jsn' with --status" in r.stderr, r

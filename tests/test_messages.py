@@ -6,8 +6,13 @@ the --json fields."""
 import json
 import os
 import pty
+import re
+import shutil
+import socket
+import ssl
 import subprocess
 import tempfile
+import threading
 import time
 
 import pytest
@@ -55,17 +60,83 @@ def saved_keys(state):
 
 def test_create_against_an_unreachable_url_names_the_dns_failure(service, mntdir, tmp_path):
     state = str(tmp_path / "state")
-    t0 = time.monotonic()
-    r = mbfs(service, ["-f", "--create", "-o", "api_url=" + UNREACHABLE, mntdir],
+    r = mbfs(service, ["-f", "-v", "--create", "-o", "api_url=" + UNREACHABLE, mntdir],
              env={"XDG_STATE_HOME": state}, timeout=120)
-    took = time.monotonic() - t0
     lines = err_lines(r)
     assert r.returncode != 0
-    assert took < 60, (took, lines)
     assert lines[-1] == ("mbfs: cannot create a container: cannot reach '%s': "
                          "Could not resolve host" % UNREACHABLE), lines
+    # quickly: one request and its 6 retries (-v logs each), not two
+    # minutes of asking again for a creation that never left
+    attempts = [l for l in lines if l.startswith("mbfs: info: POST /containers failed")]
+    assert 1 <= len(attempts) <= 7, lines
+    # each names its cause, not "No route to host"
+    for l in attempts:
+        assert re.fullmatch(r"mbfs: info: POST /containers failed \(cannot reach '%s': Could not "
+                            r"resolve host\) \d+ ms" % re.escape(UNREACHABLE), l), l
     no_doubled_prefix(r.stderr.decode())
     # no attempt got through: nothing was started, no key is kept
+    assert saved_keys(state) == []
+
+
+class TlsServer(threading.Thread):
+    """An https server on loopback whose certificate is self-signed, as a
+    proxy's or a wrong host's is to mbfs: counts the connections made to it
+    and any request bytes that reach it after a handshake."""
+
+    def __init__(self, tmp_path):
+        super().__init__(daemon=True)
+        cert, key = str(tmp_path / "cert.pem"), str(tmp_path / "key.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                        "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=not-mainbrella"],
+                       check=True, capture_output=True, timeout=60)
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(cert, key)
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.url = "https://127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.connections, self.requests = 0, b""
+        self.start()
+
+    def run(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return   # closed
+            self.connections += 1
+            try:
+                with self.ctx.wrap_socket(conn, server_side=True) as t:
+                    self.requests += t.recv(4096)
+            except (OSError, ssl.SSLError):
+                conn.close()
+
+    def close(self):
+        self.sock.close()
+
+
+def test_create_against_a_certificate_not_accepted_fails_at_once(service, mntdir, tmp_path):
+    if not shutil.which("openssl"):
+        pytest.skip("needs openssl to make a certificate")
+    srv = TlsServer(tmp_path)
+    state = str(tmp_path / "state")
+    try:
+        r = mbfs(service, ["-f", "--create", "-o", "api_url=" + srv.url, mntdir],
+                 env={"XDG_STATE_HOME": state})
+    finally:
+        srv.close()
+    lines = err_lines(r)
+    assert r.returncode != 0
+    prefix = ("mbfs: cannot create a container: cannot reach '%s': its TLS certificate is "
+              "not accepted (" % srv.url)
+    assert lines[-1].startswith(prefix) and "certificate" in lines[-1][len(prefix):], lines
+    assert "may or may not" not in r.stderr.decode(), lines
+    no_doubled_prefix(r.stderr.decode())
+    # no request got past a handshake: nothing was started, no key is kept,
+    # and one retry is all it takes to say so (not two minutes of them)
+    assert srv.requests == b"", srv.requests
+    assert 1 <= srv.connections <= 2, srv.connections
     assert saved_keys(state) == []
 
 
@@ -101,6 +172,22 @@ def test_a_failed_boot_reads_as_one(service, mntdir, tmp_path):
     no_doubled_prefix(r.stderr.decode())
     assert saved_keys(state) == []   # a definite answer
     assert not os.path.ismount(mntdir)
+
+
+def test_a_refused_size_or_image_names_the_choices(service, mntdir, tmp_path):
+    state = str(tmp_path / "state")
+    r = mbfs(service, ["-f", "--create", "--size", "huge", mntdir], env={"XDG_STATE_HOME": state})
+    assert r.returncode != 0
+    assert err_lines(r) == ["mbfs: cannot create a container: invalid container size (HTTP 400 "
+                            "invalid_size): --size 'huge'; the sizes are lite, small, medium, "
+                            "large and xl"]
+    r = mbfs(service, ["-f", "--create", "--catalog", "cobol", mntdir],
+             env={"XDG_STATE_HOME": state})
+    assert r.returncode != 0
+    assert err_lines(r) == ["mbfs: cannot create a container: no such image (HTTP 404 "
+                            "image_not_found): --catalog 'cobol'; the images are node, python, "
+                            "rust, go and devops"]
+    assert saved_keys(state) == [] and not os.path.ismount(mntdir)
 
 
 # --- CONTAINER[@GEN][:DIR] ---
@@ -220,6 +307,27 @@ def test_json_cuts_each_stream_at_8_mib_and_says_so(service, mnt):
     assert p.returncode == 0 and doc["exitCode"] == 0
     assert len(doc["stdout"]) == 8 * 1024 * 1024 and doc["stdoutTruncated"] is True
     assert doc["stderrTruncated"] is False
+    # --help says so where --json is, as mbexec(1) does
+    p = mbx(service, ["--help"], mnt.mountpoint)
+    text = " ".join(p.stdout.decode().split())
+    assert "--json capture the output, print one JSON result at the end (each stream up to 8 MiB; " \
+        "bytes that are not UTF-8 become U+FFFD; fields in mbexec(1))" in text, text
+
+
+@pytest.mark.parametrize("args,said", [
+    (["--json", "--timeout", "abc", "true"], "invalid --timeout 'abc' (examples: 30, 500ms, 2m, 1h)"),
+    (["--json", "--bogus", "true"], "unknown option '--bogus'"),
+    (["--json"], "no command given"),
+    (["--json", "-t", "bash"], "--json captures the output and cannot be used with -t")])
+def test_json_has_an_error_on_a_usage_error(service, mnt, args, said):
+    p = mbx(service, args, mnt.mountpoint)
+    doc = json_result(p)
+    assert p.returncode == 125 and doc["exitCode"] is None and doc["error"] == said, doc
+    assert p.stderr.decode() == ("mbexec: %s\nTry 'mbexec --help' for more information.\n"
+                                 % said), p.stderr
+    # without --json, only the message
+    p = mbx(service, ["--timeout", "abc", "true"], mnt.mountpoint)
+    assert p.returncode == 125 and p.stdout == b"" and b"invalid --timeout" in p.stderr
 
 
 def test_json_has_an_error_outside_a_mount(service, tmp_path):
@@ -229,3 +337,54 @@ def test_json_has_an_error_outside_a_mount(service, tmp_path):
     assert doc["exitCode"] is None
     assert "is not inside a Mainbrella mount" in doc["error"], doc
     assert p.stderr.decode() == "mbexec: " + doc["error"] + "\n"
+
+
+# --- the API key and --mount, said once ---
+
+def refused(stats):
+    return sum(per.get("401", 0) for per in stats["statuses"].values())
+
+
+def test_key_messages_say_it_once_and_send_nothing(service, mnt, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    bare = {"MAINBRELLA_API_KEY": "", "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
+    not_a_key = tmp_path / "id_rsa"
+    not_a_key.write_text("-----BEGIN-OPENSSH-PRIVATE-KEY-----\n")
+    os.chmod(str(not_a_key), 0o600)
+    before = service.stats()
+    p = mbx(service, ["true"], mnt.mountpoint, env=bare)
+    assert p.returncode == 125
+    assert p.stderr.decode() == (
+        "mbexec: no API key: set MAINBRELLA_API_KEY, MAINBRELLA_API_KEY_FILE, a profile's "
+        "key_file or create '%s/.config/mainbrella/api-key' (mode 600)\n" % home)
+    # a file that holds something else is never sent as a key
+    p = mbx(service, ["--key-file", str(not_a_key), "true"], mnt.mountpoint, env=bare)
+    assert p.returncode == 125
+    said = ("key file '%s' does not hold a Mainbrella API key ('mb_' and 64 hex digits)"
+            % not_a_key)
+    assert p.stderr.decode() == "mbexec: " + said + "\n"
+    r = mbfs(service, ["-f", "-o", "key_file=" + str(not_a_key), "%s:/workspace" % mnt.ident["id"],
+                       str(tmp_path)], env=bare)
+    assert r.returncode != 0 and err_lines(r) == ["mbfs: " + said]
+    for prog in ("mbexec", "mbfs"):
+        args = ["true"] if prog == "mbexec" else ["-f", "small:/workspace", str(tmp_path)]
+        p = (mbx(service, args, mnt.mountpoint, env=dict(bare, MAINBRELLA_API_KEY="hunter2"))
+             if prog == "mbexec" else
+             mbfs(service, args, env=dict(bare, MAINBRELLA_API_KEY="hunter2")))
+        assert p.stderr.decode() == ("%s: MAINBRELLA_API_KEY is not a Mainbrella API key "
+                                     "('mb_' and 64 hex digits)\n" % prog), p.stderr
+    # none of them went out: the service refused no key (the mount's own
+    # requests, with the right key, may go on meanwhile)
+    assert refused(service.stats()) == refused(before)
+
+
+def test_mount_outside_a_mount_is_named_once(service, tmp_path):
+    for extra in ([], ["--json"]):
+        p = mbtest.run_mbexec(service, extra + ["--mount", str(tmp_path), "true"], cwd="/",
+                              stdin=subprocess.DEVNULL)
+        assert p.returncode == 125
+        said = "--mount: '%s' is not inside a Mainbrella mount" % tmp_path
+        assert p.stderr.decode() == "mbexec: " + said + "\n", p.stderr
+        if extra:
+            assert json.loads(p.stdout.decode())["error"] == said

@@ -87,6 +87,29 @@ def test_make_targets_exist():
     assert not missing, "the README names make targets the Makefile lacks: %s" % missing
 
 
+def test_build_steps_are_one_line_each_and_none_in_demo(tmp_path):
+    """`make` says one short line per step; `make demo` and `make check`
+    build through the quiet sub-make, which says none (issue 20: the demo
+    showed 81 compiler lines before its first step)."""
+    def make(*args):
+        r = subprocess.run(["make", "--no-print-directory", "-C", mbtest.ROOT] + list(args),
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r
+        return r
+    out = str(tmp_path / "o")
+    obj = out + "/obj/common/util.o"
+    r = make("O=" + out, obj)
+    assert r.stdout.splitlines() == ["  CC      " + obj] and r.stderr == "", r
+    os.remove(obj)
+    r = make("-s", "BUILD_QUIET=1", "O=" + out, obj)
+    assert (r.stdout, r.stderr) == ("", ""), r
+    assert os.path.exists(obj)
+    # the demo and check build with exactly that sub-make
+    for target in ("demo", "check"):
+        recipe = make("-n", target).stdout.splitlines()
+        assert "make --no-print-directory -s BUILD_QUIET=1 all" in recipe, recipe
+
+
 @pytest.mark.parametrize("program", ["mbfs", "mbexec"])
 def test_options_are_in_help(program):
     binary = {"mbfs": mbtest.MBFS, "mbexec": mbtest.MBEXEC}[program]
