@@ -26,6 +26,10 @@ static int take(struct mb_exec_result *res, struct mb_err *err)
 	int rc = mb_err_set(err, EIO, "the sandbox's login shell did not run "
 			    "mbfs's command (its profile?): %.200s",
 			    res->errout ? res->errout : "");
+	/* the service answered (200): an EIO of no answer would be taken
+	 * for a passing fault and tried again until op_timeout, when the
+	 * profile will only ever end the shell the same way */
+	err->http_status = 200;
 	mb_exec_result_release(res);
 	return rc;
 }

@@ -205,10 +205,7 @@ def test_a_profile_that_never_runs_our_command_fails_loudly(service, need_fuse_m
     ident = service.create_container()
     try:
         guest(service, ident, "/bin/mkdir -p /workspace/d && echo old >/workspace/d/f")
-        # op_timeout bounds retries only: every answer here comes at once,
-        # but a loaded machine (CI) may stall a request for seconds, and a
-        # stall past op_timeout is ETIMEDOUT, not this test's EIO
-        m = mbtest.Mount(service, ident, options=["op_timeout=40"])
+        m = mbtest.Mount(service, ident, options=["op_timeout=10"])
         try:
             os.stat(m.path("d", "f"))
             service.put_file(ident, "/root/.profile", profile.encode())
