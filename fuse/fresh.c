@@ -22,6 +22,7 @@
 #include "fuse/inode.h"
 #include "fuse/mbfs.h"
 #include "fuse/node.h"
+#include "fuse/nodeset.h"
 #include "fuse/node_int.h"
 #include "fuse/newdir.h"
 #include "fuse/view.h"
@@ -105,10 +106,10 @@ int mbfs_node_create(struct mbfs *fs, const char *path, unsigned mode,
 	n->version = 1;
 	clock_gettime(CLOCK_REALTIME, &n->mtime);
 	/* nothing is there: a node still shared under this name is older */
-	for (o = mbfs_nodeset_find(&fs->nodes, path, NULL); o;
-	     o = mbfs_nodeset_find(&fs->nodes, path, o))
+	for (o = mbfs_nodeset_find(fs->nodes, path, NULL); o;
+	     o = mbfs_nodeset_find(fs->nodes, path, o))
 		o->shared = false;
-	mbfs_nodeset_add(&fs->nodes, n);
+	mbfs_nodeset_add(fs->nodes, n);
 	fresh_stat(fs, n, &st);
 	pthread_mutex_unlock(&fs->nodes_lock);
 	/* in the journal before it is seen: a crash from now on leaves a
@@ -346,7 +347,7 @@ static int copy_new(struct mbfs *fs, struct mbfs_node *n, const char *to)
 	c->size = size;
 	c->mtime = mtime;
 	c->version = 1;
-	mbfs_nodeset_add(&fs->nodes, c);
+	mbfs_nodeset_add(fs->nodes, c);
 	struct stat st;
 	fresh_stat(fs, c, &st);
 	pthread_mutex_unlock(&fs->nodes_lock);
@@ -424,7 +425,7 @@ int mbfs_node_list_new(struct mbfs *fs, const char *dir,
 	struct dirents d = { NULL, 0, 0 };
 	int rc = 0;
 	pthread_mutex_lock(&fs->nodes_lock);
-	for (struct mbfs_node *x = fs->nodes.head; x && !rc; x = x->next) {
+	for (struct mbfs_node *x = fs->nodes->head; x && !rc; x = x->next) {
 		const char *slash = strrchr(x->path, '/');
 		size_t dl = (size_t)(slash - x->path);
 		if (!x->fresh || !x->shared || x->unlinked ||

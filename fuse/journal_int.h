@@ -12,7 +12,10 @@
 
 #include <cJSON.h>
 
-#include "fuse/journal.h"
+#include "common/ident.h"
+
+struct mbfs_jrec;
+struct mbfs_jreplay;
 
 #define REC_SUFFIX ".rec"
 #define REC_XATTR "user.mbfs.rec."  /* + the copy's name: its record */

@@ -53,6 +53,7 @@
 #include "fuse/lease.h"
 #include "fuse/list.h"
 #include "fuse/node.h"
+#include "fuse/nodeset.h"
 #include "fuse/node_int.h"
 #include "fuse/prefetch.h"
 #include "fuse/ops.h"
@@ -601,7 +602,8 @@ static void fs_free(struct mbfs *fs)
 	mbfs_newdirs_free(fs->newdirs);
 	mbfs_gone_free(fs->gone);
 	mbfs_node_free_all(fs);
-	mbfs_nodeset_fini(&fs->nodes);
+	mbfs_nodeset_fini(fs->nodes);
+	free(fs->nodes);
 	mbfs_batch_free(fs->batch);
 	mbfs_cache_free(fs->cache);
 	mbfs_kcache_free(fs->kcache);
@@ -657,7 +659,11 @@ int main(int argc, char *argv[])
 	mb_log_init("mbfs", MB_LOG_INFO);
 	fuse_set_log_func(fuse_log_to_mb);
 	struct mbfs *fs = calloc(1, sizeof(*fs));
-	if (!fs || mbfs_nodeset_init(&fs->nodes)) {
+	if (fs)
+		fs->nodes = calloc(1, sizeof(*fs->nodes));
+	if (!fs || !fs->nodes || mbfs_nodeset_init(fs->nodes)) {
+		if (fs)
+			free(fs->nodes);
 		free(fs);
 		return fail("out of memory");
 	}

@@ -92,12 +92,12 @@
 #include "common/api.h"
 #include "common/err.h"
 #include "common/ident.h"
-#include "fuse/nodeset.h"
 
 struct mbfs_batch;
 struct mbfs_wbq;
 struct mbfs_newdirs;
 struct mbfs_gone;
+struct mbfs_nodeset;
 struct mbfs_cache;
 struct mbfs_data;
 struct mbfs_journal;
@@ -186,7 +186,7 @@ struct mbfs {
 	bool unsent_warned;             /* mbexec has said so */
 
 	pthread_mutex_t nodes_lock;
-	struct mbfs_nodeset nodes;      /* open files (nodeset.h); protected
+	struct mbfs_nodeset *nodes;     /* open files (nodeset.h); protected
 	                                   by nodes_lock */
 
 	atomic_int stopped;             /* generation gone: fail fast */

@@ -26,6 +26,7 @@
 #include "fuse/kcache.h"
 #include "fuse/mbfs.h"
 #include "fuse/node.h"
+#include "fuse/nodeset.h"
 #include "fuse/node_int.h"
 #include "fuse/remote.h"
 #include "fuse/wbq.h"
@@ -35,7 +36,7 @@
 struct mbfs_node *mbfs_node_find_shared(struct mbfs *fs, const char *path)
 {
 	struct mbfs_node *n = NULL;
-	while ((n = mbfs_nodeset_find(&fs->nodes, path, n)) && !n->shared)
+	while ((n = mbfs_nodeset_find(fs->nodes, path, n)) && !n->shared)
 		;
 	return n;
 }
@@ -86,7 +87,7 @@ static struct mbfs_node *get_or_insert(struct mbfs *fs, const char *path,
 	if (n) {
 		n->refs++;
 	} else if (fresh) {
-		mbfs_nodeset_add(&fs->nodes, fresh);
+		mbfs_nodeset_add(fs->nodes, fresh);
 		n = fresh;
 		fresh = NULL;
 	}
@@ -206,7 +207,7 @@ void mbfs_node_release(struct mbfs *fs, struct mbfs_node *n)
 		pthread_mutex_unlock(&fs->nodes_lock);
 		return;
 	}
-	mbfs_nodeset_del(&fs->nodes, n);
+	mbfs_nodeset_del(fs->nodes, n);
 	bool keep = n->loaded && !n->dirty && n->base_known && n->shared &&
 		    !n->unlinked && !n->partial;
 	pthread_mutex_unlock(&fs->nodes_lock);
@@ -381,7 +382,7 @@ void mbfs_node_records_sync(struct mbfs *fs)
 	for (bool more = true; more;) {
 		size_t k = 0;
 		pthread_mutex_lock(&fs->nodes_lock);
-		for (struct mbfs_node *n = fs->nodes.head; n && k < SYNC_BATCH; n = n->next) {
+		for (struct mbfs_node *n = fs->nodes->head; n && k < SYNC_BATCH; n = n->next) {
 			if (n->rec_stale && n->recorded) {
 				n->refs++;
 				n->rec_stale = false;
@@ -488,7 +489,7 @@ void mbfs_node_renamed(struct mbfs *fs, const char *from, const char *to)
 {
 	size_t fl = strlen(from);
 	pthread_mutex_lock(&fs->nodes_lock);
-	for (struct mbfs_node *n = fs->nodes.head; n; n = n->next) {
+	for (struct mbfs_node *n = fs->nodes->head; n; n = n->next) {
 		if (strcmp(n->path, to) == 0 && !n->unlinked) {
 			n->unlinked = true;   /* replaced by the rename */
 			n->shared = false;
@@ -503,7 +504,7 @@ void mbfs_node_renamed(struct mbfs *fs, const char *from, const char *to)
 		char *np;
 		if (asprintf(&np, "%s%s", to, n->path + fl) < 0)
 			continue;
-		mbfs_nodeset_move(&fs->nodes, n, np);
+		mbfs_nodeset_move(fs->nodes, n, np);
 		n->rec_stale = n->recorded;
 	}
 	pthread_mutex_unlock(&fs->nodes_lock);
@@ -513,8 +514,8 @@ void mbfs_node_renamed(struct mbfs *fs, const char *from, const char *to)
 void mbfs_node_unlinked(struct mbfs *fs, const char *path)
 {
 	pthread_mutex_lock(&fs->nodes_lock);
-	for (struct mbfs_node *n = mbfs_nodeset_find(&fs->nodes, path, NULL);
-	     n; n = mbfs_nodeset_find(&fs->nodes, path, n)) {
+	for (struct mbfs_node *n = mbfs_nodeset_find(fs->nodes, path, NULL);
+	     n; n = mbfs_nodeset_find(fs->nodes, path, n)) {
 		n->unlinked = true;
 		n->shared = false;
 		n->rec_stale = n->recorded;
@@ -532,7 +533,7 @@ void mbfs_node_hide(struct mbfs *fs, const char *path, const char *hidden,
 	for (;;) {
 		pthread_mutex_lock(&fs->nodes_lock);
 		struct mbfs_node *n = NULL;
-		while ((n = mbfs_nodeset_find(&fs->nodes, path, n)) &&
+		while ((n = mbfs_nodeset_find(fs->nodes, path, n)) &&
 		       (n->loaded || n->unlinked))
 			;
 		if (n)
@@ -564,8 +565,8 @@ void mbfs_node_hide(struct mbfs *fs, const char *path, const char *hidden,
 		pthread_mutex_lock(&n->lock);
 	pthread_mutex_lock(&fs->nodes_lock);
 	*fresh = n && n->fresh;
-	for (struct mbfs_node *o = mbfs_nodeset_find(&fs->nodes, path, NULL);
-	     o; o = mbfs_nodeset_find(&fs->nodes, path, o))
+	for (struct mbfs_node *o = mbfs_nodeset_find(fs->nodes, path, NULL);
+	     o; o = mbfs_nodeset_find(fs->nodes, path, o))
 		o->unlinked = true;
 	pthread_mutex_unlock(&fs->nodes_lock);
 	if (n)
@@ -579,7 +580,7 @@ void mbfs_node_hide(struct mbfs *fs, const char *path, const char *hidden,
 void mbfs_node_invalidate_all(struct mbfs *fs)
 {
 	pthread_mutex_lock(&fs->nodes_lock);
-	for (struct mbfs_node *n = fs->nodes.head; n; n = n->next)
+	for (struct mbfs_node *n = fs->nodes->head; n; n = n->next)
 		if (!n->dirty && n->loaded)
 			n->shared = false;
 	pthread_mutex_unlock(&fs->nodes_lock);
@@ -590,7 +591,7 @@ void mbfs_node_flush_all(struct mbfs *fs)
 	size_t left = 0;
 	for (;;) {
 		pthread_mutex_lock(&fs->nodes_lock);
-		struct mbfs_node *n = fs->nodes.head;
+		struct mbfs_node *n = fs->nodes->head;
 		while (n && !(n->dirty && !n->unlinked && !(n->kept_any)))
 			n = n->next;
 		if (n)
@@ -621,9 +622,9 @@ void mbfs_node_flush_all(struct mbfs *fs)
 
 void mbfs_node_free_all(struct mbfs *fs)
 {
-	while (fs->nodes.head) {
-		struct mbfs_node *n = fs->nodes.head;
-		mbfs_nodeset_del(&fs->nodes, n);
+	while (fs->nodes->head) {
+		struct mbfs_node *n = fs->nodes->head;
+		mbfs_nodeset_del(fs->nodes, n);
 		mbfs_node_destroy(fs, n);
 	}
 }

@@ -123,8 +123,8 @@ bool mbfs_nodeset_busy(struct mbfs *fs, const char *path)
 	pthread_mutex_lock(&fs->nodes_lock);
 	/* a node still loading (the reader that asked for an archive, say)
 	 * takes the guest's content anyway */
-	for (struct mbfs_node *n = mbfs_nodeset_find(&fs->nodes, path, NULL);
-	     n && !busy; n = mbfs_nodeset_find(&fs->nodes, path, n))
+	for (struct mbfs_node *n = mbfs_nodeset_find(fs->nodes, path, NULL);
+	     n && !busy; n = mbfs_nodeset_find(fs->nodes, path, n))
 		busy = n->loaded || n->dirty || n->fresh;
 	pthread_mutex_unlock(&fs->nodes_lock);
 	return busy;

@@ -11,11 +11,11 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "fuse/wbq.h"
 #include "fuse/wbsend.h"
 
 struct mbfs;
 struct mbfs_node;
+struct mbfs_wbq_files;
 
 /* An entry is a file (n) or a change of another name (dpath): a
  * directory's mkdir, mtime or mode, or a removal. */
