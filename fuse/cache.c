@@ -6,7 +6,8 @@
  * Expired parts are ignored and swept now and then. A lookup the table
  * cannot answer lists the parent's first page (lookup_listing): one
  * request per directory however many of its names are looked up. Our own
- * changes edit entries and listings in place without extending them. Time
+ * changes (cache_own.c) edit entries and listings in place without
+ * extending them. Time
  * is the monotonic clock in ms. Whatever replaces attributes the kernel
  * may hold (expired ones included: the kernel may have fetched them late)
  * with different ones is told to kcache.c.
@@ -29,18 +30,6 @@
 #include "fuse/name.h"
 #include "fuse/newdir.h"
 
-void mbfs_parent_path(const char *path, char *out)
-{
-	const char *slash = strrchr(path, '/');
-	size_t n = slash ? (size_t)(slash - path) : 0;
-	if (n == 0) {
-		strcpy(out, "/");
-		return;
-	}
-	memcpy(out, path, n);
-	out[n] = '\0';
-}
-
 /* dir/name into out; false when it does not fit. */
 static bool join_path(const char *dir, const char *name, char *out, size_t n)
 {
@@ -54,61 +43,6 @@ void mbfs_cache_set_kcache(struct mbfs_cache *c, struct mbfs_kcache *kc)
 	pthread_mutex_lock(&c->lock);
 	c->kc = kc;
 	pthread_mutex_unlock(&c->lock);
-}
-
-/* Would the kernel show b differently from a? */
-/* A whole second (the guest's) and a finer time in it (ours) are one
- * time: the kernel need not ask again for it. */
-static bool st_differs(const struct stat *a, const struct stat *b)
-{
-	long an = a->st_mtim.tv_nsec, bn = b->st_mtim.tv_nsec;
-	return a->st_mode != b->st_mode || a->st_size != b->st_size ||
-	       a->st_mtim.tv_sec != b->st_mtim.tv_sec ||
-	       (an && bn && an != bn);
-}
-
-/* Look path up. 1 with *st (fresh attributes), -ENOENT (fresh negative, or
- * absent from a fresh parent listing), 0 when unknown. Lock held. */
-static int lookup_locked(struct mbfs_cache *c, const char *path,
-			 struct stat *st)
-{
-	uint64_t now = mb_now_ms();
-	struct centry *e = mbfs_cache_find(c, path);
-	if (e && e->attr_until > now) {
-		*st = e->st;
-		return 1;
-	}
-	if (e && e->neg_until > now)
-		return -ENOENT;
-	if (strcmp(path, "/") == 0)
-		return 0;
-	char parent[MB_PATH_MAX];
-	if (strlen(path) >= sizeof(parent))
-		return 0;
-	mbfs_parent_path(path, parent);
-	struct centry *p = mbfs_cache_find(c, parent);
-	if (!p || p->dir_until <= now)
-		return 0;
-	struct child *k = mbfs_cache_kid(p, strrchr(path, '/') + 1);
-	if (!k)
-		return -ENOENT;
-	*st = k->st;
-	return 1;
-}
-
-static void put_attr_locked(struct mbfs_cache *c, const char *path,
-			    const struct stat *st)
-{
-	if (!c->attr_ms)
-		return;
-	struct centry *e = mbfs_cache_add(c, path);
-	if (!e)
-		return;
-	if (e->attr_until && st_differs(&e->st, st))
-		mbfs_kcache_stale(c->kc, path);
-	e->st = *st;
-	e->attr_until = mb_now_ms() + c->attr_ms;
-	e->neg_until = 0;
 }
 
 /* The guest's times come in whole seconds, ours (a batch's) exact: a
@@ -133,7 +67,7 @@ static void put_seen_locked(struct mbfs_cache *c, const char *path,
 			    const struct stat *st)
 {
 	mbfs_kcache_appeared(c->kc, path);
-	put_attr_locked(c, path, st);
+	mbfs_cache_put_attr_locked(c, path, st);
 }
 
 /* The same for attributes as the guest gave them; st may take a finer
@@ -212,7 +146,7 @@ static void compare_listing_locked(struct mbfs_cache *c, const char *dir,
 		while (j < n && strcmp(kids[j].name, k->name) < 0)
 			j++;
 		bool gone = j >= n || strcmp(kids[j].name, k->name) != 0;
-		if (!gone && !st_differs(&k->st, &kids[j].st))
+		if (!gone && !mbfs_cache_st_differs(&k->st, &kids[j].st))
 			continue;
 		if (!join_path(dir, k->name, cpath, sizeof(cpath)))
 			continue;
@@ -417,7 +351,7 @@ bool mbfs_cache_lists_for(struct mbfs_cache *c, const char *path)
 	if (mbfs_name_reserved(path))
 		return false;   /* ENOENT without a request */
 	pthread_mutex_lock(&c->lock);
-	bool lists = lookup_locked(c, path, &st) == 0 &&
+	bool lists = mbfs_cache_lookup_locked(c, path, &st) == 0 &&
 		     on_miss_locked(c, path, parent) == MISS_LIST;
 	pthread_mutex_unlock(&c->lock);
 	return lists;
@@ -517,14 +451,14 @@ int mbfs_cache_getattr(struct mbfs *fs, const char *path, struct stat *st)
 		return hit > 0 ? 0 : hit;   /* not on the guest yet */
 	struct dirload load = { NULL, parent };
 	pthread_mutex_lock(&c->lock);
-	hit = lookup_locked(c, path, st);
+	hit = mbfs_cache_lookup_locked(c, path, st);
 	enum miss how = hit ? MISS_STAT : on_miss_locked(c, path, parent);
 	if (how == MISS_WAIT) {
 		/* the page being fetched most likely answers; when it does
 		 * not (beyond it, or not stored), a stat does */
 		while (loading_locked(c, parent))
 			pthread_cond_wait(&c->loaded, &c->lock);
-		hit = lookup_locked(c, path, st);
+		hit = mbfs_cache_lookup_locked(c, path, st);
 	} else if (how == MISS_LIST) {
 		load.next = c->loads;
 		c->loads = &load;
@@ -547,27 +481,6 @@ int mbfs_cache_refresh(struct mbfs *fs, const char *path, struct stat *st)
 	return fetch_attr(fs, path, st);
 }
 
-static void forget_locked(struct mbfs_cache *c, const char *path)
-{
-	struct centry *e = mbfs_cache_find(c, path);
-	if (e) {
-		e->attr_until = 0;
-		e->neg_until = 0;
-		mbfs_cache_free_kids(e);
-	}
-}
-
-static void forget_parent_locked(struct mbfs_cache *c, const char *path)
-{
-	char parent[MB_PATH_MAX];
-	if (strcmp(path, "/") == 0 || strlen(path) >= sizeof(parent))
-		return;
-	mbfs_parent_path(path, parent);
-	struct centry *p = mbfs_cache_find(c, parent);
-	if (p)
-		mbfs_cache_free_kids(p);
-}
-
 /* The state of path is unknown: so are its directory's times. */
 static void kcache_stale_parent_locked(struct mbfs_cache *c, const char *path)
 {
@@ -582,8 +495,8 @@ void mbfs_cache_invalidate(struct mbfs_cache *c, const char *path)
 {
 	pthread_mutex_lock(&c->lock);
 	c->counter++;
-	forget_locked(c, path);
-	forget_parent_locked(c, path);
+	mbfs_cache_forget_locked(c, path);
+	mbfs_cache_forget_parent_locked(c, path);
 	kcache_stale_parent_locked(c, path);
 	mbfs_kcache_stale(c->kc, path);
 	pthread_mutex_unlock(&c->lock);
@@ -605,7 +518,7 @@ void mbfs_cache_invalidate_tree(struct mbfs_cache *c, const char *path)
 			}
 		}
 	}
-	forget_parent_locked(c, path);
+	mbfs_cache_forget_parent_locked(c, path);
 	kcache_stale_parent_locked(c, path);
 	mbfs_kcache_stale_tree(c->kc, path);
 	pthread_mutex_unlock(&c->lock);
@@ -623,190 +536,6 @@ void mbfs_cache_invalidate_all(struct mbfs_cache *c)
 			e->neg_until = 0;
 			mbfs_cache_free_kids(e);
 		}
-	}
-	pthread_mutex_unlock(&c->lock);
-}
-
-/* ---- our own changes, applied in place ---- */
-
-/* The fresh listing of path's parent and path's name in it, or NULL. */
-static struct centry *parent_listing(struct mbfs_cache *c, const char *path,
-				     const char **name)
-{
-	char parent[MB_PATH_MAX];
-	if (strcmp(path, "/") == 0 || strlen(path) >= sizeof(parent))
-		return NULL;
-	mbfs_parent_path(path, parent);
-	struct centry *p = mbfs_cache_find(c, parent);
-	if (!p || p->dir_until <= mb_now_ms())
-		return NULL;
-	*name = strrchr(path, '/') + 1;
-	return p;
-}
-
-/* An entry was made in or removed from the directory of path: its mtime
- * and ctime become now, in whole seconds like the guest's, wherever they
- * are known (rsync -a and make compare them; the guest's own have moved).
- * Lock held. */
-static void dir_changed_locked(struct mbfs_cache *c, const char *path)
-{
-	char dir[MB_PATH_MAX];
-	if (strcmp(path, "/") == 0 || strlen(path) >= sizeof(dir))
-		return;
-	mbfs_parent_path(path, dir);
-	struct timespec now = { .tv_sec = time(NULL), .tv_nsec = 0 };
-	struct centry *e = mbfs_cache_find(c, dir);
-	if (e && e->attr_until)
-		e->st.st_mtim = e->st.st_ctim = now;
-	const char *name;
-	struct centry *p = parent_listing(c, dir, &name);
-	struct child *k = p ? mbfs_cache_kid(p, name) : NULL;
-	if (k)
-		k->st.st_mtim = k->st.st_ctim = now;
-}
-
-void mbfs_cache_dir_changed(struct mbfs_cache *c, const char *path)
-{
-	pthread_mutex_lock(&c->lock);
-	c->counter++;
-	dir_changed_locked(c, path);
-	pthread_mutex_unlock(&c->lock);
-}
-
-static void put_locked(struct mbfs_cache *c, const char *path,
-		       const struct stat *st)
-{
-	put_attr_locked(c, path, st);
-	struct centry *e = mbfs_cache_find(c, path);
-	if (e)
-		e->neg_until = 0;
-	const char *name;
-	struct centry *p = parent_listing(c, path, &name);
-	if (p)
-		mbfs_cache_kid_put(p, name, st);
-	dir_changed_locked(c, path);
-}
-
-void mbfs_cache_put(struct mbfs_cache *c, const char *path,
-		    const struct stat *st)
-{
-	pthread_mutex_lock(&c->lock);
-	c->counter++;
-	put_locked(c, path, st);
-	pthread_mutex_unlock(&c->lock);
-}
-
-void mbfs_cache_put_dir(struct mbfs_cache *c, const char *path,
-			const struct stat *st)
-{
-	pthread_mutex_lock(&c->lock);
-	c->counter++;
-	put_locked(c, path, st);
-	struct centry *e = c->dir_ms ? mbfs_cache_add(c, path) : NULL;
-	if (e) {
-		mbfs_cache_free_kids(e);
-		e->dir_until = mb_now_ms() + c->dir_ms;
-	}
-	pthread_mutex_unlock(&c->lock);
-}
-
-static void set_perm(struct stat *st, const void *arg)
-{
-	st->st_mode = (st->st_mode & S_IFMT) | (*(const unsigned *)arg & 07777);
-}
-
-void mbfs_cache_set_perm(struct mbfs_cache *c, const char *path,
-			 unsigned perm)
-{
-	mbfs_cache_modify(c, path, set_perm, &perm);
-}
-
-void mbfs_cache_modify(struct mbfs_cache *c, const char *path,
-		       void (*fn)(struct stat *st, const void *arg),
-		       const void *arg)
-{
-	pthread_mutex_lock(&c->lock);
-	c->counter++;
-	bool changed = false;
-	struct centry *e = mbfs_cache_find(c, path);
-	if (e && e->attr_until) {
-		struct stat before = e->st;
-		fn(&e->st, arg);
-		changed = st_differs(&before, &e->st);
-	}
-	const char *name;
-	struct centry *p = parent_listing(c, path, &name);
-	struct child *k = p ? mbfs_cache_kid(p, name) : NULL;
-	if (k) {
-		struct stat before = k->st;
-		fn(&k->st, arg);
-		changed = changed || st_differs(&before, &k->st);
-	}
-	/* an upload moved the mtime after the kernel last asked */
-	if (changed)
-		mbfs_kcache_stale(c->kc, path);
-	pthread_mutex_unlock(&c->lock);
-}
-
-/* Forget everything strictly below path. Lock held. */
-static void forget_below_locked(struct mbfs_cache *c, const char *path)
-{
-	size_t n = strcmp(path, "/") == 0 ? 0 : strlen(path);
-	for (size_t i = 0; i < c->nbuckets; i++) {
-		for (struct centry *e = c->tab[i]; e; e = e->next) {
-			if (strncmp(e->path, path, n) == 0 && e->path[n] == '/' &&
-			    e->path[n + 1] != '\0') {
-				e->attr_until = 0;
-				e->neg_until = 0;
-				mbfs_cache_free_kids(e);
-			}
-		}
-	}
-}
-
-/* path is gone: negative, out of its parent's listing, nothing below. */
-static void removed_locked(struct mbfs_cache *c, const char *path, bool tree)
-{
-	if (tree)
-		forget_below_locked(c, path);
-	forget_locked(c, path);
-	if (c->neg_ms) {
-		struct centry *e = mbfs_cache_add(c, path);
-		if (e)
-			e->neg_until = mb_now_ms() + c->neg_ms;
-	}
-	const char *name;
-	struct centry *p = parent_listing(c, path, &name);
-	if (p)
-		mbfs_cache_kid_remove(p, name);
-	dir_changed_locked(c, path);
-}
-
-void mbfs_cache_removed(struct mbfs_cache *c, const char *path, bool tree)
-{
-	pthread_mutex_lock(&c->lock);
-	c->counter++;
-	removed_locked(c, path, tree);
-	pthread_mutex_unlock(&c->lock);
-}
-
-void mbfs_cache_renamed(struct mbfs_cache *c, const char *from, const char *to)
-{
-	pthread_mutex_lock(&c->lock);
-	c->counter++;
-	struct stat st;
-	int known = lookup_locked(c, from, &st) == 1;
-	/* a directory's subtree is forgotten rather than moved */
-	bool tree = !known || S_ISDIR(st.st_mode);
-	removed_locked(c, from, tree);
-	if (tree)
-		forget_below_locked(c, to);
-	if (known) {
-		put_locked(c, to, &st);
-	} else {
-		forget_locked(c, to);
-		forget_parent_locked(c, to);
-		dir_changed_locked(c, to);
 	}
 	pthread_mutex_unlock(&c->lock);
 }

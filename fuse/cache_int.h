@@ -1,10 +1,12 @@
-/* cache_int.h: the inside of the cache (cache.c: lookups, fetches and
- * changes; cache_tab.c: the table). Not for other modules. Every function
- * here runs with cache->lock held. */
+/* cache_int.h: the inside of the cache (cache.c: lookups and fetches;
+ * cache_own.c: our own changes; cache_tab.c: the table and its one-entry
+ * edits). Not for other modules. Every function here runs with
+ * cache->lock held (mbfs_cache_st_differs needs none). */
 #ifndef MBFS_CACHE_INT_H
 #define MBFS_CACHE_INT_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -68,5 +70,21 @@ void mbfs_cache_kid_put(struct centry *e, const char *name,
 void mbfs_cache_kid_remove(struct centry *e, const char *name);
 /* Sort n children by name and drop repeated names (freed): the new n. */
 size_t mbfs_cache_kids_sort(struct child *kids, size_t n);
+
+/* Would the kernel show b differently from a? A whole second (the
+ * guest's) and a finer time in it (ours) are one time. */
+bool mbfs_cache_st_differs(const struct stat *a, const struct stat *b);
+/* Look path up. 1 with *st (fresh attributes), -ENOENT (fresh negative,
+ * or absent from a fresh parent listing), 0 when unknown. */
+int mbfs_cache_lookup_locked(struct mbfs_cache *c, const char *path,
+			     struct stat *st);
+/* path's attributes are st, from now for attr_ms (the kernel told when
+ * they differ from what it may hold). */
+void mbfs_cache_put_attr_locked(struct mbfs_cache *c, const char *path,
+				const struct stat *st);
+/* Forget path's attributes, negative mark and listing. */
+void mbfs_cache_forget_locked(struct mbfs_cache *c, const char *path);
+/* Forget the listing of path's directory. */
+void mbfs_cache_forget_parent_locked(struct mbfs_cache *c, const char *path);
 
 #endif

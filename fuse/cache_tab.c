@@ -7,10 +7,12 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/util.h"
 #include "fuse/cache.h"
 #include "fuse/cache_int.h"
+#include "fuse/kcache.h"
 #include "fuse/mbfs.h"
 
 static uint64_t hash_path(const char *s)
@@ -234,4 +236,94 @@ size_t mbfs_cache_kids_sort(struct child *kids, size_t n)
 		kids[m++] = kids[i];
 	}
 	return m;
+}
+
+/* ---- lookups and edits of one entry, for cache.c and cache_own.c ---- */
+
+void mbfs_parent_path(const char *path, char *out)
+{
+	const char *slash = strrchr(path, '/');
+	size_t n = slash ? (size_t)(slash - path) : 0;
+	if (n == 0) {
+		strcpy(out, "/");
+		return;
+	}
+	memcpy(out, path, n);
+	out[n] = '\0';
+}
+
+/* Would the kernel show b differently from a? */
+/* A whole second (the guest's) and a finer time in it (ours) are one
+ * time: the kernel need not ask again for it. */
+bool mbfs_cache_st_differs(const struct stat *a, const struct stat *b)
+{
+	long an = a->st_mtim.tv_nsec, bn = b->st_mtim.tv_nsec;
+	return a->st_mode != b->st_mode || a->st_size != b->st_size ||
+	       a->st_mtim.tv_sec != b->st_mtim.tv_sec ||
+	       (an && bn && an != bn);
+}
+
+/* Look path up. 1 with *st (fresh attributes), -ENOENT (fresh negative, or
+ * absent from a fresh parent listing), 0 when unknown. Lock held. */
+int mbfs_cache_lookup_locked(struct mbfs_cache *c, const char *path,
+			 struct stat *st)
+{
+	uint64_t now = mb_now_ms();
+	struct centry *e = mbfs_cache_find(c, path);
+	if (e && e->attr_until > now) {
+		*st = e->st;
+		return 1;
+	}
+	if (e && e->neg_until > now)
+		return -ENOENT;
+	if (strcmp(path, "/") == 0)
+		return 0;
+	char parent[MB_PATH_MAX];
+	if (strlen(path) >= sizeof(parent))
+		return 0;
+	mbfs_parent_path(path, parent);
+	struct centry *p = mbfs_cache_find(c, parent);
+	if (!p || p->dir_until <= now)
+		return 0;
+	struct child *k = mbfs_cache_kid(p, strrchr(path, '/') + 1);
+	if (!k)
+		return -ENOENT;
+	*st = k->st;
+	return 1;
+}
+
+void mbfs_cache_put_attr_locked(struct mbfs_cache *c, const char *path,
+			    const struct stat *st)
+{
+	if (!c->attr_ms)
+		return;
+	struct centry *e = mbfs_cache_add(c, path);
+	if (!e)
+		return;
+	if (e->attr_until && mbfs_cache_st_differs(&e->st, st))
+		mbfs_kcache_stale(c->kc, path);
+	e->st = *st;
+	e->attr_until = mb_now_ms() + c->attr_ms;
+	e->neg_until = 0;
+}
+
+void mbfs_cache_forget_locked(struct mbfs_cache *c, const char *path)
+{
+	struct centry *e = mbfs_cache_find(c, path);
+	if (e) {
+		e->attr_until = 0;
+		e->neg_until = 0;
+		mbfs_cache_free_kids(e);
+	}
+}
+
+void mbfs_cache_forget_parent_locked(struct mbfs_cache *c, const char *path)
+{
+	char parent[MB_PATH_MAX];
+	if (strcmp(path, "/") == 0 || strlen(path) >= sizeof(parent))
+		return;
+	mbfs_parent_path(path, parent);
+	struct centry *p = mbfs_cache_find(c, parent);
+	if (p)
+		mbfs_cache_free_kids(p);
 }
