@@ -253,3 +253,14 @@ class Guest:
         except GuestError:
             return None
         return res["result"]["zombies"] if res.get("_ok") else None
+
+    def usage(self):
+        """(zombies, guest CPU ms or None) as the agent counts them, or None
+        if the agent does not answer."""
+        try:
+            res, _ = self.call({"op": "zombies"}, timeout=10)
+        except GuestError:
+            return None
+        if not res.get("_ok"):
+            return None
+        return res["result"]["zombies"], res["result"].get("cpuMs")
