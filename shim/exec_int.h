@@ -15,9 +15,14 @@
 #include "shim/mbexec.h"
 
 #define MBX_LAUNCH_TIMEOUT_MS 20000
-#define MBX_POLL_TIMEOUT_MS 20000
+#define MBX_POLL_TIMEOUT_MS 30000
 #define MBX_SIGNAL_TIMEOUT_MS 15000
-#define MBX_POLL_WAIT_MS 1000       /* guest long-poll */
+/* The guest long-poll's bound: it blocks (lib.sh, wait_any) and wakes at
+ * once on output or the end, so a longer one costs nothing but an operation
+ * of the sandbox's 4 held (one per mount when polls share the mount's);
+ * at most a fifth of the watchdog's patience, as it counts from the poll's
+ * start. */
+#define MBX_POLL_WAIT_MS 15000
 #define MBX_LAUNCH_WAIT_SHARED_MS 300 /* the launch's wait with a mount's
                                          shared polls to go on with */
 #define MBX_LOST_S 60               /* no answer this long: give up (255) */

@@ -458,6 +458,8 @@ static int exec_wait(struct mbx_run *r)
 			}
 		}
 		wait = st->done ? 0 : MBX_POLL_WAIT_MS;
+		if (wait > mbx_orphan_seconds() * 200u)
+			wait = mbx_orphan_seconds() * 200u;
 		if (r->deadline_ms && !r->timed_out && r->deadline_ms - now < wait)
 			wait = (unsigned)(r->deadline_ms - now);
 		mb_buf_reset(&b);
