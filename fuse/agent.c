@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/agent.h"
@@ -30,6 +31,8 @@
 #define MUX_TIMEOUT_MS 30000L
 #define MUX_NUDGE_DIR "/tmp/.mbexec"
 #define MUX_NUDGE_FMT MUX_NUDGE_DIR "/.n.%ld-%lu"
+/* After a batch of several, the next one waits this long for its clients. */
+#define MUX_GATHER_MS 50L
 #define MUX_CONNS_MAX 256
 
 struct mux_req {
@@ -158,16 +161,41 @@ static void run_batch(struct mbfs_agent *a, struct mux_req **v, size_t n,
 	       rc ? err.msg : "ok");
 }
 
+static size_t queued(const struct mbfs_agent *a)
+{
+	size_t n = 0;
+
+	for (const struct mux_req *q = a->head; q; q = q->next)
+		n++;
+	return n;
+}
+
 static void *mux_main(void *arg)
 {
 	struct mbfs_agent *a = arg;
 	struct mux_req *v[MUX_MAX];
-	size_t n, i;
+	size_t n, i, last = 0;
 
 	for (;;) {
 		pthread_mutex_lock(&a->mu);
 		while (!a->head && !a->stopping)
 			pthread_cond_wait(&a->work, &a->mu);
+		/* the clients of the last batch ask again at once: wait for
+		 * them a little, or the first would start a batch that the
+		 * others then nudge to an end */
+		if (last > 1 && !a->stopping) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += MUX_GATHER_MS * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			while (queued(a) < last && !a->stopping &&
+			       pthread_cond_timedwait(&a->work, &a->mu, &ts) == 0)
+				;
+		}
 		if (a->stopping && !a->head) {
 			pthread_mutex_unlock(&a->mu);
 			return NULL;
@@ -196,6 +224,7 @@ static void *mux_main(void *arg)
 		pthread_mutex_unlock(&a->mu);
 
 		run_batch(a, v, n, batch);
+		last = n;
 
 		pthread_mutex_lock(&a->mu);
 		a->in_flight = false;

@@ -94,6 +94,11 @@ uint64_t mbx_lost_ms(void);
 int mbx_guest_call(struct mbx_run *r, const struct mb_buf *script,
 		   long timeout_ms, bool retry, struct mbx_report *rep,
 		   bool *reached, struct mb_err *err);
+/* The same for a poll that waits up to wait_ms on the guest: its budget
+ * (mbx_lost_ms) counts from the end of that wait. */
+int mbx_guest_poll_call(struct mbx_run *r, const struct mb_buf *script,
+			long timeout_ms, unsigned wait_ms, struct mbx_report *rep,
+			struct mb_err *err);
 
 /* The launch: mbx_guest_call (retried, MBX_LAUNCH_TIMEOUT_MS) that also
  * hands the login shell's exported variables to the script (MBX_ENV, see
@@ -111,6 +116,9 @@ int mbx_deliver(struct mbx_run *r, struct mbx_sink *s, uint64_t *off,
 void mbx_contact(struct mbx_exec_state *st);
 /* The main thread waits for an answer from now (unless it already did). */
 void mbx_waiting(struct mbx_exec_state *st);
+/* The same for a request that waits up to ms on the guest before it
+ * answers: the silence counts from then. */
+void mbx_waiting_for(struct mbx_exec_state *st, unsigned ms);
 /* The watchdog gave up on the sandbox (every request was cancelled). */
 bool mbx_lost(struct mbx_exec_state *st);
 /* When mbexec gave up on the sandbox (the run was abandoned, pump.h, or

@@ -205,7 +205,8 @@ def test_a_waiting_command_costs_under_half_a_percent_of_a_guest_cpu(service, co
     def cost(args):
         before = guest_cpu_ms(service, container)
         p = mbx(service, args, cwd, timeout=120)
-        assert p.returncode == 0, p.stderr
+        # a long wait on the guest is not taken for a silent sandbox
+        assert p.returncode == 0 and p.stderr == b"", p.stderr
         return guest_cpu_ms(service, container) - before
 
     cost(["true"])      # a supervisor runs already

@@ -16,8 +16,8 @@
 #
 # It reads one line at a time from the FIFO BASE/ctl-VERSION: a run directory
 # to start (run.sh starts a run at most once, however often it is asked) or
-# `t N` from the ticker, every N seconds: 5, or 1 while a run's watchdog is
-# shorter than 20 s (tests), so that a waiting guest wakes rarely. Each tick
+# `t N` from the ticker, every N seconds: 5, or 1 while a run's watchdog (or
+# KEEP) is shorter than 20 s (tests), so that a waiting guest wakes rarely. Each tick
 # counts, for every running run, the seconds since its client last showed a
 # sign of life (idle: reset by every poll) and the seconds left before its
 # guard (guard: a deadline the client asked for); it ends the command's
@@ -136,7 +136,7 @@ while read -r line <&3; do
 		done
 		if [ $busy = 1 ]; then idle=0; else idle=$((idle + s)); fi
 		n=5
-		[ "$short" -lt 20 ] && n=1
+		[ "$short" -lt 20 ] || [ "$KEEP" -lt 20 ] && n=1
 		if [ "$n" != "$per" ]; then
 			per=$n
 			echo "$per" >"tick-$V"
