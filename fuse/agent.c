@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/agent.h"
@@ -22,8 +23,16 @@
 /* Raw output bytes all the reports of one exec may carry: base64 of it
  * and the headers stay under the 1 MiB output cap of an exec. */
 #define MUX_REPORT_BUDGET (600u * 1024)
-#define MUX_WAIT_MAX_MS 1000u
-#define MUX_TIMEOUT_MS 20000L
+/* The guest's wait blocks and wakes on any run's news, and on a nudge: a
+ * request that arrives while a poll waits appends to that poll's file
+ * MUX_NUDGE_FMT (token: pid-batch) so that the poll ends and the next one
+ * takes it in. The directory is mbexec's run base (shim/guest.h). */
+#define MUX_WAIT_MAX_MS 15000u
+#define MUX_TIMEOUT_MS 30000L
+#define MUX_NUDGE_DIR "/tmp/.mbexec"
+#define MUX_NUDGE_FMT MUX_NUDGE_DIR "/.n.%ld-%lu"
+/* After a batch of several, the next one waits this long for its clients. */
+#define MUX_GATHER_MS 50L
 #define MUX_CONNS_MAX 256
 
 struct mux_req {
@@ -47,6 +56,8 @@ struct mbfs_agent {
 	/* protected by mu: */
 	struct mux_req *head, **tail;
 	bool stopping;
+	unsigned long batch;        /* the number of the batch in flight */
+	bool in_flight, nudged;     /* a batch waits on the guest; it was nudged */
 	int conns[MUX_CONNS_MAX];   /* open connection fds, -1 free */
 	int nconns;
 };
@@ -63,7 +74,8 @@ static const char *field(const cJSON *o, const char *key)
 /* Build the batch's script: the prelude (the same for all of them), the
  * setups, the wait (mux.sh) for any client's ready test, then every report
  * between markers. */
-static int build(struct mux_req **v, size_t n, unsigned wait_ms, struct mb_buf *b)
+static int build(struct mux_req **v, size_t n, unsigned wait_ms,
+		 unsigned long batch, struct mb_buf *b)
 {
 	size_t i;
 	int r = mb_buf_appendf(b, "%s\n", field(v[0]->msg, "prelude"));
@@ -74,6 +86,7 @@ static int build(struct mux_req **v, size_t n, unsigned wait_ms, struct mb_buf *
 	r = r ? r : mb_buf_appends(b, "\n}\n");
 	for (i = 0; i < n && !r; i++)
 		r = mb_buf_appendf(b, "%s\n", field(v[i]->msg, "setup"));
+	r = r ? r : mb_buf_appendf(b, "NF=" MUX_NUDGE_FMT "\n", (long)getpid(), batch);
 	r = r ? r : mb_buf_appendf(b, "set -- %u.%03u %u\n%s\nMUXCAP=%zu\n",
 				   wait_ms / 1000, wait_ms % 1000, 2 * wait_ms / 50 + 1,
 				   mbfs_sh_mux, MUX_REPORT_BUDGET / n);
@@ -111,7 +124,8 @@ static void split(struct mux_req **v, size_t n, const char *out)
 	}
 }
 
-static void run_batch(struct mbfs_agent *a, struct mux_req **v, size_t n)
+static void run_batch(struct mbfs_agent *a, struct mux_req **v, size_t n,
+		      unsigned long batch)
 {
 	struct mb_exec_result res;
 	unsigned wait_ms = MUX_WAIT_MAX_MS;
@@ -126,7 +140,7 @@ static void run_batch(struct mbfs_agent *a, struct mux_req **v, size_t n)
 	mb_buf_init(&b, 4u << 20);
 	mb_err_clear(&err);
 	memset(&res, 0, sizeof(res));
-	rc = build(v, n, wait_ms, &b);
+	rc = build(v, n, wait_ms, batch, &b);
 	if (rc)
 		rc = mb_err_set(&err, -rc, "cannot build a shared poll");
 	else
@@ -147,16 +161,41 @@ static void run_batch(struct mbfs_agent *a, struct mux_req **v, size_t n)
 	       rc ? err.msg : "ok");
 }
 
+static size_t queued(const struct mbfs_agent *a)
+{
+	size_t n = 0;
+
+	for (const struct mux_req *q = a->head; q; q = q->next)
+		n++;
+	return n;
+}
+
 static void *mux_main(void *arg)
 {
 	struct mbfs_agent *a = arg;
 	struct mux_req *v[MUX_MAX];
-	size_t n, i;
+	size_t n, i, last = 0;
 
 	for (;;) {
 		pthread_mutex_lock(&a->mu);
 		while (!a->head && !a->stopping)
 			pthread_cond_wait(&a->work, &a->mu);
+		/* the clients of the last batch ask again at once: wait for
+		 * them a little, or the first would start a batch that the
+		 * others then nudge to an end */
+		if (last > 1 && !a->stopping) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += MUX_GATHER_MS * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			while (queued(a) < last && !a->stopping &&
+			       pthread_cond_timedwait(&a->work, &a->mu, &ts) == 0)
+				;
+		}
 		if (a->stopping && !a->head) {
 			pthread_mutex_unlock(&a->mu);
 			return NULL;
@@ -178,11 +217,17 @@ static void *mux_main(void *arg)
 		a->tail = &a->head;
 		while (*a->tail)
 			a->tail = &(*a->tail)->next;
+		a->batch++;
+		a->in_flight = true;
+		a->nudged = false;
+		unsigned long batch = a->batch;
 		pthread_mutex_unlock(&a->mu);
 
-		run_batch(a, v, n);
+		run_batch(a, v, n, batch);
+		last = n;
 
 		pthread_mutex_lock(&a->mu);
+		a->in_flight = false;
 		for (i = 0; i < n; i++)
 			v[i]->done = true;
 		pthread_cond_broadcast(&a->answered);
@@ -214,6 +259,24 @@ static int answer(int fd, const struct mux_req *q)
 	return r;
 }
 
+/* End the wait of the batch in flight (mux.sh's NF), so that the next one
+ * takes in a new request at once. A private base only (lib.sh's base_ok). */
+static void nudge(struct mbfs_agent *a, unsigned long batch)
+{
+	struct mb_exec_result res;
+	struct mb_err err;
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "B=%s; [ ! -L \"$B\" ] && [ -d \"$B\" ] && "
+		 "[ -O \"$B\" ] && echo >>" MUX_NUDGE_FMT, MUX_NUDGE_DIR,
+		 (long)getpid(), batch);
+	memset(&res, 0, sizeof(res));
+	mb_err_clear(&err);
+	if (mbfs_exec(a->fs, cmd, 10000L, &res, &err))
+		mb_log(MB_LOG_DEBUG, "cannot nudge the shared poll: %s", err.msg);
+	mb_exec_result_release(&res);
+}
+
 /* Queue one request and wait for its answer. */
 static void serve_one(struct mbfs_agent *a, struct mux_req *q)
 {
@@ -225,6 +288,14 @@ static void serve_one(struct mbfs_agent *a, struct mux_req *q)
 		*a->tail = q;
 		a->tail = &q->next;
 		pthread_cond_signal(&a->work);
+		if (a->in_flight && !a->nudged) {
+			unsigned long batch = a->batch;
+
+			a->nudged = true;
+			pthread_mutex_unlock(&a->mu);
+			nudge(a, batch);
+			pthread_mutex_lock(&a->mu);
+		}
 	}
 	while (!q->done)
 		pthread_cond_wait(&a->answered, &a->mu);

@@ -127,7 +127,7 @@ static int guest_call_loop(struct mbx_run *r, const struct mb_buf *line,
  * the launch keeps the login shell's exported variables, as text, for the
  * user's command (run.sh). */
 static int guest_call(struct mbx_run *r, const struct mb_buf *script,
-		      unsigned flags, long timeout_ms, bool retry,
+		      unsigned flags, long timeout_ms, unsigned wait_ms, bool retry,
 		      struct mbx_report *rep, bool *reached, struct mb_err *err)
 {
 	struct mb_buf line;
@@ -141,7 +141,7 @@ static int guest_call(struct mbx_run *r, const struct mb_buf *script,
 	/* no attempt outlives the budget: a service that holds a request
 	 * open would otherwise hold it for the whole exec timeout (a second
 	 * more: where the watchdog counts, it gives up first, and says why) */
-	uint64_t prev = mb_op_narrow(mb_now_ms() + mbx_lost_ms() + 1000);
+	uint64_t prev = mb_op_narrow(mb_now_ms() + wait_ms + mbx_lost_ms() + 1000);
 
 	e = guest_call_loop(r, &line, timeout_ms, retry, rep, reached, err);
 	mb_op_deadline(prev);
@@ -153,13 +153,20 @@ int mbx_guest_call(struct mbx_run *r, const struct mb_buf *script,
 		   long timeout_ms, bool retry, struct mbx_report *rep,
 		   bool *reached, struct mb_err *err)
 {
-	return guest_call(r, script, 0, timeout_ms, retry, rep, reached, err);
+	return guest_call(r, script, 0, timeout_ms, 0, retry, rep, reached, err);
+}
+
+int mbx_guest_poll_call(struct mbx_run *r, const struct mb_buf *script,
+			long timeout_ms, unsigned wait_ms, struct mbx_report *rep,
+			struct mb_err *err)
+{
+	return guest_call(r, script, 0, timeout_ms, wait_ms, true, rep, NULL, err);
 }
 
 int mbx_guest_launch_call(struct mbx_run *r, const struct mb_buf *script,
 			  struct mbx_report *rep, bool *reached, struct mb_err *err)
 {
-	return guest_call(r, script, MB_EXEC_KEEP_ENV, MBX_LAUNCH_TIMEOUT_MS,
+	return guest_call(r, script, MB_EXEC_KEEP_ENV, MBX_LAUNCH_TIMEOUT_MS, 0,
 			  true, rep, reached, err);
 }
 
@@ -200,9 +207,14 @@ void mbx_contact(struct mbx_exec_state *st)
 
 void mbx_waiting(struct mbx_exec_state *st)
 {
+	mbx_waiting_for(st, 0);
+}
+
+void mbx_waiting_for(struct mbx_exec_state *st, unsigned ms)
+{
 	pthread_mutex_lock(&st->hb_mu);
 	if (!st->waiting_since)
-		st->waiting_since = mb_now_ms();
+		st->waiting_since = mb_now_ms() + ms;
 	pthread_mutex_unlock(&st->hb_mu);
 }
 
@@ -336,7 +348,8 @@ static void say_silent(struct mbx_exec_state *st, bool launched, uint64_t quiet)
 }
 
 /* Counts the silence while mbexec waits for an answer: a poll answers
- * within about a second (its guest wait), so MBX_SILENT_MS of nothing is
+ * within its guest wait (counted from its end, mbx_waiting_for), so
+ * MBX_SILENT_MS of nothing beyond it is
  * a service or a network that stopped, said at once; mbx_lost_ms() of it
  * ends the run. Separate from the heartbeat, which may itself be waiting. */
 static void *watch_main(void *arg)
@@ -355,7 +368,8 @@ static void *watch_main(void *arg)
 			ts.tv_nsec -= 1000000000L;
 		}
 		pthread_cond_timedwait(&st->hb_cv, &st->hb_mu, &ts);
-		if (st->hb_stop || !st->waiting_since)
+		if (st->hb_stop || !st->waiting_since ||
+		    mb_now_ms() < st->waiting_since)
 			continue;
 		quiet = mb_now_ms() - st->waiting_since;
 		say = !st->told_silent && quiet >= MBX_SILENT_MS && quiet < lost_ms;

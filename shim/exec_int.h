@@ -15,9 +15,14 @@
 #include "shim/mbexec.h"
 
 #define MBX_LAUNCH_TIMEOUT_MS 20000
-#define MBX_POLL_TIMEOUT_MS 20000
+#define MBX_POLL_TIMEOUT_MS 30000
 #define MBX_SIGNAL_TIMEOUT_MS 15000
-#define MBX_POLL_WAIT_MS 1000       /* guest long-poll */
+/* The guest long-poll's bound: it blocks (lib.sh, wait_any) and wakes at
+ * once on output or the end, so a longer one costs nothing but an operation
+ * of the sandbox's 4 held (one per mount when polls share the mount's);
+ * at most a fifth of the watchdog's patience, as it counts from the poll's
+ * start. */
+#define MBX_POLL_WAIT_MS 15000
 #define MBX_LAUNCH_WAIT_SHARED_MS 300 /* the launch's wait with a mount's
                                          shared polls to go on with */
 #define MBX_LOST_S 60               /* no answer this long: give up (255) */
@@ -89,6 +94,11 @@ uint64_t mbx_lost_ms(void);
 int mbx_guest_call(struct mbx_run *r, const struct mb_buf *script,
 		   long timeout_ms, bool retry, struct mbx_report *rep,
 		   bool *reached, struct mb_err *err);
+/* The same for a poll that waits up to wait_ms on the guest: its budget
+ * (mbx_lost_ms) counts from the end of that wait. */
+int mbx_guest_poll_call(struct mbx_run *r, const struct mb_buf *script,
+			long timeout_ms, unsigned wait_ms, struct mbx_report *rep,
+			struct mb_err *err);
 
 /* The launch: mbx_guest_call (retried, MBX_LAUNCH_TIMEOUT_MS) that also
  * hands the login shell's exported variables to the script (MBX_ENV, see
@@ -106,6 +116,9 @@ int mbx_deliver(struct mbx_run *r, struct mbx_sink *s, uint64_t *off,
 void mbx_contact(struct mbx_exec_state *st);
 /* The main thread waits for an answer from now (unless it already did). */
 void mbx_waiting(struct mbx_exec_state *st);
+/* The same for a request that waits up to ms on the guest before it
+ * answers: the silence counts from then. */
+void mbx_waiting_for(struct mbx_exec_state *st, unsigned ms);
 /* The watchdog gave up on the sandbox (every request was cancelled). */
 bool mbx_lost(struct mbx_exec_state *st);
 /* When mbexec gave up on the sandbox (the run was abandoned, pump.h, or

@@ -385,7 +385,7 @@ static int poll_once(struct mbx_run *r, struct mbx_exec_state *st,
 {
 	int e = -ENOTCONN;
 
-	mbx_waiting(st);
+	mbx_waiting_for(st, wait);
 	if (wait && !st->mux_off) {
 		e = mbx_mux_poll(r, &st->mux_fd, st->run_id, st->out_off,
 				 st->err_off, mbx_uploader_waiting(st->up),
@@ -396,7 +396,7 @@ static int poll_once(struct mbx_run *r, struct mbx_exec_state *st,
 			e = -ENOTCONN;
 	}
 	if (e == -ENOTCONN)
-		e = mbx_guest_call(r, b, MBX_POLL_TIMEOUT_MS, true, rep, NULL, err);
+		e = mbx_guest_poll_call(r, b, MBX_POLL_TIMEOUT_MS, wait, rep, err);
 	if (e == 0)
 		mbx_contact(st);
 	return e;
@@ -458,6 +458,8 @@ static int exec_wait(struct mbx_run *r)
 			}
 		}
 		wait = st->done ? 0 : MBX_POLL_WAIT_MS;
+		if (wait > mbx_orphan_seconds() * 200u)
+			wait = mbx_orphan_seconds() * 200u;
 		if (r->deadline_ms && !r->timed_out && r->deadline_ms - now < wait)
 			wait = (unsigned)(r->deadline_ms - now);
 		mb_buf_reset(&b);

@@ -1,7 +1,7 @@
 /* strat_managed.c: the "managed" strategy: one managed execution.
  *
- * Used for -t (a PTY with the local window size, raw local terminal) and
- * -i from a terminal, or when forced with --mode managed. Output comes from
+ * Used only when asked for with --mode managed (-t and -i use the exec
+ * strategy, which has a pty too and no history limit). Output comes from
  * the SSE stream (mb_job_follow); stdin is POSTed in chunks of at most
  * 64 KiB by a thread, EOF is a DELETE. A running job takes one of the
  * container's 4 operation slots on the service, so a limiter slot is held
@@ -30,6 +30,10 @@
 
 #define START_WAIT_MS 30000   /* for the job to leave "starting" */
 
+/* The service's cap on a managed execution's output, stdout and stderr
+ * together (contract: output_limit). */
+#define MBX_MANAGED_OUTPUT_CAP (1024ull * 1024)
+
 struct managed_state {
 	char key[33];                 /* Idempotency-Key */
 	char eid[40];
@@ -43,6 +47,8 @@ struct managed_state {
 	bool canceled;                /* we canceled (timeout / terminate) */
 	int sent_signal;              /* the last SIGINT/SIGTERM we sent */
 	bool broken_pipe;
+	unsigned long long out_bytes; /* output received: stdout + stderr */
+	unsigned long events;         /* output events received */
 };
 
 /* ---- the history-limit message ---- */
@@ -69,7 +75,7 @@ static void history_full(struct mbx_run *r)
 	if (!first) {
 		mbx_error("the sandbox already keeps %d managed executions (its "
 			  "limit per hour); the next slot frees up within the hour. "
-			  "Run without -t/-i/--mode managed to avoid the limit; the "
+			  "Run without --mode managed to avoid the limit; the "
 			  "command did not start", MB_MAX_RETAINED_JOBS);
 		return;
 	}
@@ -84,7 +90,7 @@ static void history_full(struct mbx_run *r)
 		mins = 60;
 	mbx_error("the sandbox already keeps %d managed executions (its limit "
 		  "per hour); the next slot frees up at %s (in %lld min). Run "
-		  "without -t/-i/--mode managed to avoid the limit; the command "
+		  "without --mode managed to avoid the limit; the command "
 		  "did not start", MB_MAX_RETAINED_JOBS, when,
 		  mins);
 }
@@ -263,7 +269,7 @@ static int managed_start(struct mbx_run *r)
 	}
 	if (strlen(cmd) > MB_MAX_COMMAND_BYTES) {
 		mbx_error("the command is too long for a managed execution (%zu "
-			  "bytes, at most %u); run it without -t/-i/--mode managed",
+			  "bytes, at most %u); run it without --mode managed",
 			  strlen(cmd), MB_MAX_COMMAND_BYTES);
 		ret = MBX_EXIT_USAGE;
 		goto out;
@@ -338,6 +344,10 @@ static int on_event(const struct mb_job_event *ev, void *ud)
 	struct mbx_run *r = ud;
 	struct managed_state *st = r->priv;
 
+	if (ev->kind == MB_JOB_EV_STDOUT || ev->kind == MB_JOB_EV_STDERR) {
+		st->out_bytes += ev->len;
+		st->events++;
+	}
 	switch (ev->kind) {
 	case MB_JOB_EV_STDOUT:
 		if (mbx_sink_write(&r->out, ev->data, ev->len) == -EPIPE &&
@@ -411,9 +421,20 @@ static int managed_wait(struct mbx_run *r)
 	} else if (!strcmp(fin.status, "canceled") &&
 		   (st->canceled || r->timed_out || by)) {
 		r->status = st->broken_pipe ? 128 + SIGPIPE : 128 + SIGKILL;
+	} else if (!strcmp(fin.status, "output_limit") &&
+		   st->out_bytes < MBX_MANAGED_OUTPUT_CAP) {
+		/* a runtime that makes an event of every write stops a job
+		 * after ~510 of them, however little they hold */
+		mbx_error("the service stopped the command after %lu writes of "
+			  "output (%llu bytes), its limit on output events for a "
+			  "managed execution; run it without --mode managed, "
+			  "which has no such limit (execution %s)", st->events,
+			  st->out_bytes, st->eid);
+		return MBX_EXIT_FAIL;
 	} else if (!strcmp(fin.status, "output_limit")) {
 		mbx_error("the command wrote more than 1 MiB, the service's limit "
-			  "for a managed execution, and was stopped (execution %s)",
+			  "for a managed execution, and was stopped; run it without "
+			  "--mode managed, which has no such limit (execution %s)",
 			  st->eid);
 		return MBX_EXIT_FAIL;
 	} else {

@@ -42,6 +42,9 @@ def parse_args(argv):
     p.add_argument("--retention-ms", type=int, default=0, help="override the 1 h execution retention")
     p.add_argument("--stream-ms", type=int, default=0, help="override the 30 s SSE rotation")
     p.add_argument("--log-level", default=os.environ.get("MBSVC_LOG", "INFO"))
+    p.add_argument("--enforce-sizes", action="store_true",
+                   help="hold each container to its size's CPU share and memory (cgroups; default: "
+                        "the host's, so that CI is not throttled)")
     p.add_argument("--exports", action="store_true",
                    help="print the URL and the key as two shell export lines (make serve)")
     g = p.add_argument_group("deviations from the hosted runtime (for tests that need them)")

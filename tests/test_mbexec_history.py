@@ -36,6 +36,8 @@ def test_history_limit_message_and_exec_mode_still_works(service, container):
         assert m, err
         assert 55 <= int(m.group(2)) <= 60, err
         assert "did not start" in err
+        # -t and -i no longer use managed executions
+        assert "without --mode managed" in err and "-t/-i" not in err, err
         # the default strategy does not use the history
         jobs = jobs_created(service)
         p = mbx(service, ["sh", "-c", "echo fine"], d)

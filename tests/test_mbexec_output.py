@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from test_mbexec_helpers import MiB, mbx, module_mount, popen, sh, unique
+from test_mbexec_helpers import MiB, fake_mount, mbx, module_mount, popen, sh, unique
 
 EXEC = "POST /containers/exec"
 
@@ -179,3 +179,39 @@ def test_stall_beyond_the_watchdog_ends_the_command(service, mnt):
     rc, out, err = stalled(service, mnt, orphan=4, stall_s=9)
     assert rc == 128 + 1, err
     assert out == b""
+
+
+# ---- guest CPU ----
+
+def guest_cpu_ms(service, ident):
+    doc = service.stats()
+    cpu = doc.get("guestCpuMs", {}).get(ident["id"])
+    if cpu is None:
+        pytest.skip("the local service counts guest CPU only in isolated mode (root and unshare)")
+    return cpu
+
+
+@pytest.mark.parametrize("through", ["mount", "direct"])
+def test_a_waiting_command_costs_under_half_a_percent_of_a_guest_cpu(service, container, mnt,
+                                                                      through):
+    # the guest's CPU seconds (its processes' own and reaped children's,
+    # counted by the service), not wall time: what mbexec's machinery (and
+    # the mount's) costs the guest while a command waits 30 s, beyond what
+    # the same command costs when it ends at once
+    cwd = mnt.mountpoint
+    if through == "direct":
+        cwd = fake_mount(service, container)
+
+    def cost(args):
+        before = guest_cpu_ms(service, container)
+        p = mbx(service, args, cwd, timeout=120)
+        # a long wait on the guest is not taken for a silent sandbox
+        assert p.returncode == 0 and p.stderr == b"", p.stderr
+        return guest_cpu_ms(service, container) - before
+
+    cost(["true"])      # a supervisor runs already
+    short = cost(["sleep", "0"])
+    used = cost(["sleep", "30"]) - short
+    print("guest CPU (%s): `mbexec sleep 0` %d ms; 30 s of waiting %d ms (%.2f %%)"
+          % (through, short, used, used / 300.0))
+    assert used < 150, "%d ms of guest CPU in 30 s of waiting" % used

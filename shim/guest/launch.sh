@@ -44,6 +44,7 @@ if mkdir -m 700 "$R" 2>/dev/null; then
 		fi
 		: >"$R/out"
 		: >"$R/err"
+		: >"$R/ev"
 		case $2 in
 		embed) printf %s "$IN" | base64 -d >"$R/in" ;;
 		stream | pty) mkfifo "$R/fifo" ;;

@@ -119,23 +119,28 @@ alive() {
 
 # poll_setup R OO EO IPOS RECORD: before a poll of run R from offsets OO/EO
 # (INPOS: stdin chunks known consumed, -1: not waiting for stdin): renew
-# it, keep OO EO for --attach and as read (ack) when RECORD is 1, and mark now, or flag it
-# ready (.rdy) when something is new already. One stat per run.
+# it, keep OO EO for --attach and as read (ack) when RECORD is 1, and note
+# it for wait_any (WL: "R OO EO EV" per run, EV the size of R/ev), or flag
+# it ready (.rdy) when something is new already. One stat per run. R/ev is
+# measured before rc and in.pos are looked at: run.sh and the feeder write
+# those first and then append to ev, so an event after the look shows in ev.
 poll_setup() {
 	R=$1
 	base_ok || return 0
 	# seen: where --attach starts; ack: what run.sh's pumps may drop
 	[ "$5" = 1 ] && [ -d "$R" ] && echo "$2 $3" >"$R/seen" && echo "$2 $3" >"$R/ack"
 	alive
-	rm -f "$R/.rdy" 2>/dev/null
-	if [ -d "$R" ] && [ ! -s "$R/rc" ] && [ ! -s "$R/result" ]; then
+	[ -e "$R/.rdy" ] && rm -f "$R/.rdy" 2>/dev/null
+	[ -d "$R" ] || return 0
+	# shellcheck disable=SC2046 # three numbers
+	set -- "$2" "$3" "$4" $(stat -c %s "$R/out" "$R/err" "$R/ev" 2>/dev/null)
+	if [ ! -s "$R/rc" ] && [ ! -s "$R/result" ]; then
 		p=0
 		[ -s "$R/in.pos" ] && read -r p <"$R/in.pos"
-		# shellcheck disable=SC2046 # two numbers
-		set -- "$2" "$3" "$4" "$p" $(stat -c %s "$R/out" "$R/err" 2>/dev/null)
-		if [ "${5:-0}" -le "$1" ] && [ "${6:-0}" -le "$2" ] &&
-			{ [ "$3" -lt 0 ] || [ "$4" = "$3" ]; }; then
+		if [ "${4:-0}" -le "$1" ] && [ "${5:-0}" -le "$2" ] &&
+			{ [ "$3" -lt 0 ] || [ "$p" = "$3" ]; }; then
 			: >"$R/.mark"
+			WL="${WL:-} $R $1 $2 ${6:-0}"
 			return 0
 		fi
 		: >"$R/.rdy"
@@ -152,9 +157,55 @@ poll_ready() {
 		{ [ "$2" -ge 0 ] && [ "$1/in.pos" -nt "$1/.mark" ]; }
 }
 
+# wait_any WAIT STEPS CMD...: block until a run noted by poll_setup (WL)
+# has output beyond its offsets or an event (R/ev grew: its end, stdin
+# consumed), or the nudge file NF (when set: a mount whose shared poll has
+# a new client) was written, or WAIT seconds passed. Nothing runs while
+# nothing happens: a `tail -f` per file (inotify) writes into a pipe of this
+# shell's, and one read of it waits, bounded by timeout(1); every helper is
+# killed and waited for (the guest's PID 1 never reaps). CMD is for the
+# fallback (no timeout(1) or mkfifo): checked every 50 ms, at most STEPS times.
+wait_any() {
+	case $1 in 0 | 0.000) return 0 ;; esac
+	[ -n "${WL:-}${NF:-}" ] || return 0
+	f="$B/.w.$$"
+	if ! command -v timeout >/dev/null 2>&1 || ! mkfifo -m 600 "$f" 2>/dev/null; then
+		wait_until "$@"
+		return 0
+	fi
+	exec 7<>"$f"
+	rm -f "$f"
+	ws=
+	if [ -n "${NF:-}" ]; then
+		[ -e "$NF" ] || : >"$NF"
+		tail -c +1 -f "$NF" >&7 2>/dev/null &
+		ws=$!
+	fi
+	w=$1
+	# shellcheck disable=SC2086 # words: R OO EO EV per run
+	set -- ${WL:-}
+	while [ $# -ge 4 ]; do
+		tail -c +$(($2 + 1)) -f "$1/out" >&7 2>/dev/null &
+		ws="$ws $!"
+		tail -c +$(($3 + 1)) -f "$1/err" >&7 2>/dev/null &
+		ws="$ws $!"
+		tail -c +$(($4 + 1)) -f "$1/ev" >&7 2>/dev/null &
+		ws="$ws $!"
+		shift 4
+	done
+	timeout "$w" dd bs=1 count=1 of=/dev/null <&7 2>/dev/null
+	# shellcheck disable=SC2086 # pids
+	kill $ws 2>/dev/null
+	# shellcheck disable=SC2086 # pids
+	wait $ws 2>/dev/null
+	exec 7<&-
+	[ -n "${NF:-}" ] && rm -f "$NF"
+	return 0
+}
+
 # wait_until WAIT STEPS CMD...: until CMD succeeds, checking every 50 ms,
 # at most STEPS times and WAIT seconds of wall clock (a timer sleep, waited
-# for: nothing is left behind).
+# for: nothing is left behind). wait_any's fallback.
 wait_until() {
 	w=$1
 	n=$2

@@ -16,5 +16,5 @@ if [ "$oo" = seen ]; then
 	read -r oo eo <"$R/seen" 2>/dev/null || { oo=0; eo=0; }
 fi
 poll_setup "$R" "$oo" "$eo" "$3" "${6:-0}"
-wait_until "$4" "$5" poll_ready "$R" "$3"
+poll_ready "$R" "$3" || wait_any "$4" "$5" poll_ready "$R" "$3"
 rep "$oo" "$eo"

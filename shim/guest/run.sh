@@ -121,6 +121,7 @@ feed() {
 			rm -f "$@"
 			i=$j
 			echo "$i" >in.pos.t && mv -f in.pos.t in.pos
+			echo >>ev
 		elif [ -f in.eof ] && read -r n <in.eof && [ "$i" -ge "$n" ]; then
 			exit 0
 		elif [ -s main ]; then
@@ -190,6 +191,8 @@ if [ -n "$po" ]; then
 	rm -f out.p err.p
 fi
 echo "$rc" >rc
+# a waiting poll wakes (lib.sh, wait_any)
+echo >>ev
 w=
 read -r w <waiter 2>/dev/null && [ -n "$w" ] && kill -USR1 "$w" 2>/dev/null
 exit 0

@@ -16,11 +16,13 @@
 #
 # It reads one line at a time from the FIFO BASE/ctl-VERSION: a run directory
 # to start (run.sh starts a run at most once, however often it is asked) or
-# `t` from the ticker, about once a second. Each tick counts, for every
-# running run, the seconds since its client last showed a sign of life
-# (idle: reset by every poll) and the seconds left before its guard (guard:
-# a deadline the client asked for); it ends the command's process group when
-# either runs out. Writing `exit` to the FIFO stops the supervisor.
+# `t N` from the ticker, every N seconds: 5, or 1 while a run's watchdog (or
+# KEEP) is shorter than 20 s (tests), so that a waiting guest wakes rarely. Each tick
+# counts, for every running run, the seconds since its client last showed a
+# sign of life (idle: reset by every poll) and the seconds left before its
+# guard (guard: a deadline the client asked for); it ends the command's
+# process group when either runs out. Writing `exit` to the FIFO stops the
+# supervisor.
 # shellcheck disable=SC3013 # dash (and bash) have test -ot
 B=$1
 V=$2
@@ -45,22 +47,36 @@ fi
 
 # The ticker stops by itself once the stop file exists, so that it can be
 # waited for (killing it would orphan its sleep).
-(while [ ! -e "$stop" ]; do sleep 1; echo t; done) >&3 2>/dev/null 9>&- &
+# It reads its period from tick-VERSION, which the ticks below keep.
+echo 1 >"tick-$V"
+(while [ ! -e "$stop" ]; do
+	p=1
+	read -r p <"tick-$V"
+	sleep "$p"
+	echo "t $p"
+done) >&3 2>/dev/null 9>&- &
 
-# enforce DIR: one tick of the run in DIR (its command runs: pgid, no rc)
+# enforce DIR S: a tick of S seconds for the run in DIR (its command runs:
+# pgid, no rc); the shortest watchdog seen goes to short
 enforce() {
 	d=$1
 	p=
 	read -r p <"$d/pgid" 2>/dev/null || return 0
 	[ -n "$p" ] || return 0
-	n=0
-	read -r n <"$d/idle" 2>/dev/null
-	n=$((n + 1))
-	echo "$n" >"$d/idle"
 	o=900
 	read -r o <"$d/orphan" 2>/dev/null
+	[ "$o" -lt "$short" ] && short=$o
+	# a tick counts at most a quarter of the watchdog: the first one of a
+	# run with a short watchdog may be a long one
+	i=$2
+	[ "$i" -gt $((o / 4)) ] && i=$((o / 4))
+	[ "$i" -lt 1 ] && i=1
+	n=0
+	read -r n <"$d/idle" 2>/dev/null
+	n=$((n + i))
+	echo "$n" >"$d/idle"
 	# the client is gone: end it as a dropped ssh session would
-	if [ "$n" -eq "$o" ]; then
+	if [ "$n" -ge "$o" ] && [ $((n - i)) -lt "$o" ]; then
 		kill -HUP -"$p" 2>/dev/null
 		kill -TERM -"$p" 2>/dev/null
 	elif [ "$n" -ge $((o + 5)) ]; then
@@ -69,7 +85,8 @@ enforce() {
 	g=0
 	read -r g <"$d/guard" 2>/dev/null
 	if [ "$g" -gt 0 ]; then
-		g=$((g - 1))
+		g=$((g - $2))
+		[ "$g" -lt 0 ] && g=0
 		echo "$g" >"$d/guard"
 		[ "$g" -eq 0 ] && kill -KILL -"$p" 2>/dev/null
 	fi
@@ -99,21 +116,35 @@ sweep() {
 }
 
 idle=0
-ticks=0
+secs=0
+per=1
 while read -r line <&3; do
 	case $line in
-	t)
-		ticks=$((ticks + 1))
+	t | t\ *)
+		s=${line#t}
+		s=${s# }
+		[ "${s:-1}" -ge 1 ] 2>/dev/null || s=1
+		secs=$((secs + s))
 		busy=0
+		short=20
 		for d in "$B"/*/; do
 			d=${d%/}
 			if [ -d "$d/started" ] && [ ! -s "$d/rc" ]; then
 				busy=1
-				enforce "$d"
+				enforce "$d" "$s"
 			fi
 		done
-		if [ $busy = 1 ]; then idle=0; else idle=$((idle + 1)); fi
-		[ $((ticks % KEEP)) -eq 0 ] && sweep
+		if [ $busy = 1 ]; then idle=0; else idle=$((idle + s)); fi
+		n=5
+		[ "$short" -lt 20 ] || [ "$KEEP" -lt 20 ] && n=1
+		if [ "$n" != "$per" ]; then
+			per=$n
+			echo "$per" >"tick-$V"
+		fi
+		if [ "$secs" -ge "$KEEP" ]; then
+			secs=0
+			sweep
+		fi
 		[ "$idle" -ge "$IDLE_TICKS" ] && break
 		;;
 	exit)

@@ -210,7 +210,8 @@ class Account:
                          job_renew_ms=self.job_renew_ms)
         spec = GuestSpec(workdir=config.IMAGE_WORKDIR[res.catalog], guest_uid=self.opts.guest_uid,
                          uid_base=config.UID_BASE + res.index * config.UID_RANGE,
-                         reaping_init=self.opts.reaping_init)
+                         reaping_init=self.opts.reaping_init,
+                         size=config.SIZES[res.size] if getattr(self.opts, "enforce_sizes", False) else None)
         gen.guest = Guest(root, self.isolated, res.internet, spec)
         try:
             gen.guest.start(config.BOOT_TIMEOUT_MS / 1000.0)

@@ -9,11 +9,14 @@ import logging
 import os
 import struct
 import shutil
+import secrets
+import shlex
 import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 
 from . import config, wire
 from .errors import GuestError
@@ -57,16 +60,88 @@ class GuestSpec:
     """What a guest looks like inside: its image's working directory, the user
     commands run as, the host uid range guest uids map to, and PID 1's policy."""
 
-    def __init__(self, workdir="/root", guest_uid=0, uid_base=config.UID_BASE, reaping_init=False):
+    def __init__(self, workdir="/root", guest_uid=0, uid_base=config.UID_BASE, reaping_init=False,
+                 size=None):
         self.workdir = workdir
         self.guest_uid = guest_uid
         self.uid_base = uid_base
         self.reaping_init = reaping_init
+        self.size = size          # a config.RESOURCES entry to enforce (--enforce-sizes), or None
 
     @property
     def home(self):
         # Root's home as in every catalog image; another user gets the working directory.
         return "/root" if self.guest_uid == 0 else self.workdir
+
+
+CGROUP = "/sys/fs/cgroup"
+CFS_PERIOD_US = 100000
+
+
+def cgroup_dirs(name):
+    """The cgroup directories to make for a guest called name, as
+    [(dir, {file: value-function})]: one of v2 (cpu.max, memory.max) or v1
+    (cpu.cfs_quota_us, memory.limit_in_bytes); [] when neither can be used."""
+    v2 = os.path.join(CGROUP, "cgroup.controllers")
+    if os.path.exists(v2):
+        with open(v2) as f:
+            have = f.read().split()
+        if "cpu" in have and "memory" in have:
+            return [(os.path.join(CGROUP, "mbsvc", name), "v2")]
+        return []
+    if os.path.isdir(os.path.join(CGROUP, "cpu")) and os.path.isdir(os.path.join(CGROUP, "memory")):
+        return [(os.path.join(CGROUP, "cpu", "mbsvc", name), "cpu1"),
+                (os.path.join(CGROUP, "memory", "mbsvc", name), "mem1")]
+    return []
+
+
+def cgroups_make(name, size):
+    """Make the guest's cgroups, limited to size's CPU share and memory;
+    returns their cgroup.procs files (the guest's first process joins them
+    before it execs), or raises OSError."""
+    quota = max(1000, int(size["cpuVcpu"] * CFS_PERIOD_US))
+    mem = size["memoryMiB"] * 1048576
+    dirs = cgroup_dirs(name)
+    if not dirs:
+        raise OSError("no cgroup cpu and memory controllers")
+    procs = []
+    for d, kind in dirs:
+        parent = os.path.dirname(d)
+        if kind == "v2" and not os.path.isdir(parent):
+            os.makedirs(parent)
+            with open(os.path.join(CGROUP, "cgroup.subtree_control"), "w") as f:
+                f.write("+cpu +memory")
+            with open(os.path.join(parent, "cgroup.subtree_control"), "w") as f:
+                f.write("+cpu +memory")
+        os.makedirs(d, exist_ok=True)
+        settings = {"v2": [("cpu.max", "%d %d" % (quota, CFS_PERIOD_US)), ("memory.max", str(mem)),
+                           ("memory.swap.max", "0")],
+                    "cpu1": [("cpu.cfs_period_us", str(CFS_PERIOD_US)), ("cpu.cfs_quota_us", str(quota))],
+                    "mem1": [("memory.limit_in_bytes", str(mem))]}[kind]
+        for fname, value in settings:
+            path = os.path.join(d, fname)
+            if fname == "memory.swap.max" and not os.path.exists(path):
+                continue
+            with open(path, "w") as f:
+                f.write(value)
+        procs.append(os.path.join(d, "cgroup.procs"))
+    return procs
+
+
+def cgroups_remove(name):
+    """Remove the guest's cgroups once its last process has left them (the
+    kernel ends a PID namespace's processes after its PID 1: give it 5 s)."""
+    for d, _ in cgroup_dirs(name):
+        for _ in range(100):
+            try:
+                os.rmdir(d)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.05)
+        else:
+            log.warning("cannot remove the cgroup %s", d)
 
 
 class Guest:
@@ -83,6 +158,7 @@ class Guest:
         self.ctrl = None
         self.life = None
         self.agent_pid = None
+        self.cgroup = None
         self.idle = []
         self.lock = threading.Lock()
         self.stopped = False
@@ -113,7 +189,15 @@ class Guest:
             cmd.append("--no-internet")
         if self.spec.reaping_init:
             cmd.append("--reaping-init")
-        return ["unshare"] + flags + ["--"] + cmd
+        argv = ["unshare"] + flags + ["--"] + cmd
+        if self.spec.size is not None:
+            # the first process joins the cgroups before it execs: every
+            # guest process is created inside them
+            self.cgroup = "g%d-%s" % (os.getpid(), secrets.token_hex(4))
+            procs = cgroups_make(self.cgroup, self.spec.size)
+            argv = ["/bin/sh", "-c", 'for f in %s; do echo $$ >"$f" || exit 1; done; exec "$@"'
+                    % " ".join(shlex.quote(p) for p in procs), "mbsvc-guest"] + argv
+        return argv
 
     def start(self, timeout):
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -169,6 +253,8 @@ class Guest:
                 self.proc.wait(5)
             except subprocess.TimeoutExpired:
                 log.warning("guest agent %s did not exit", self.proc.pid)
+        if self.cgroup:
+            cgroups_remove(self.cgroup)
 
     # --- connections ---
     def _connect(self):
@@ -253,3 +339,14 @@ class Guest:
         except GuestError:
             return None
         return res["result"]["zombies"] if res.get("_ok") else None
+
+    def usage(self):
+        """(zombies, guest CPU ms or None) as the agent counts them, or None
+        if the agent does not answer."""
+        try:
+            res, _ = self.call({"op": "zombies"}, timeout=10)
+        except GuestError:
+            return None
+        if not res.get("_ok"):
+            return None
+        return res["result"]["zombies"], res["result"].get("cpuMs")

@@ -13,10 +13,13 @@ def register(router, svc):
     def get_stats(req):
         doc = svc.stats.doc()
         doc["zombies"] = {}
+        doc["guestCpuMs"] = {}
         for gen in svc.account.running():
-            count = gen.guest.zombies() if gen.guest is not None else None
-            if count is not None:
-                doc["zombies"][gen.id] = count
+            u = gen.guest.usage() if gen.guest is not None else None
+            if u is not None:
+                doc["zombies"][gen.id] = u[0]
+                if u[1] is not None:
+                    doc["guestCpuMs"][gen.id] = u[1]
         return json_response(doc)
 
     def reset_stats(req):
