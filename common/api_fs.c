@@ -9,7 +9,11 @@
 #include "common/log.h"
 #include "common/util.h"
 
-#define LIST_RACE_TRIES 3   /* a 403 on a list page: asked up to this often */
+/* A 403 on a list page: an entry vanished between the listing and its
+ * stat (§9). Commands run as root, so a real refusal is rare; a churning
+ * directory can race several times in a row (3 tries let 2 listings in
+ * 800 through), so ask up to this often, within op_timeout. */
+#define LIST_RACE_TRIES 8
 #define LIST_MAX_OFFSET 1000000ul   /* the API's offset window (§4.6) */
 
 void mb_entry_release(struct mb_entry *e)
