@@ -115,3 +115,13 @@ bool mbfs_gone_below(struct mbfs_gone *g, const char *path)
 	pthread_mutex_unlock(&g->lock);
 	return gone;
 }
+
+bool mbfs_gone_at(struct mbfs_gone *g, const char *path, size_t len)
+{
+	if (!g || !atomic_load(&g->entries))
+		return false;
+	pthread_mutex_lock(&g->lock);
+	bool gone = *find(g, path, len) != NULL;
+	pthread_mutex_unlock(&g->lock);
+	return gone;
+}

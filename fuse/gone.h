@@ -7,6 +7,7 @@
 #define MBFS_GONE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 struct mbfs_gone;
 
@@ -20,5 +21,8 @@ void mbfs_gone_remove(struct mbfs_gone *g, const char *path);
 /* Is a removal of path, or of a directory above it, queued? Cheap when
  * none is. */
 bool mbfs_gone_below(struct mbfs_gone *g, const char *path);
+
+/* Is a removal of exactly the first len bytes of path queued? */
+bool mbfs_gone_at(struct mbfs_gone *g, const char *path, size_t len);
 
 #endif

@@ -1,5 +1,6 @@
 /* view.c: what a path shows through the mount (view.h). */
 #include <errno.h>
+#include <string.h>
 
 #include "fuse/batch.h"
 #include "fuse/cache.h"
@@ -10,10 +11,27 @@
 
 bool mbfs_view_gone(struct mbfs *fs, const char *path)
 {
+	if (!mbfs_gone_below(fs->gone, path))
+		return false;
+	/* the nearest word decides, from path up: a directory made here
+	 * again (newer than any removal of its name still queued) holds
+	 * what is in it; a removal of it or above hides path */
+	char p[MB_PATH_MAX];
 	struct stat st;
-	/* removed here (it or a directory above), unless made again since */
-	return mbfs_gone_below(fs->gone, path) &&
-	       mbfs_newdir_stat(fs->newdirs, path, &st) != 1;
+	size_t len = strlen(path);
+	if (len >= sizeof(p))
+		return false;
+	memcpy(p, path, len + 1);
+	while (len > 1) {
+		p[len] = '\0';
+		if (mbfs_newdir_stat(fs->newdirs, p, &st) == 1)
+			return false;
+		if (mbfs_gone_at(fs->gone, p, len))
+			return true;
+		while (len > 0 && p[--len] != '/')
+			;
+	}
+	return false;
 }
 
 int mbfs_view_getattr(struct mbfs *fs, const char *path, struct stat *st)

@@ -289,6 +289,11 @@ bool mbfs_wbq_remove(struct mbfs *fs, const char *path, bool dir,
 						   dir ? MBFS_WBDIR_RMDIR : MBFS_WBDIR_RM);
 		if (!e)
 			mbfs_gone_remove(fs->gone, path);
+		/* a mkdir of it still on its way: the view no longer shows
+		 * it as made here (the removal is newer), and its landing
+		 * tells the cache nothing (wbq_land.c) */
+		if (e && dir)
+			mbfs_newdir_remove(fs->newdirs, path);
 		if (e && base && !dir) {
 			e->base_known = true;
 			e->base_size = (uint64_t)base->st_size;

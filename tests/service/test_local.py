@@ -26,7 +26,8 @@ def test_stats_counts_and_reset(start_service):
     assert not any(k.startswith("GET /_local") for k in doc["requests"])
     api.delete("/_local/stats")
     assert api.get("/_local/stats").json() == {"requests": {}, "statuses": {}, "peakConcurrentOps": {},
-                                               "jobsCreated": {}, "zombies": {c.id: 0}}
+                                               "jobsCreated": {}, "zombies": {c.id: 0},
+                                               "guestCpuMs": {c.id: 0}}
     assert api.get("/_local/stats", auth=False).status == 401
 
 
