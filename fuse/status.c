@@ -52,6 +52,9 @@ static void print_pending(const struct mbfs_status *f)
 	else
 		printf("pending: %.0f file%s, %s not on the sandbox yet\n", pf,
 		       plural(pf, "", "s"), b);
+	if (f->pending_removes > 0)
+		printf("         and %.0f removal%s\n", f->pending_removes,
+		       plural(f->pending_removes, "", "s"));
 	if (f->uploading_files > 0) {
 		mbfs_status_human(f->uploading_sent, u, sizeof(u));
 		mbfs_status_human(f->uploading_bytes, t, sizeof(t));
@@ -140,6 +143,7 @@ static void print_json(const struct mbfs_status *f, const char *error)
 	cJSON_AddBoolToObject(o, "stopped", f->stopped);
 	add_num(o, "pendingFiles", r, f->pending_files);
 	add_num(o, "pendingDirs", r, f->pending_dirs);
+	add_num(o, "pendingRemoves", r, f->pending_removes);
 	add_num(o, "pendingBytes", r, f->pending_bytes);
 	add_num(o, "uploadingFiles", r, f->uploading_files);
 	add_num(o, "uploadingBytes", r, f->uploading_bytes);

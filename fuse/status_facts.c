@@ -85,6 +85,7 @@ int mbfs_status_facts(const char *path, cJSON **doc, struct mbfs_status *f)
 	f->reported = cJSON_IsObject(wb);
 	f->pending_files = num(wb, "pendingFiles");
 	f->pending_dirs = num(wb, "pendingDirs");
+	f->pending_removes = num(wb, "pendingRemoves");
 	f->pending_bytes = num(wb, "pendingBytes");
 	f->uploading_files = num(wb, "uploadingFiles");
 	f->uploading_bytes = num(wb, "uploadingBytes");

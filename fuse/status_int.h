@@ -18,7 +18,7 @@ struct mbfs_status {
 	bool stopped;              /* the generation is gone */
 	bool reported;             /* the mount reports write-back */
 	bool waiting;              /* its batches cannot reach the sandbox */
-	double pending_files, pending_dirs, pending_bytes;
+	double pending_files, pending_dirs, pending_removes, pending_bytes;
 	double uploading_files, uploading_bytes, uploading_sent;
 	double sent_files, sent_batches, sent_bytes, failed_files;
 	const cJSON *kept;         /* [{"path","file","reason"}], or NULL */

@@ -14,7 +14,8 @@ import pytest
 
 import mbtest
 from test_mbfs_helpers import (control, finish, guest_tree_digest, hold_writeback, invalidate,
-                               read_file, requests_of, sh, sync, tree_digest, unique, write_file)
+                               read_file, requests_of, sh, status, sync, tree_digest, unique,
+                               write_file)
 
 REMOVE = "DELETE /containers/files/remove"
 EXEC = "POST /containers/exec"
@@ -76,6 +77,8 @@ def test_a_queued_removal_shows_gone_until_it_lands(service, container, wb):
     os.unlink(os.path.join(d, "a"))
     os.rmdir(os.path.join(d, "sub"))
     assert control(wb)["writeback"]["pendingRemoves"] == 2
+    st = status(wb)
+    assert "and 2 removals" in st.stdout, st.stdout
     # the sandbox still has both, and a listing taken from it again
     # does not bring them back
     assert guest_ls(service, container, "/workspace/" + name) == ["a", "b", "sub"]
