@@ -149,7 +149,7 @@ static void df(void)
 }
 
 struct marks {
-	int x, y;
+	int x, y, z;
 	char why[64];
 };
 
@@ -159,7 +159,7 @@ static int mark(void *ud, char kind, uint64_t i, const char *why,
 	struct marks *m = ud;
 	if (i >= 3)
 		return -1;
-	kind == 'x' ? m->x++ : m->y++;
+	kind == 'x' ? m->x++ : kind == 'y' ? m->y++ : m->z++;
 	snprintf(m->why, sizeof(m->why), "%.*s", (int)whylen, why);
 	return 0;
 }
@@ -196,9 +196,13 @@ static void apply_report(void)
 	CHECK_INT(apply("ok 0\n", &m, &count), 0);
 	CHECK_INT(apply("x 1\nok 2", &m, &count), 0);
 	CHECK_STR(m.why, "");
+	/* a removal refused, then a file: both told */
+	CHECK_INT(apply("z 0 Directory not empty\nx 1 gone\nok 2\n", &m, &count), 0);
+	CHECK_INT(m.z, 1);
+	CHECK_INT(m.x, 1);
 	static const char *const bad[] = {
 		"", NULL, "ok\n", "ok -1\n", "ok 1x\n", "x 9 gone\nok 1\n",
-		"x -1 no\nok 1\n", "z 1 what\nok 1\n", "ok 1\nx 0 late\n",
+		"x -1 no\nok 1\n", "w 1 what\nok 1\n", "ok 1\nx 0 late\n",
 		"x 99999999999999999999 a\nok 1\n", "x1 a\nok 1\n",
 		"ok 1\nok 1\n", "garbage\nok 1\n",
 	};
