@@ -2,6 +2,8 @@
  * an entry that is not a file (wbq_int.h): a mkdir made or failed, a
  * directory's time or mode set, a removal done or refused, and the entry
  * leaving the queue and the journal's outbox log. */
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -25,9 +27,30 @@ static void set_mtime(struct stat *st, const void *arg)
 /* The cache learns the directory made (empty: the files of the batch
  * follow) or forgets what it was told, and the guest answers for it from
  * now on (newdir.h). */
+/* Is a later mkdir of path still queued (made, removed and made again
+ * here)? Then the table's entry for path is that one's. */
+static bool made_again(struct mbfs_wbq *q, const char *path)
+{
+	bool again = false;
+	pthread_mutex_lock(&q->lock);
+	for (const struct mbfs_wbq_entry *e = q->head; e && !again; e = e->next)
+		again = !e->n && !e->inflight && e->kind == MBFS_WBDIR_MAKE &&
+			strcmp(e->dpath, path) == 0;
+	pthread_mutex_unlock(&q->lock);
+	return again;
+}
+
 void mbfs_wbq_made(struct mbfs *fs, const char *path, int rc, const char *why)
 {
 	struct stat st;
+	if (made_again(fs->wbq, path)) {
+		/* its removal and the new mkdir follow: what the mount shows
+		 * is the new one's */
+		if (rc)
+			mb_log(MB_LOG_WARN, "cannot make the directory '%s' on "
+			       "the sandbox: %s", path, why);
+		return;
+	}
 	if (!rc && mbfs_newdir_stat(fs->newdirs, path, &st) == 1)
 		mbfs_cache_put_dir(fs->cache, path, &st);
 	else if (rc)
