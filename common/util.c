@@ -2,12 +2,15 @@
  * back-off. Base64 and SHA-256 live in codec.c. */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/util.h"
 
@@ -306,4 +309,48 @@ int mb_utf8_valid(const char *s, size_t n)
 		i += l;
 	}
 	return 1;
+}
+
+int mb_write_file_whole(const char *path, const char *text, int durable)
+{
+	char tmp[PATH_MAX];
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	size_t len = strlen(text), off = 0;
+	int rc = 0;
+	while (off < len && !rc) {
+		ssize_t w = write(fd, text + off, len - off);
+		if (w < 0 && errno != EINTR)
+			rc = -errno;
+		else if (w > 0)
+			off += (size_t)w;
+	}
+	if (!rc && durable && fsync(fd))
+		rc = -errno;
+	if (close(fd) && !rc)
+		rc = -errno;
+	if (!rc && rename(tmp, path))
+		rc = -errno;
+	if (rc) {
+		unlink(tmp);
+		return rc;
+	}
+	if (!durable)
+		return 0;
+	/* the rename itself, through the directory */
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*slash = '\0';
+	int dfd = open(slash ? (dir[0] ? dir : "/") : ".",
+		       O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+	return 0;
 }

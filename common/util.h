@@ -32,6 +32,12 @@ uint64_t mb_now_ms(void);
  * left as they are). 0 or -errno. */
 int mb_mkdir_p(const char *dir, unsigned mode);
 
+/* Write text to path whole, through path.tmp (mode 0600) and a rename: a
+ * reader sees the old text or the new one. durable: the file and the
+ * rename are fsynced, so a power cut leaves one of them too. 0 or
+ * -errno (nothing left behind). */
+int mb_write_file_whole(const char *path, const char *text, int durable);
+
 /* Sleep ms milliseconds, restarting on EINTR. */
 void mb_sleep_ms(uint64_t ms);
 

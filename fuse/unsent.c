@@ -113,48 +113,6 @@ void mbfs_unsent_release(struct mbfs *fs)
 	pthread_mutex_unlock(&unsent_lock);
 }
 
-/* text to path, durably: a power cut leaves the old record or the new. */
-static int write_durably(const char *path, const char *text)
-{
-	char tmp[PATH_MAX];
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	size_t len = strlen(text), off = 0;
-	int rc = 0;
-	while (off < len && !rc) {
-		ssize_t w = write(fd, text + off, len - off);
-		if (w < 0 && errno != EINTR)
-			rc = -errno;
-		else if (w > 0)
-			off += (size_t)w;
-	}
-	if (!rc && fsync(fd))
-		rc = -errno;
-	if (close(fd) && !rc)
-		rc = -errno;
-	if (!rc && rename(tmp, path))
-		rc = -errno;
-	if (rc) {
-		unlink(tmp);
-		return rc;
-	}
-	/* the rename itself, through the directory */
-	char dir[PATH_MAX];
-	snprintf(dir, sizeof(dir), "%s", path);
-	char *slash = strrchr(dir, '/');
-	if (slash)
-		*slash = '\0';
-	int dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0) {
-		fsync(dfd);
-		close(dfd);
-	}
-	return 0;
-}
-
 /* Add the members of the JSON object text (from wbq, a whole object) to o. */
 static void add_members(cJSON *o, const char *text, const char *const *names)
 {
@@ -204,7 +162,7 @@ void mbfs_unsent_save(struct mbfs *fs)
 		goto out;
 	}
 	char *text = cJSON_Print(o);
-	int rc = text ? write_durably(path, text) : -ENOMEM;
+	int rc = text ? mb_write_file_whole(path, text, 1) : -ENOMEM;
 	free(text);
 	if (rc)
 		mb_log(MB_LOG_ERR, "cannot write '%s' (%s): the next mount will "
