@@ -207,8 +207,11 @@ static void retry_later(struct mbfs_wbq *q, struct batch *b,
 static void land_names(struct mbfs *fs, struct batch *b, int rc,
 		       const struct mb_err *err)
 {
-	for (size_t i = 0; i < b->nd; i++) {
-		struct mbfs_wbdir *d = &b->dv[i];
+	/* dv holds the entries of ev that are not files, in their order */
+	for (size_t j = 0, i = 0; j < b->k; j++) {
+		if (b->ev[j]->n)
+			continue;
+		struct mbfs_wbdir *d = &b->dv[i++];
 		if (!mbfs_wbdir_removes(d->kind))
 			continue;
 		if (rc) {
@@ -218,12 +221,8 @@ static void land_names(struct mbfs *fs, struct batch *b, int rc,
 		mbfs_wbq_dir_landed(fs, d);
 		/* done or refused there: the view shows what the sandbox has
 		 * (a mkdir of the batch may show the name again at once) */
-		for (size_t j = 0; j < b->k; j++) {
-			if (!b->ev[j]->n && b->ev[j]->dpath == d->path) {
-				mbfs_gone_remove(fs->gone, d->path);
-				b->ev[j]->landed = true;
-			}
-		}
+		mbfs_gone_remove(fs->gone, d->path);
+		b->ev[j]->landed = true;
 		if (d->rc)
 			failure(b, d->path, d->why);
 	}
