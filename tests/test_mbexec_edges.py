@@ -39,7 +39,10 @@ def test_long_retries_are_said_once(service, mnt):
 
 def test_lost_contact_says_how_to_reattach_and_attach_finishes(service, container, mnt):
     tag = unique("attach")
-    script = "echo one; sleep 4; echo two; echo err >&2; exit 9 # %s" % tag
+    # longer than a poll's wait on the guest (up to 15 s), so that the
+    # poll in flight when the faults begin ends without the command's end
+    # and the next ones fail
+    script = "echo one; sleep 24; echo two; echo err >&2; exit 9 # %s" % tag
     # mbexec gives up after 5 s; the guest keeps the command for 90 s
     p = popen(service, ["sh", "-c", script], mnt.mountpoint,
               env=service.env(MBEXEC_ORPHAN_SECONDS="90", MBEXEC_LOST_SECONDS="5"))
