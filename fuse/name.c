@@ -72,17 +72,26 @@ bool mbfs_name_reserved(const char *path)
 static void quote(const char *name, bool cut, size_t max, char *out,
 		  size_t size)
 {
-	size_t n = 0;
-	for (const char *p = name; *p && n + 8 < size; p++) {
+	size_t n = 0, left = strlen(name);
+	for (const char *p = name; *p && n + 8 < size; ) {
 		unsigned char c = (unsigned char)*p;
 		if ((size_t)(p - name) >= max) {
 			n += (size_t)snprintf(out + n, size - n, "...");
 			break;
 		}
-		if (c < 0x20 || c == 0x7f || c == '\\')
+		/* the log stays UTF-8: a stray byte is shown, not written */
+		size_t len = c < 0x80 ? 1 : mb_utf8_seq_len((const unsigned char *)p,
+							    left - (size_t)(p - name));
+		if (c < 0x20 || c == 0x7f || c == '\\' || len == 0) {
 			n += (size_t)snprintf(out + n, size - n, "\\x%02x", c);
-		else
-			out[n++] = (char)c;
+			p++;
+		} else if (n + len + 8 < size) {
+			memcpy(out + n, p, len);
+			n += len;
+			p += len;
+		} else {
+			break;
+		}
 	}
 	out[n] = '\0';
 	if (cut && n + 8 < size)

@@ -26,12 +26,14 @@ def guest_names(service, container, d):
 
 
 def wait_log(m, pattern, timeout=30):
-    """The daemon's log once pattern (a regex) is in it."""
+    """The daemon's log once pattern (a regex) is in it; fails if it is not
+    within timeout."""
     deadline = time.monotonic() + timeout
     while True:
         log = m.log()
-        if re.search(pattern, log) or time.monotonic() > deadline:
+        if re.search(pattern, log):
             return log
+        assert time.monotonic() < deadline, (pattern, log[-3000:])
         time.sleep(0.05)
 
 
