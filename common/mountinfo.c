@@ -86,7 +86,11 @@ static void detach_reader(int keep)
 	close_range(keep >= 3 ? (unsigned)keep + 1 : 3, ~0u, 0);
 }
 
-static void read_control(struct mb_mount *m)
+/* Starts the read of m's control file: the fd its answer comes on, or -1
+ * (m says why). The reader is a grandchild, so that a read stuck in the
+ * kernel (a FUSE request already taken by its daemon cannot be killed)
+ * holds nobody: it goes to init, and ends with its read. */
+static int start_read(struct mb_mount *m)
 {
 	char path[MB_PATH_MAX + sizeof(MB_CONTROL_NAME) + 1];
 	int fds[2];
@@ -95,10 +99,7 @@ static void read_control(struct mb_mount *m)
 	m->has_control = false;
 	m->control_errno = EIO;
 	if (pipe2(fds, O_CLOEXEC))
-		return;
-	/* the reader is a grandchild, so that a read stuck in the kernel
-	 * (a FUSE request already taken by its daemon cannot be killed) holds
-	 * nobody: it goes to init, and ends with its read */
+		return -1;
 	pid_t pid = fork();
 	if (pid == 0 && fork() != 0)
 		_exit(0);
@@ -113,31 +114,79 @@ static void read_control(struct mb_mount *m)
 		_exit(w < 0);
 	}
 	close(fds[1]);
-	if (pid > 0)
-		waitpid(pid, NULL, 0);   /* the child: gone at once */
-	struct pollfd pfd = { .fd = fds[0], .events = POLLIN };
-	union { struct mb_control c; int r; } got;
-	size_t have = 0;
-	uint64_t until = mb_now_ms() + CONTROL_READ_MS;
-	while (pid > 0 && have < sizeof(got.c)) {
-		uint64_t now = mb_now_ms();
-		if (now >= until || poll(&pfd, 1, (int)(until - now)) <= 0) {
-			m->control_errno = ETIMEDOUT;
-			break;
+	if (pid < 0) {
+		close(fds[0]);
+		return -1;
+	}
+	waitpid(pid, NULL, 0);   /* the child: gone at once */
+	return fds[0];
+}
+
+union answer {
+	struct mb_control c;
+	int r;
+};
+
+/* The control files of the n mounts at v, read side by side: a mount that
+ * does not answer costs CONTROL_READ_MS once, however many there are. */
+static void read_controls(struct mb_mount *v, size_t n)
+{
+	if (!n)
+		return;
+	struct pollfd *pfd = calloc(n, sizeof(*pfd));
+	union answer *got = calloc(n, sizeof(*got));
+	size_t *have = calloc(n, sizeof(*have));
+	if (!pfd || !got || !have) {
+		for (size_t i = 0; i < n; i++) {
+			v[i].has_control = false;
+			v[i].control_errno = ENOMEM;
 		}
-		ssize_t k = read(fds[0], (char *)&got + have, sizeof(got.c) - have);
+		goto out;
+	}
+	size_t open_n = 0;
+	for (size_t i = 0; i < n; i++) {
+		pfd[i].fd = start_read(&v[i]);
+		pfd[i].events = POLLIN;
+		open_n += pfd[i].fd >= 0;
+	}
+	uint64_t until = mb_now_ms() + CONTROL_READ_MS;
+	while (open_n > 0) {
+		uint64_t now = mb_now_ms();
+		int k = now >= until ? 0 : poll(pfd, n, (int)(until - now));
+		if (k < 0 && errno == EINTR)
+			continue;
 		if (k <= 0)
 			break;
-		have += (size_t)k;
+		for (size_t i = 0; i < n; i++) {
+			if (pfd[i].fd < 0 || !pfd[i].revents)
+				continue;
+			ssize_t r = read(pfd[i].fd, (char *)&got[i] + have[i],
+					 sizeof(got[i].c) - have[i]);
+			if (r > 0)
+				have[i] += (size_t)r;
+			if (r <= 0 || have[i] == sizeof(got[i].c)) {
+				close(pfd[i].fd);
+				pfd[i].fd = -1;
+				open_n--;
+			}
+		}
 	}
-	close(fds[0]);
-	if (have == sizeof(got.c)) {
-		m->ctl = got.c;
-		m->has_control = true;
-		m->control_errno = 0;
-	} else if (have == sizeof(got.r) && got.r < 0) {
-		m->control_errno = -got.r;
+	for (size_t i = 0; i < n; i++) {
+		if (pfd[i].fd >= 0) {    /* still reading: the deadline passed */
+			close(pfd[i].fd);
+			v[i].control_errno = ETIMEDOUT;
+		} else if (have[i] == sizeof(got[i].c)) {
+			v[i].ctl = got[i].c;
+			v[i].has_control = true;
+			v[i].control_errno = 0;
+		} else if (have[i] == sizeof(got[i].r) && got[i].r < 0) {
+			v[i].control_errno = -got[i].r;
+		}
 	}
+out:
+	free(pfd);
+	free(got);
+	free(have);
 }
 
 int mb_mountinfo_list(bool read_control_files, struct mb_mount **out,
@@ -173,8 +222,8 @@ int mb_mountinfo_list(bool read_control_files, struct mb_mount **out,
 		r = mb_err_set(err, EIO, "cannot read '%s'", MOUNTINFO);
 		goto out;
 	}
-	for (size_t i = 0; read_control_files && i < cnt; i++)
-		read_control(&v[i]);
+	if (read_control_files)
+		read_controls(v, cnt);
 	*out = v;
 	*n = cnt;
 	v = NULL;
@@ -198,7 +247,7 @@ int mb_mountinfo_at(const char *path, bool read_control_file,
 			continue;
 		*out = v[i];
 		if (read_control_file)
-			read_control(out);
+			read_controls(out, 1);
 		r = 1;
 		break;
 	}

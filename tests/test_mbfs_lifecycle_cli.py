@@ -367,19 +367,24 @@ def test_the_daemon_keeps_no_descriptor_of_its_caller(service, container, need_f
 
 def test_list_returns_while_a_mount_does_not_answer(service, fresh, need_fuse):
     """A mount whose daemon is stopped holds any read of its control file:
-    --list gives it a few seconds, names it, and lists the rest; nothing it
-    leaves behind holds the caller's output open."""
+    --list gives them a few seconds (side by side, not one after the
+    other), names each, and lists the rest; nothing it leaves behind holds
+    the caller's output open."""
     ident = fresh()
-    m = mbtest.Mount(service, ident)
-    os.kill(m.proc.pid, signal.SIGSTOP)
+    ms = [mbtest.Mount(service, ident) for _ in range(2)]
+    for m in ms:
+        os.kill(m.proc.pid, signal.SIGSTOP)
     try:
         r = run(service, ["--list", "--json"], timeout=30)
     finally:
-        os.kill(m.proc.pid, signal.SIGCONT)
+        for m in ms:
+            os.kill(m.proc.pid, signal.SIGCONT)
     try:
         assert r.returncode == 0, r
         assert ident["id"] in [c["id"] for c in json.loads(r.stdout)], r
         err = r.stderr.decode()
-        assert "'%s' does not answer" % m.mountpoint in err, err
+        for m in ms:
+            assert "'%s' does not answer" % m.mountpoint in err, err
     finally:
-        finish(m)
+        for m in ms:
+            finish(m)
