@@ -9,6 +9,7 @@ import hashlib
 import os
 import re
 import time
+import urllib.parse
 
 import pytest
 
@@ -165,21 +166,25 @@ def test_planted_run_base_file_is_replaced(service, hostile, mnt):
     assert guest(service, hostile, "[ -d /tmp/.mbexec ] && echo dir") == "dir\n"
 
 
-def test_a_stalled_service_fails_read_and_stat_within_op_timeout(service, hostile, need_fuse_module):
+def test_a_stalled_service_fails_read_and_stat_within_op_timeout(service, need_fuse_module):
     """One deadline per operation: with every request stalled, a read of a
     large file (a cut on the guest, then parallel GETs, each retried) and a
-    stat fail after about op_timeout, not op_timeout per call and retry."""
+    stat fail after about op_timeout, not op_timeout per call and retry.
+    The stall is this test's container's alone: the module's mount (which
+    another test's `mbfs --list` may read meanwhile) is left alone."""
     op_s = 8
     name = unique("stall")
-    guest(service, hostile, "/usr/bin/head -c 3500000 /dev/urandom >/workspace/%s.r; "
+    own = service.create_container()
+    gen = urllib.parse.quote(own["createdAt"], safe="")
+    guest(service, own, "/usr/bin/head -c 3500000 /dev/urandom >/workspace/%s.r; "
           "/bin/mkdir /workspace/%s.d" % (name, name))
-    m = mbtest.Mount(service, hostile, options=["op_timeout=%d" % op_s])
+    m = mbtest.Mount(service, own, options=["op_timeout=%d" % op_s])
     try:
         fd = os.open(m.path("%s.r" % name), os.O_RDONLY)
         os.stat(m.path("%s.d" % name))
         for route in ("GET /containers/files", "GET /containers/files/stat",
                       "GET /containers/files/list", "POST /containers/exec"):
-            service.fault(route=route, count=500, delayMs=60000)
+            service.fault(route=route, count=500, delayMs=60000, match=gen)
         for what, fn in (("read", lambda: os.pread(fd, 1 << 20, 2 << 20)),
                          ("stat", lambda: os.stat(m.path("%s.d" % name, "nothing-here")))):
             t0 = time.monotonic()
@@ -193,6 +198,7 @@ def test_a_stalled_service_fails_read_and_stat_within_op_timeout(service, hostil
     finally:
         service.clear_faults()
         m.unmount()
+        service.delete_container(own)
         assert not mbtest.sanitizer_report(m.log()), m.log()
 
 

@@ -30,6 +30,7 @@ def test_ten_sleeping_commands_leave_the_sandbox_free(service, container, mnt):
     try:
         time.sleep(3)   # all launched, polling
         service.reset_stats()
+        began = time.monotonic()
         slow = []
         for i in range(20):
             def op(i=i):
@@ -48,9 +49,11 @@ def test_ten_sleeping_commands_leave_the_sandbox_free(service, container, mnt):
                 slow.append(("true", i, t))
         time.sleep(5)
         st = service.stats()
+        took = time.monotonic() - began
         # the 10 commands' polls: one shared exec a second or so, not ten
+        # (a loaded machine takes longer, with a poll for each second more)
         execs = st["requests"].get("POST /containers/exec", 0)
-        assert execs <= 5 + 5 + 12, st["requests"]
+        assert execs <= 5 + 5 + max(12, int(took) + 2), (took, st["requests"])
         assert slow == [], slow
         assert st["peakConcurrentOps"].get(container["id"], 0) <= 4
     finally:

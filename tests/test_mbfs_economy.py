@@ -283,13 +283,18 @@ def test_expired_listing_is_renewed_rather_than_a_stat_per_name(service, contain
         os.mkdir(d)                    # known empty, for 1 s
         time.sleep(1.2)
         service.reset_stats()
+        began = time.monotonic()
         for i in range(20):
             write_file(os.path.join(d, "f%d" % i), b"x")
         # d's listing, and d itself (its attributes expired): a stat, or a
         # list of its parent; and one stat of the mount's root, whose mode
-        # the kernel checks on every path (default_permissions)
+        # the kernel checks on every path (default_permissions). A loaded
+        # machine that takes longer than the 1 s timeouts renews them once
+        # more per second taken, still not once per name.
+        again = int(time.monotonic() - began)
         lists, stats = requests(service, LIST), requests(service, STAT)
-        assert lists <= 2 and stats <= 2 and lists + stats <= 3, (lists, stats)
+        assert lists <= 2 + again and stats <= 2 + again, (lists, stats, again)
+        assert lists + stats <= 3 + 2 * again, (lists, stats, again)
         assert sorted(os.listdir(d)) == sorted("f%d" % i for i in range(20))
     finally:
         rc = m.unmount()
