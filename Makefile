@@ -34,8 +34,11 @@ PYTEST_ARGS ?=
 # in parallel (Debian's python3-pytest-xdist), one test file per worker:
 # each file has its own service and container (tests/conftest.py).
 # PYTEST_JOBS=1 runs it serially.
-PYTEST_JOBS ?= 4
+PYTEST_JOBS ?= 8
 PYTEST_PAR = $(if $(filter-out 1,$(PYTEST_JOBS)),-n $(PYTEST_JOBS) --dist loadfile)
+# Sanitized binaries use more of the 2 cores: fewer at a time.
+ASAN_JOBS ?= 4
+ASAN_PAR = $(if $(filter-out 1,$(ASAN_JOBS)),-n $(ASAN_JOBS) --dist loadfile)
 
 # O is where binaries go (fuse/mbfs, shim/mbexec, tests/mbapi); objects go
 # under $(O)/build/obj (or $(O)/obj for out-of-tree builds).
@@ -159,7 +162,7 @@ asan: deps
 	MB_BIN_DIR=$(CURDIR)/build/asan MB_ASAN=1 \
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	$(PYTHON) -m pytest -q $(PYTEST_PAR) $(PYTEST_ARGS) tests
+	$(PYTHON) -m pytest -q $(ASAN_PAR) $(PYTEST_ARGS) tests
 
 # Shell completion (common/completion/): one bash file for both commands,
 # installed under each name (bash-completion loads it by command name).

@@ -1,10 +1,13 @@
 """Helpers shared by the tests/test_mbexec_*.py suites (no tests here)."""
+import contextlib
 import fcntl
 import hashlib
 import json
 import os
+import re
 import select
 import shutil
+import signal
 import struct
 import subprocess
 import tempfile
@@ -145,3 +148,38 @@ def run_in_pty(service, args, cwd, rows=33, cols=101, keys=(), timeout=60, env=N
         os.close(master)
         os.close(slave)
     return status, out, before, after
+
+
+# ---- a service that stops answering (SIGSTOP) ----
+
+ATTACH_RE = re.compile(rb"mbexec --attach ([0-9a-f]{16})")
+
+
+@contextlib.contextmanager
+def frozen(service):
+    os.kill(service.proc.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(service.proc.pid, signal.SIGCONT)
+
+
+def read_until(f, needle, timeout):
+    """Bytes read from f until needle is among them, f ends, or timeout."""
+    buf = b""
+    deadline = time.monotonic() + timeout
+    while needle not in buf:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([f], [], [], left)[0]:
+            break
+        chunk = os.read(f.fileno(), 65536)
+        if not chunk:
+            break
+        buf += chunk
+    return buf
+
+
+def started(service, cwd, script, env=None):
+    p = popen(service, ["sh", "-c", script], cwd, env=service.env(**(env or {})))
+    assert read_until(p.stdout, b"started\n", 60) == b"started\n", p.stderr.read()
+    return p
