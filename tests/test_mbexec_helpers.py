@@ -152,6 +152,25 @@ def run_in_pty(service, args, cwd, rows=33, cols=101, keys=(), timeout=60, env=N
 
 # ---- a service that stops answering (SIGSTOP) ----
 
+# fixtures of test_mbexec_lost*.py, which import them by name
+@pytest.fixture(scope="module")
+def mnt(service, container):
+    yield from module_mount(service, container)
+
+
+@pytest.fixture(params=["mount", "direct"])
+def where(request, service, container, mnt):
+    """The mount's directory (polls through its socket), or a plain
+    directory with a control file (mbexec polls by itself)."""
+    if request.param == "mount":
+        yield mnt.mountpoint
+    else:
+        d = fake_mount(service, container)
+        yield d
+        rmtree(d)
+
+
+
 ATTACH_RE = re.compile(rb"mbexec --attach ([0-9a-f]{16})")
 
 

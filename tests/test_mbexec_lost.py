@@ -4,27 +4,9 @@ man page gives ($MBEXEC_LOST_SECONDS here, to keep the tests short), then
 exits 255 with the --attach line (Ctrl-C and SIGTERM: test_mbexec_lost_keys.py)."""
 import time
 
-import pytest
-
-from test_mbexec_helpers import (ATTACH_RE, fake_mount, frozen, mbx, module_mount, popen,
-                                 read_until, rmtree, started, unique)
-
-
-@pytest.fixture(scope="module")
-def mnt(service, container):
-    yield from module_mount(service, container)
-
-
-@pytest.fixture(params=["mount", "direct"])
-def where(request, service, container, mnt):
-    """The mount's directory (polls through its socket), or a plain
-    directory with a control file (mbexec polls by itself)."""
-    if request.param == "mount":
-        yield mnt.mountpoint
-    else:
-        d = fake_mount(service, container)
-        yield d
-        rmtree(d)
+from test_mbexec_helpers import (ATTACH_RE, fake_mount, frozen, mbx, popen, read_until, rmtree,
+                                 started, unique)
+from test_mbexec_helpers import mnt, where  # noqa: F401 (fixtures)
 
 
 def test_frozen_service_is_said_at_once_then_255_then_attach(service, where):

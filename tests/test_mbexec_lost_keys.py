@@ -10,25 +10,8 @@ import time
 import pytest
 
 import mbtest
-from test_mbexec_helpers import (ATTACH_RE, fake_mount, frozen, module_mount, popen, read_until,
-                                 rmtree, started)
-
-
-@pytest.fixture(scope="module")
-def mnt(service, container):
-    yield from module_mount(service, container)
-
-
-@pytest.fixture(params=["mount", "direct"])
-def where(request, service, container, mnt):
-    """The mount's directory (polls through its socket), or a plain
-    directory with a control file (mbexec polls by itself)."""
-    if request.param == "mount":
-        yield mnt.mountpoint
-    else:
-        d = fake_mount(service, container)
-        yield d
-        rmtree(d)
+from test_mbexec_helpers import ATTACH_RE, frozen, popen, read_until, started
+from test_mbexec_helpers import mnt, where  # noqa: F401 (fixtures)
 
 
 def test_ctrl_c_twice_ends_it_at_once_when_the_sandbox_is_silent(service, where):
