@@ -1,9 +1,20 @@
 """Fixtures for the mbfs and mbexec suites: one local service per module,
-a fresh container per test module, a mount per test that always unmounts."""
+a fresh container per test module, a mount per test that always unmounts;
+and the run guard's hooks (runguard.py): every pytest process that runs
+tests has a scope of its own, ended at the session's end, at SIGTERM, or
+by its watchdog when the process dies; what a session leaves behind
+fails the run."""
+import faulthandler
 import os
+import signal
+import sys
+import tempfile
+import time
+
 import pytest
 
 import mbtest
+import runguard
 from test_mbfs_helpers import finish
 
 
@@ -43,9 +54,113 @@ LONG_FILES = (
 )
 
 
+class Guard:
+    run = None        # the run's directory (the controller made it)
+    scope = None      # this process's, when it runs tests
+    pipe = None       # to this process's watchdog
+    running = set()   # node ids of the tests running now (all workers')
+    checked = False
+
+
+def _runs_tests_here(config):
+    if hasattr(config, "workerinput"):
+        return True
+    n = getattr(config.option, "numprocesses", None)
+    return not n or getattr(config.option, "dist", "no") == "no"
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: long-running test (still part of make check)")
     config.addinivalue_line("markers", "quick: part of make test-quick (set by file in conftest.py)")
+    worker = getattr(config, "workerinput", None)
+    if worker is None:
+        Guard.run = tempfile.mkdtemp(prefix="mbt-", dir=os.environ.get("MB_TEST_TMP", "/var/tmp"))
+        os.chmod(Guard.run, 0o755)      # other users' tests cross it (allow_other)
+        os.environ[runguard.RUN_ENV] = Guard.run
+    else:
+        Guard.run = os.environ[runguard.RUN_ENV]
+    if _runs_tests_here(config):
+        Guard.scope = os.path.join(Guard.run, worker["workerid"] if worker else "main")
+        os.makedirs(Guard.scope, exist_ok=True)
+        os.chmod(Guard.scope, 0o755)
+        # every process a test starts inherits both: the scope's marker,
+        # and where mbtest makes mountpoints, services and caches
+        os.environ[runguard.SCOPE_ENV] = Guard.scope
+        os.environ["MB_TEST_TMP"] = Guard.scope
+        config.option.basetemp = os.path.join(Guard.scope, "tmp")
+    Guard.pipe = runguard.start_watchdog(Guard.scope or Guard.run)
+    try:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:      # not the main thread: the watchdog still cleans up
+        pass
+
+
+def _on_sigterm(signum, frame):
+    """A SIGTERM (CI's time bound, a user's kill): say what was running
+    and where it waited, end what this process made, then die of it."""
+    sys.stderr.write("\nrunguard: SIGTERM to pytest (pid %d) while running: %s\n"
+                     % (os.getpid(), ", ".join(sorted(Guard.running)) or "no test"))
+    faulthandler.dump_traceback(all_threads=True)
+    for line in runguard.clean(Guard.scope or Guard.run):
+        sys.stderr.write("runguard: ended %s\n" % line)
+    sys.stderr.flush()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def pytest_runtest_logstart(nodeid, location):
+    Guard.running.add(nodeid)
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    Guard.running.discard(nodeid)
+
+
+def _left_behind(scope, grace=10.0):
+    """What scope still holds once every test and fixture has ended,
+    given a moment for processes that are on their way out."""
+    deadline = time.monotonic() + grace
+    while True:
+        found = runguard.describe(scope)
+        if not found or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.2)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    """A worker checks its own scope and leaves what it found for the
+    controller; the controller checks the run, fails it when anything was
+    left behind, and ends all of it."""
+    config = session.config
+    found = []
+    if Guard.scope:
+        found = _left_behind(Guard.scope)
+        runguard.clean(Guard.scope)
+    if hasattr(config, "workerinput"):
+        if found:
+            with open(os.path.join(Guard.run, "left-" + config.workerinput["workerid"]), "w") as f:
+                f.write("\n".join(found) + "\n")
+        return
+    for name in sorted(os.listdir(Guard.run)) if os.path.isdir(Guard.run) else ():
+        if name.startswith("left-"):
+            with open(os.path.join(Guard.run, name)) as f:
+                found += ["%s: %s" % (name[5:], line) for line in f.read().splitlines()]
+    found += _left_behind(Guard.run, grace=1.0)
+    runguard.clean(Guard.run)
+    Guard.checked = True
+    if found:
+        sys.stderr.write("\nrunguard: the run left these behind (now ended):\n  %s\n" % "\n  ".join(found))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_unconfigure(config):
+    if Guard.pipe is not None:
+        runguard.clean(Guard.scope or Guard.run)
+        os.write(Guard.pipe, b"bye\n")
+        os.close(Guard.pipe)
+        Guard.pipe = None
 
 
 def pytest_collection_modifyitems(config, items):

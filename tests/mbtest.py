@@ -18,6 +18,8 @@ import urllib.parse
 import urllib.request
 import uuid
 
+import runguard
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN_DIR = os.environ.get("MB_BIN_DIR", ROOT)
 MBFS = os.path.join(BIN_DIR, "fuse", "mbfs")
@@ -29,6 +31,28 @@ ASAN = os.environ.get("MB_ASAN") == "1"
 SANITIZER_RE = re.compile(r"(ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:|SUMMARY: UndefinedBehaviorSanitizer)")
 
 
+def tmp_base():
+    """Where a test makes its mountpoints, services and caches: its pytest
+    process's scope in the run's directory (runguard.py), which the run
+    ends whatever happens to pytest."""
+    return os.environ.get("MB_TEST_TMP", "/var/tmp")
+
+
+def freeze(pid):
+    """SIGSTOP pid, registered first with the run guard: if pytest dies
+    before thaw(), the guard continues and ends it (a stopped daemon
+    under a mount hangs whatever touches the mount)."""
+    runguard.register(os.environ.get(runguard.SCOPE_ENV) or tmp_base(), pid)
+    os.kill(pid, signal.SIGSTOP)
+
+
+def thaw(pid):
+    try:
+        os.kill(pid, signal.SIGCONT)
+    except ProcessLookupError:
+        pass
+
+
 def fuse_available():
     return os.path.exists("/dev/fuse") and shutil.which("fusermount3") is not None
 
@@ -37,7 +61,7 @@ class Service:
     """A running local service on a free port, with its own state dir."""
 
     def __init__(self, latency_ms=0, extra_args=()):
-        self.tmp = tempfile.mkdtemp(prefix="mbsvc-", dir=os.environ.get("MB_TEST_TMP", "/var/tmp"))
+        self.tmp = tempfile.mkdtemp(prefix="mbsvc-", dir=tmp_base())
         self.key = "mb_" + uuid.uuid4().hex + uuid.uuid4().hex
         self.log_path = os.path.join(self.tmp, "service.log")
         self._log = open(self.log_path, "wb")
@@ -152,6 +176,24 @@ class Service:
     def clear_faults(self):
         self.request("DELETE", "/_local/faults")
 
+    def held(self):
+        """How many answers a heldMs fault holds now."""
+        status, doc = self.request("GET", "/_local/faults")
+        assert status == 200, (status, doc)
+        return doc["held"]
+
+    def release_held(self):
+        """Let go the answers a heldMs fault holds (and no other rule).
+        Not asked of a service that is gone or frozen (it would not
+        answer)."""
+        st = runguard._stat(self.proc.pid)
+        if self.proc.poll() is not None or not st or st[0] in "Tt":
+            return
+        try:
+            self.request("POST", "/_local/faults/release", timeout=10)
+        except OSError:
+            pass
+
     def expire(self, ident):
         status, doc = self.request("POST", "/_local/expire", query=ident)
         assert status == 200, (status, doc)
@@ -245,7 +287,7 @@ class Mount:
         self.service = service
         self.ident = ident
         self.owns_dir = mountpoint is None
-        self.mountpoint = mountpoint or tempfile.mkdtemp(prefix="mbfs-mnt-", dir="/var/tmp")
+        self.mountpoint = mountpoint or tempfile.mkdtemp(prefix="mbfs-mnt-", dir=tmp_base())
         self.log_path = os.path.join(service.tmp, "mbfs-%d.log" % time.monotonic_ns())
         self._log = open(self.log_path, "wb")
         spec = "%s@%s:%s" % (ident["id"], ident["createdAt"], remote)
@@ -284,6 +326,8 @@ class Mount:
             return ""
 
     def unmount(self):
+        if self.proc.poll() is None:
+            self.service.release_held()
         if os.path.ismount(self.mountpoint):
             settle_kernel_queue(self.mountpoint)
             subprocess.run(["fusermount3", "-u", self.mountpoint], capture_output=True)
@@ -313,6 +357,7 @@ class Mount:
 
 
 def run_mbexec(service, args, cwd=None, input=None, timeout=120, env=None, **kw):
+    service.release_held()      # mbexec sends what is queued first
     e = service.env()
     if env:
         e.update(env)

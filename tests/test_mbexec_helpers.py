@@ -176,11 +176,11 @@ ATTACH_RE = re.compile(rb"mbexec --attach ([0-9a-f]{16})")
 
 @contextlib.contextmanager
 def frozen(service):
-    os.kill(service.proc.pid, signal.SIGSTOP)
+    mbtest.freeze(service.proc.pid)
     try:
         yield
     finally:
-        os.kill(service.proc.pid, signal.SIGCONT)
+        mbtest.thaw(service.proc.pid)
 
 
 def read_until(f, needle, timeout):

@@ -60,6 +60,7 @@ def ctrl_c(service, d, tag):
     return p.wait(timeout=60)
 
 
+@pytest.mark.timeout(600)       # a thousand commands: about 60 s, 3x that under ASan
 def test_no_zombies_after_a_thousand_commands_and_file_operations(service, container, mnt):
     """Every kind of command, four at a time, then 1,000 file operations:
     the sandbox keeps at most 5 zombies more than before."""

@@ -26,6 +26,7 @@ def no_faults(service):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)       # a 90 s command, slower under ASan
 def test_ninety_second_command_streams_each_line_within_2s(service, mnt):
     # the guest shares this machine's clock: each line carries its birth time
     script = "for i in $(seq 1 90); do echo \"$i $(date +%s.%N)\"; sleep 1; done; echo end"

@@ -13,7 +13,7 @@ from test_mbfs_helpers import read_file, unique
 
 @pytest.fixture
 def mnt():
-    path = tempfile.mkdtemp(prefix="mbfs-cli-", dir="/var/tmp")
+    path = tempfile.mkdtemp(prefix="mbfs-cli-", dir=mbtest.tmp_base())
     yield path
     if os.path.ismount(path):
         subprocess.run(["fusermount3", "-u", path], capture_output=True)

@@ -55,6 +55,7 @@ def sync(mount):
     """What mbexec does before a command: the mount sends what it holds back
     (files closed and queued for write-back, queued file times) before the
     write returns; a failure to send raises OSError."""
+    mount.service.release_held()
     with open(mount.path(CONTROL), "w") as f:
         f.write("sync\n")
 
@@ -79,6 +80,8 @@ def control(mount):
 
 def status(mount, *args):
     """`mbfs --status [ARGS] MOUNTPOINT`, its CompletedProcess."""
+    if "--wait" in args:
+        mount.service.release_held()
     return subprocess.run([mbtest.MBFS, "--status"] + list(args) + [mount.mountpoint],
                           capture_output=True, text=True, timeout=120)
 
@@ -96,16 +99,26 @@ def status_wait(mountpoint):
     assert r.returncode == 0, r
 
 
-def hold_writeback(service, mount, d):
-    """Send one file (d/blocker) in a write-back batch that the service
-    answers 5 s late, and return once it is in flight: files closed
-    meanwhile wait behind it (one batch is in flight at a time), so they go
-    together in the next batch."""
-    service.fault(route="PUT /containers/files", count=1, match="wb-", delayMs=5000)
+def hold_writeback(service, mount, d, held_ms=15000):
+    """Send one file (d/blocker) in a write-back batch whose answer the
+    service holds, and return once it is in flight: files closed meanwhile
+    wait behind it (one batch is in flight at a time), so they go together
+    in the next batch. The answer goes when the test waits for what is
+    queued (sync, status --wait, mbexec, unmount: service.release_held()),
+    or after held_ms, below mbfs's 20 s request timeout (a test whose own
+    steps wait for the batch, as a symlink into a queued directory does,
+    gives less)."""
+    service.fault(route="PUT /containers/files", count=1, match="wb-", heldMs=held_ms)
     write_file(os.path.join(d, "blocker"), b"b\n")
     deadline = time.monotonic() + 60
     while json.loads(read_file(mount.path(CONTROL)))["writeback"]["inFlightFiles"] != 1:
-        assert time.monotonic() < deadline, "the first batch never left"
+        assert time.monotonic() < deadline, ("the first batch never left",
+                                             control(mount)["writeback"]["lastError"])
+        time.sleep(0.02)
+    # and held on the service's side: a release before the service took
+    # the answer would miss it
+    deadline = time.monotonic() + 10
+    while service.held() < 1 and time.monotonic() < deadline:
         time.sleep(0.02)
 
 

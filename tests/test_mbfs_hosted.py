@@ -67,7 +67,7 @@ def fresh(service):
 
 @pytest.fixture
 def mnt():
-    path = tempfile.mkdtemp(prefix="mbfs-hosted-", dir="/var/tmp")
+    path = tempfile.mkdtemp(prefix="mbfs-hosted-", dir=mbtest.tmp_base())
     yield path
     if os.path.ismount(path):
         subprocess.run(["fusermount3", "-u", path], capture_output=True)

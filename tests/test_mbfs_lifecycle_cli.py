@@ -73,7 +73,7 @@ def fresh(service):
 
 @pytest.fixture
 def mnt():
-    path = tempfile.mkdtemp(prefix="mbfs-life-", dir="/var/tmp")
+    path = tempfile.mkdtemp(prefix="mbfs-life-", dir=mbtest.tmp_base())
     yield path
     while os.path.ismount(path):
         if subprocess.run(["fusermount3", "-u", path], capture_output=True).returncode:
@@ -373,12 +373,12 @@ def test_list_returns_while_a_mount_does_not_answer(service, fresh, need_fuse):
     ident = fresh()
     ms = [mbtest.Mount(service, ident) for _ in range(2)]
     for m in ms:
-        os.kill(m.proc.pid, signal.SIGSTOP)
+        mbtest.freeze(m.proc.pid)
     try:
         r = run(service, ["--list", "--json"], timeout=30)
     finally:
         for m in ms:
-            os.kill(m.proc.pid, signal.SIGCONT)
+            mbtest.thaw(m.proc.pid)
     try:
         assert r.returncode == 0, r
         assert ident["id"] in [c["id"] for c in json.loads(r.stdout)], r

@@ -41,11 +41,11 @@ def landed_dir(m, prefix):
     return d, "/workspace/" + os.path.relpath(d, m.mountpoint)
 
 
-def held_dir(service, m, prefix):
+def held_dir(service, m, prefix, held_ms=15000):
     """landed_dir, then the write-back queue held behind its slow first
     batch (d/blocker): what follows stays queued (hold_writeback)."""
     d, rd = landed_dir(m, prefix)
-    hold_writeback(service, m, d)
+    hold_writeback(service, m, d, held_ms)
     return d, rd
 
 
@@ -56,7 +56,7 @@ def absent(service, container, rpath):
 def test_a_tree_of_new_directories_travels_in_the_batch(service, container, wb):
     d, rd = landed_dir(wb, "tree")
     service.reset_stats()
-    hold_writeback(service, wb, d)          # d/blocker in flight for 5 s
+    hold_writeback(service, wb, d)          # d/blocker held in flight
     os.makedirs(os.path.join(d, "a", "b", "c"))
     os.mkdir(os.path.join(d, "x"), 0o750)
     for sub in ("a", "a/b", "a/b/c", "x"):
@@ -93,7 +93,7 @@ def test_a_tree_of_new_directories_travels_in_the_batch(service, container, wb):
 
 
 def test_what_needs_a_new_directory_on_the_sandbox_sends_it_first(service, container, wb):
-    d, rd = held_dir(service, wb, "needs")
+    d, rd = held_dir(service, wb, "needs", held_ms=5000)   # its symlink waits for it
     # a rename of a queued directory, a symlink and a large file in one
     # wait for its mkdir; a file renamed inside one does not
     t = os.path.join(d, "t")

@@ -20,7 +20,7 @@ def svc(need_fuse):
     """A service of this test's own: it is frozen (SIGSTOP) in the test."""
     s = mbtest.Service()
     yield s
-    os.kill(s.proc.pid, signal.SIGCONT)
+    mbtest.thaw(s.proc.pid)
     s.stop()
 
 
@@ -58,7 +58,7 @@ def test_edits_during_an_outage_longer_than_op_timeout_all_land(svc, tmp_path):
         d = m.path(name)
         os.mkdir(d)
         assert status(m, "--wait").returncode == 0
-        os.kill(svc.proc.pid, signal.SIGSTOP)
+        mbtest.freeze(svc.proc.pid)
         try:
             edit_during_outage(m, d)
             # several tries, each op_timeout long, have failed
@@ -77,7 +77,7 @@ def test_edits_during_an_outage_longer_than_op_timeout_all_land(svc, tmp_path):
             finally:
                 os.close(fd)
         finally:
-            os.kill(svc.proc.pid, signal.SIGCONT)
+            mbtest.thaw(svc.proc.pid)
         assert status(m, "--wait").returncode == 0
         rel = "/workspace/" + name
         check_landed(svc, c, rel)
@@ -102,15 +102,15 @@ def test_an_unmount_during_an_outage_leaves_the_changes_to_the_next_mount(svc, t
         d = m.path(name)
         os.mkdir(d)
         assert status(m, "--wait").returncode == 0
-        os.kill(svc.proc.pid, signal.SIGSTOP)
+        mbtest.freeze(svc.proc.pid)
         try:
             edit_during_outage(m, d)
             until(lambda: control(m)["writeback"]["retries"] >= 1, "a failed try")
         finally:
             rc = m.unmount()
-            os.kill(svc.proc.pid, signal.SIGCONT)
+            mbtest.thaw(svc.proc.pid)
     except BaseException:
-        os.kill(svc.proc.pid, signal.SIGCONT)
+        mbtest.thaw(svc.proc.pid)
         raise
     log = m.log()
     assert not mbtest.sanitizer_report(log), log
@@ -170,6 +170,7 @@ def test_a_full_cache_disk_loses_nothing_whose_close_returned_0(service, contain
                     write_file(os.path.join(d, "q%02d" % i), data)
                     closed["q%02d" % i] = data
                 fill(filler)
+                service.release_held()
                 until(lambda: control(m)["writeback"]["inFlightFiles"] == 0, "the held batch")
             for i in range(40):
                 data = b"%d\n" % i * 2000

@@ -102,7 +102,7 @@ def test_removals_keep_their_order_with_what_comes_after(service, container, wb)
     os.mkdir(root)
     make_tree(root, dirs=4, files=3)
     sync(wb)
-    hold_writeback(service, wb, root)
+    hold_writeback(service, wb, root, held_ms=5000)    # its symlink waits for it
     # remove a tree, make it again with other content, remove a part again
     subprocess.run(["rm", "-rf", os.path.join(root, "d01")], check=True)
     os.makedirs(os.path.join(root, "d01", "s01"))

@@ -324,7 +324,7 @@ def syslog_listening():
 def daemon_mount(service, container, options):
     """mbfs without -f: the command returns once mounted; the daemon's pid
     comes from the control file."""
-    mnt = tempfile.mkdtemp(prefix="mbfs-mnt-", dir="/var/tmp")
+    mnt = tempfile.mkdtemp(prefix="mbfs-mnt-", dir=mbtest.tmp_base())
     spec = "%s@%s:/workspace" % (container["id"], container["createdAt"])
     args = [mbtest.MBFS, spec, mnt]
     for o in options:

@@ -105,7 +105,7 @@ def test_unknown_option_is_a_usage_error(wb):
 
 def daemon_mount(service, ident, options):
     """mbfs without -f: the command returns once mounted."""
-    mnt = tempfile.mkdtemp(prefix="mbfs-mnt-", dir="/var/tmp")
+    mnt = tempfile.mkdtemp(prefix="mbfs-mnt-", dir=mbtest.tmp_base())
     spec = "%s@%s:/workspace" % (ident["id"], ident["createdAt"])
     args = [mbtest.MBFS, spec, mnt]
     for o in options:

@@ -22,6 +22,7 @@ PUT = "PUT /containers/files"
 
 def umount(m, *args):
     """`mbfs -u [ARGS] MOUNTPOINT`, its CompletedProcess."""
+    m.service.release_held()
     return subprocess.run([mbtest.MBFS, "-u"] + list(args) + [m.mountpoint],
                           capture_output=True, text=True, timeout=300)
 
@@ -94,7 +95,7 @@ def test_u_shows_progress_on_a_terminal_only(service, container, need_fuse):
     try:
         d = m.path(unique("uprogress"))
         os.mkdir(d)
-        hold_writeback(service, m, d)   # the next batch waits 5 s behind it
+        hold_writeback(service, m, d)   # the next batch waits behind it
         for i in range(50):
             write_file(os.path.join(d, "p%d" % i), b"p\n")
         p = subprocess.Popen([mbtest.MBFS, "-u", m.mountpoint], stdout=subprocess.PIPE,
@@ -103,6 +104,8 @@ def test_u_shows_progress_on_a_terminal_only(service, container, need_fuse):
         slave = None
         seen = b""
         while True:
+            if b"left to send" in seen:
+                service.release_held()      # shown: now the batch may go
             try:
                 chunk = os.read(master, 4096)
             except OSError:   # EIO: mbfs -u ended, the pty has no writer
@@ -292,7 +295,7 @@ def frozen_svc(need_fuse):
     """A service of this test's own, frozen (SIGSTOP) in the test."""
     s = mbtest.Service()
     yield s
-    os.kill(s.proc.pid, signal.SIGCONT)
+    mbtest.thaw(s.proc.pid)
     s.stop()
 
 
@@ -305,12 +308,12 @@ def test_u_against_a_frozen_service_keeps_the_mount_and_says_so(frozen_svc, tmp_
         d = m.path(name)
         os.mkdir(d)
         assert umount_sync_ok(m)
-        os.kill(svc.proc.pid, signal.SIGSTOP)
+        mbtest.freeze(svc.proc.pid)
         try:
             write_file(os.path.join(d, "late"), b"late\n")
             r = umount(m, "--timeout", "1")
         finally:
-            os.kill(svc.proc.pid, signal.SIGCONT)
+            mbtest.thaw(svc.proc.pid)
         assert r.returncode == 1, r
         assert "still mounted: 1 file" in r.stderr, r.stderr
         assert os.path.join(m.mountpoint, name, "late") in r.stderr, r.stderr
@@ -319,7 +322,7 @@ def test_u_against_a_frozen_service_keeps_the_mount_and_says_so(frozen_svc, tmp_
         assert r.returncode == 0, r
         assert daemon_ended(m) == 0, m.log()[-3000:]
     finally:
-        os.kill(svc.proc.pid, signal.SIGCONT)
+        mbtest.thaw(svc.proc.pid)
         done(m)
     assert sh(svc, c, "cat /workspace/%s/late" % name) == "late\n"
     assert kept_files(cache) == []

@@ -88,7 +88,7 @@ def test_directory_times_wait_for_nothing_and_hold_on_the_sandbox(service, conta
     os.mkdir(d)
     sub = os.path.join(d, "sub")
     os.mkdir(sub)
-    hold_writeback(service, wb, d)          # d/blocker in flight for 5 s
+    hold_writeback(service, wb, d)          # d/blocker held in flight
     for i in range(5):
         write_file(os.path.join(sub, "f%d" % i), b"%d\n" % i)
     os.utime(sub, (1400000000, 1400000000))
@@ -102,6 +102,8 @@ def test_directory_times_wait_for_nothing_and_hold_on_the_sandbox(service, conta
     # while the next one, which sets the times again, is slow: the mount
     # shows the times set all along
     service.fault(route=PUT, count=1, match="wb-", delayMs=3000)
+    service.release_held()                  # the held one goes; the next is slow
+
     def next_batch_out():
         w = control(wb)["writeback"]
         return w["sentFiles"] >= 1 and w["inFlightFiles"] >= 5

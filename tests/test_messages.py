@@ -28,7 +28,7 @@ pytestmark = pytest.mark.usefixtures("no_faults_left")
 
 @pytest.fixture
 def mntdir():
-    path = tempfile.mkdtemp(prefix="mbfs-msg-", dir="/var/tmp")
+    path = tempfile.mkdtemp(prefix="mbfs-msg-", dir=mbtest.tmp_base())
     yield path
     if os.path.ismount(path):
         subprocess.run(["fusermount3", "-u", path], capture_output=True)

@@ -1,7 +1,7 @@
 # One-shot fault rules for /_local/faults, consumed in order by matching
-# requests: fail (before or after performing), reset mid-body, delay, or
-# rewrite the body of the answer, or corrupt the body of a success (one bit
-# flipped, or cut short).
+# requests: fail (before or after performing), reset mid-body, delay, hold
+# the answer until the test releases it, or rewrite the body of the answer,
+# or corrupt the body of a success (one bit flipped, or cut short).
 
 import threading
 import time
@@ -20,6 +20,11 @@ class Fault:
         self.reset = bool(doc.get("reset"))
         self.after_bytes = doc.get("afterBytes", 0)
         self.delay_ms = doc.get("delayMs", 0)
+        # heldMs: the answer waits, performed, until /_local/faults/release
+        # (or a clear), at most heldMs: a test waits on its own event, not
+        # on a time that a busy machine may outlast
+        self.held_ms = doc.get("heldMs", 0)
+        self.released = None
         self.rewrite = [(a.encode(), b.encode()) for a, b in doc.get("rewrite", [])]
         self.corrupt = doc.get("corrupt")
         self.at_byte = doc.get("atByte", 0)
@@ -43,7 +48,7 @@ def parse(doc):
     def is_int(v):
         return isinstance(v, int) and not isinstance(v, bool)
     known = {"route", "count", "match", "status", "error", "when", "reset", "afterBytes", "delayMs",
-             "rewrite", "corrupt", "atByte", "holdMs"}
+             "rewrite", "corrupt", "atByte", "holdMs", "heldMs"}
     ok = (isinstance(doc, dict) and set(doc) <= known and isinstance(doc.get("route"), str)
           and is_int(doc.get("count")) and doc["count"] >= 1
           and isinstance(doc.get("match", ""), str))
@@ -58,6 +63,8 @@ def parse(doc):
         ok = doc["corrupt"] in ("flip", "truncate") and is_int(doc.get("atByte", 0))
     elif ok and "holdMs" in doc:
         ok = is_int(doc["holdMs"]) and doc["holdMs"] >= 0
+    elif ok and "heldMs" in doc:
+        ok = is_int(doc["heldMs"]) and doc["heldMs"] >= 0
     elif ok and "delayMs" in doc:
         ok = is_int(doc["delayMs"]) and doc["delayMs"] >= 0
     elif ok:
@@ -72,6 +79,8 @@ class Faults:
     def __init__(self):
         self.lock = threading.Lock()
         self.rules = []
+        self.released = threading.Event()
+        self.holding = 0        # answers held now (heldMs)
 
     def add(self, fault):
         with self.lock:
@@ -80,6 +89,23 @@ class Faults:
     def clear(self):
         with self.lock:
             self.rules = []
+        self.release()
+
+    def hold(self, fault):
+        """Hold this answer until released, or for fault.held_ms."""
+        with self.lock:
+            self.holding += 1
+        try:
+            fault.released.wait(fault.held_ms / 1000.0)
+        finally:
+            with self.lock:
+                self.holding -= 1
+
+    def release(self):
+        """Let every answer held until now go (heldMs)."""
+        with self.lock:
+            done, self.released = self.released, threading.Event()
+        done.set()
 
     def take(self, route, target):
         """Consume and return the first rule matching route and target (path+query), or None."""
@@ -88,6 +114,7 @@ class Faults:
             self.rules = [r for r in self.rules if r.until is None or r.until > now]
             for rule in self.rules:
                 if rule.route == route and (not rule.match or rule.match in target):
+                    rule.released = self.released
                     rule.count -= 1
                     if rule.count <= 0:
                         self.rules.remove(rule)

@@ -30,8 +30,15 @@ def register(router, svc):
         svc.faults.add(parse(req.json_body(65536)))
         return json_response({"ok": True})
 
+    def get_faults(req):
+        return json_response({"held": svc.faults.holding})
+
     def clear_faults(req):
         svc.faults.clear()
+        return json_response({"ok": True})
+
+    def release_held(req):
+        svc.faults.release()
         return json_response({"ok": True})
 
     def expire(req):
@@ -43,5 +50,6 @@ def register(router, svc):
         return json_response({"ok": True})
 
     router.add(Route("/_local/stats", {"GET": get_stats, "DELETE": reset_stats}))
-    router.add(Route("/_local/faults", {"POST": add_fault, "DELETE": clear_faults}))
+    router.add(Route("/_local/faults", {"GET": get_faults, "POST": add_fault, "DELETE": clear_faults}))
+    router.add(Route("/_local/faults/release", {"POST": release_held}))
     router.add(Route("/_local/expire", {"POST": expire}))

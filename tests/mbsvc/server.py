@@ -248,6 +248,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         resp.headers.update(cors)
         if fault is not None and fault.delay_ms:
             time.sleep(fault.delay_ms / 1000.0)
+        if fault is not None and fault.held_ms:
+            svc.faults.hold(fault)
         if fault is not None and fault.reset:
             resp.reset_after = fault.after_bytes
         if fault is not None and fault.rewrite and resp.stream is None:

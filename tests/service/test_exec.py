@@ -27,8 +27,8 @@ def test_environment(container):
 
 def test_timeout(container):
     t = time.monotonic()
-    out = container.exec("echo partial; sleep 5", timeout_ms=600)
-    assert time.monotonic() - t < 3
+    out = container.exec("echo partial; sleep 30", timeout_ms=600)
+    assert time.monotonic() - t < 25        # ended by its timeout, not by sleep
     assert out["timedOut"] is True and out["exitCode"] is None and out["stdout"] == "partial\n"
 
 
