@@ -61,7 +61,7 @@ ALL_CFLAGS = -std=gnu11 $(WARN) $(CFLAGS) $(SAN) -D_FILE_OFFSET_BITS=64 \
 ALL_LDFLAGS = $(LDFLAGS) $(SAN) -pthread
 
 COMMON_SRC := $(wildcard common/*.c)
-FUSE_SRC   := $(wildcard fuse/*.c)
+FUSE_SRC   := $(wildcard fuse/*.c fuse/*/*.c)
 SHIM_SRC   := $(wildcard shim/*.c)
 TOOL_SRC   := $(wildcard tests/tools/*.c)
 
@@ -95,7 +95,7 @@ $(OBJ)/gen/guest_sh.c: $(GUEST_SH) common/embed.sh
 
 $(OBJ)/gen/fuse_sh.c: $(FUSE_SH) common/embed.sh
 	@mkdir -p $(dir $@)
-	$(call msg,EMBED,$@)sh common/embed.sh mbfs_sh fuse/guest_sh.h $(FUSE_SH) >$@.$$$$ && mv -f $@.$$$$ $@
+	$(call msg,EMBED,$@)sh common/embed.sh mbfs_sh fuse/transport/guest_sh.h $(FUSE_SH) >$@.$$$$ && mv -f $@.$$$$ $@
 
 $(OBJ)/gen/%_sh.o: $(OBJ)/gen/%_sh.c
 	$(call msg,CC,$@)$(CC) $(ALL_CFLAGS) -c -o $@ $<
@@ -209,9 +209,9 @@ clean:
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(OBJ)/unit/%)
 COMMON_LIBS = $(shell pkg-config --libs libcurl libcjson libcrypto 2>/dev/null)
-UNIT_OBJ_test_packparse := $(OBJ)/fuse/packparse.o
-UNIT_OBJ_test_tarread := $(OBJ)/fuse/tarread.o $(OBJ)/fuse/fdio.o
-UNIT_OBJ_test_report := $(OBJ)/fuse/report.o
+UNIT_OBJ_test_packparse := $(OBJ)/fuse/bulk/packparse.o
+UNIT_OBJ_test_tarread := $(OBJ)/fuse/transport/tarread.o $(OBJ)/fuse/durable/fdio.o
+UNIT_OBJ_test_report := $(OBJ)/fuse/transport/report.o
 UNIT_OBJ_test_sse :=
 UNIT_OBJ_test_mbxreport := $(OBJ)/shim/guest.o $(OBJ)/shim/result.o \
                            $(OBJ)/gen/guest_sh.o
@@ -243,8 +243,8 @@ FUZZ_TARGETS := pack tar numbers report_cut report_pack report_df report_apply \
                 sse job_json mbx_report
 FUZZ_BIN     := $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
 FUZZ_LIBCOMMON := $(FUZZ_DIR)/obj/libmbcommon.a
-FUZZ_OBJ_pack := fuse/packparse.o
-FUZZ_OBJ_tar := fuse/tarread.o fuse/fdio.o
+FUZZ_OBJ_pack := fuse/bulk/packparse.o
+FUZZ_OBJ_tar := fuse/transport/tarread.o fuse/durable/fdio.o
 FUZZ_OBJ_mbx_report := shim/guest.o shim/result.o gen/guest_sh.o
 # the reports share one source: FUZZ_WHICH picks the parser
 FUZZ_WHICH_numbers := 0
@@ -253,7 +253,7 @@ FUZZ_WHICH_report_pack := 2
 FUZZ_WHICH_report_df := 3
 FUZZ_WHICH_report_apply := 4
 $(foreach t,numbers report_cut report_pack report_df report_apply,\
-  $(eval FUZZ_MAIN_$(t) := $(FUZZ_DIR)/obj/fuzz_report_$(t).o $(FUZZ_DIR)/obj/fuse/report.o))
+  $(eval FUZZ_MAIN_$(t) := $(FUZZ_DIR)/obj/fuzz_report_$(t).o $(FUZZ_DIR)/obj/fuse/transport/report.o))
 
 -include $(shell find $(FUZZ_DIR)/obj -name '*.d' 2>/dev/null)
 
@@ -265,7 +265,7 @@ $(FUZZ_DIR)/obj/gen/guest_sh.o: $(OBJ)/gen/guest_sh.c
 	@mkdir -p $(dir $@)
 	$(call msg,FUZZCC,$@)$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
 
-$(FUZZ_DIR)/obj/fuzz_report_%.o: tests/fuzz/fuzz_report.c tests/fuzz/fuzz.h fuse/report.h
+$(FUZZ_DIR)/obj/fuzz_report_%.o: tests/fuzz/fuzz_report.c tests/fuzz/fuzz.h fuse/transport/report.h
 	@mkdir -p $(dir $@)
 	$(call msg,FUZZCC,$@)$(FUZZ_CC) $(FUZZ_CFLAGS) -DFUZZ_WHICH=$(FUZZ_WHICH_$*) -c -o $@ $<
 

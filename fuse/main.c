@@ -25,7 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fuse/help.h"
+#include "fuse/face/help.h"
 #include "fuse/mbfs.h"
 
 #include <fuse.h>
@@ -36,32 +36,32 @@
 #include "common/log.h"
 #include "common/mountinfo.h"
 #include "common/util.h"
-#include "fuse/attach.h"
-#include "fuse/batch.h"
-#include "fuse/status.h"
-#include "fuse/gone.h"
-#include "fuse/umount.h"
-#include "fuse/newdir.h"
-#include "fuse/wbq.h"
-#include "fuse/cache.h"
-#include "fuse/create.h"
-#include "fuse/data.h"
-#include "fuse/hidden.h"
-#include "fuse/inode.h"
-#include "fuse/kcache.h"
-#include "fuse/journal.h"
-#include "fuse/lease.h"
-#include "fuse/list.h"
-#include "fuse/node.h"
-#include "fuse/nodeset.h"
-#include "fuse/node_int.h"
-#include "fuse/prefetch.h"
-#include "fuse/ops.h"
-#include "fuse/recover.h"
-#include "fuse/unsent.h"
-#include "fuse/warm.h"
-#include "fuse/when.h"
-#include "fuse/watch.h"
+#include "fuse/session/attach.h"
+#include "fuse/outbox/batch.h"
+#include "fuse/cli/status.h"
+#include "fuse/outbox/gone.h"
+#include "fuse/cli/umount.h"
+#include "fuse/outbox/newdir.h"
+#include "fuse/outbox/wbq.h"
+#include "fuse/cache/cache.h"
+#include "fuse/cli/create.h"
+#include "fuse/durable/data.h"
+#include "fuse/view/hidden.h"
+#include "fuse/cache/inode.h"
+#include "fuse/cache/kcache.h"
+#include "fuse/durable/journal.h"
+#include "fuse/session/lease.h"
+#include "fuse/cli/list.h"
+#include "fuse/node/node.h"
+#include "fuse/node/nodeset.h"
+#include "fuse/node/node_int.h"
+#include "fuse/bulk/prefetch.h"
+#include "fuse/face/ops.h"
+#include "fuse/session/recover.h"
+#include "fuse/outbox/unsent.h"
+#include "fuse/face/warm.h"
+#include "fuse/cli/when.h"
+#include "fuse/session/watch.h"
 
 #define DEFAULT_TIMEOUT_MS 20000
 #define OP_TIMEOUT_MS 60000
@@ -500,7 +500,7 @@ static int open_state(struct mbfs *fs, struct mbfs_opts *o,
 	fs->hidden = mbfs_hidden_new();
 	fs->warm = mbfs_warm_new();
 	if (!o->bulk_read || strcmp(o->bulk_read, "0"))
-		fs->prefetch = mbfs_prefetch_new();
+		fs->prefetch = mbfs_prefetch_new(mbfs_nodeset_busy);
 	if (!fs->cache || !fs->batch || !fs->wbq || !fs->newdirs || !fs->gone || !fs->inos ||
 	    !fs->hidden || !fs->warm ||
 	    (!fs->prefetch && (!o->bulk_read || strcmp(o->bulk_read, "0"))))

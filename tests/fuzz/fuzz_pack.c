@@ -1,5 +1,5 @@
 /* fuzz_pack.c: pack.sh's listing records (fuse/packparse.c). */
-#include "fuse/packparse.h"
+#include "fuse/bulk/packparse.h"
 #include "tests/fuzz/fuzz.h"
 
 static int drop(void *ud, const char *rel, struct mb_entry_list *list)

@@ -1,6 +1,6 @@
 /* fuzz_report.c: the guest scripts' reports (fuse/report.c); FUZZ_WHICH
  * picks the parser, one binary each (Makefile). */
-#include "fuse/report.h"
+#include "fuse/transport/report.h"
 #include "tests/fuzz/fuzz.h"
 
 static int mark(void *ud, char kind, uint64_t i, const char *why,

@@ -2,7 +2,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "fuse/tarread.h"
+#include "fuse/transport/tarread.h"
 #include "tests/fuzz/fuzz.h"
 
 static int take(void *ud, const struct mbfs_tar_member *m)

@@ -1,7 +1,7 @@
 /* test_packparse.c: pack.sh's listing records (fuse/packparse.c). */
 #include <errno.h>
 
-#include "fuse/packparse.h"
+#include "fuse/bulk/packparse.h"
 #include "tests/unit/unit.h"
 
 /* What the callback saw: the directories, each with its entries. */

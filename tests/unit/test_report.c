@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <stdint.h>
 
-#include "fuse/report.h"
+#include "fuse/transport/report.h"
 #include "tests/unit/unit.h"
 
 static void numbers(void)

@@ -3,7 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "fuse/tarread.h"
+#include "fuse/transport/tarread.h"
 #include "tests/unit/unit.h"
 
 struct seen {

@@ -1,0 +1,100 @@
+/* wbq_int.h: the inside of the write-back queue, shared by wbq.c (the
+ * queue, its flusher and the files), wbq_send.c (one batch), wbq_dir.c
+ * (the entries of other names: mkdirs, modes, times, removals) and
+ * wbq_up.c (uploads on their own). Not for other modules. */
+#ifndef MBFS_WBQ_INT_H
+#define MBFS_WBQ_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "fuse/outbox/wbsend.h"
+
+struct mbfs;
+struct mbfs_node;
+struct mbfs_wbq_files;
+
+/* An entry is a file (n) or a change of another name (dpath): a
+ * directory's mkdir, mtime or mode, or a removal. */
+struct mbfs_wbq_entry {
+	struct mbfs_wbq_entry *next;
+	struct mbfs_node *n;     /* the queue's reference; NULL: a directory */
+	enum mbfs_wbdir_kind kind;   /* a directory's change */
+	char *dpath;             /* the directory */
+	struct timespec dtime;   /* TIME: its mtime (mbfs_wbq_dir_time) */
+	unsigned dmode;          /* MAKE, MODE: its permission bits */
+	bool base_known;         /* RM: the file it removes (wbsend.h) */
+	uint64_t base_size;
+	time_t base_mtime;
+	bool landed;             /* a removal: out of the gone table */
+	unsigned jid;            /* not a file: its line in the journal's
+	                            outbox log (journal.h), 0 when none */
+	uint64_t bytes;          /* size when last queued */
+	uint64_t since_ms;       /* queued at */
+	bool inflight;           /* in the batch being sent */
+	bool again;              /* closed dirty again while in flight */
+	bool urgent;             /* someone waits for it: no delay */
+};
+
+struct mbfs_wbq {
+	const struct mbfs_wbq_files *files;   /* set at mount, then fixed */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;     /* any change: queued, sent, stop */
+	struct mbfs_wbq_entry *head;      /* protected by lock, oldest first */
+	struct mbfs_wbq_entry **tail;     /* the last entry's next, or &head */
+	size_t queued;           /* entries not in flight */
+	uint64_t queued_bytes;
+	size_t inflight;
+	uint64_t inflight_bytes;
+	size_t dirs;             /* TIME and MODE entries, queued or not */
+	size_t removes;          /* RM and RMDIR entries, queued or not */
+	bool running, stop;
+	pthread_t thread;
+	/* totals since mount */
+	uint64_t sent_files, sent_batches, sent_bytes, failed_files;
+	uint64_t failed_reported;  /* failed_files at the last sync */
+	char last_error[256];
+	/* disconnected: batches that could not reach the sandbox go again
+	 * (wbq.c, retry_later); retries counts them since mount */
+	uint64_t retries, retry_at;   /* retry_at: ms, 0 when connected */
+	unsigned retry_streak;        /* failed tries in a row */
+	/* uploads on their own, running now (wbq_up.c) */
+	size_t up_files;
+	uint64_t up_bytes;
+	uint64_t up_failed;      /* since mount */
+};
+
+/* Form, send and settle one batch of the oldest queued entries
+ * (wbq_send.c). q->lock held; dropped meanwhile. */
+void mbfs_wbq_send_locked(struct mbfs *fs, struct mbfs_wbq *q);
+/* count files (the last path) failed (why): the next sync says so.
+ * q->lock held. */
+void mbfs_wbq_note_failure_locked(struct mbfs_wbq *q, size_t count,
+				  const char *path, const char *why);
+
+/* Queue e (not in flight) at the end, as of now. q->lock held. */
+void mbfs_wbq_append_locked(struct mbfs_wbq *q, struct mbfs_wbq_entry *e);
+
+/* Start the flusher with the first entry. q->lock held. */
+void mbfs_wbq_start_locked(struct mbfs *fs, struct mbfs_wbq *q);
+
+/* A new directory entry of kind for path at the end of the queue, or NULL
+ * without memory. q->lock held. */
+struct mbfs_wbq_entry *mbfs_wbq_append_dir_locked(struct mbfs_wbq *q, const char *path,
+					 enum mbfs_wbdir_kind kind);
+
+/* After a batch: a queued mkdir of path ran (rc 0) or failed (why). */
+void mbfs_wbq_made(struct mbfs *fs, const char *path, int rc, const char *why);
+/* After a batch that ran: a directory's time or mode in it is set, or a
+ * removal in it is done (d->rc 0) or failed (reported here). */
+void mbfs_wbq_dir_landed(struct mbfs *fs, const struct mbfs_wbdir *d);
+
+/* Entry e (not a file) leaves the queue: its counters and its journal
+ * line go, and it is freed. q->lock held. */
+void mbfs_wbq_drop_dir_locked(struct mbfs *fs, struct mbfs_wbq *q,
+			      struct mbfs_wbq_entry *e);
+
+#endif
