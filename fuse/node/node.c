@@ -565,9 +565,14 @@ void mbfs_node_hide(struct mbfs *fs, const char *path, const char *hidden,
 		pthread_mutex_lock(&n->lock);
 	pthread_mutex_lock(&fs->nodes_lock);
 	*fresh = n && n->fresh;
+	/* hidden, they keep the name for the barriers of what they left on
+	 * their way (mbfs_node_renamed), but no open or stat of the name
+	 * finds them again: a later file there is another node */
 	for (struct mbfs_node *o = mbfs_nodeset_find(fs->nodes, path, NULL);
-	     o; o = mbfs_nodeset_find(fs->nodes, path, o))
+	     o; o = mbfs_nodeset_find(fs->nodes, path, o)) {
 		o->unlinked = true;
+		o->shared = false;
+	}
 	pthread_mutex_unlock(&fs->nodes_lock);
 	if (n)
 		pthread_mutex_unlock(&n->lock);
