@@ -7,6 +7,7 @@ import tempfile
 
 import pytest
 
+import mbtest
 from test_mbfs_helpers import read_file, sh, sync, unique, write_file
 
 
@@ -75,3 +76,35 @@ def test_an_atomic_save_with_a_reader_of_the_old_file(service, container, mount,
     finally:
         reader.close()
     assert on_sandbox(service, container, mount, path) == "new content\n"
+
+
+def mbexec_in(service, d, script):
+    r = mbtest.run_mbexec(service, ["sh", "-c", script], cwd=d)
+    assert r.returncode == 0, r
+
+
+def test_a_reader_at_the_end_reads_what_commands_append(service, container, mount, d):
+    """tail's loop: a reader at the end of a file reads the lines two
+    commands appended, not nothing and not NUL bytes."""
+    path = os.path.join(d, "grow")
+    write_file(path, b"start\n")
+    with open(path, "rb") as reader:
+        assert reader.read() == b"start\n"
+        mbexec_in(service, d, "echo one >> grow")
+        mbexec_in(service, d, "echo two >> grow")
+        assert reader.read() == b"one\ntwo\n"
+        assert os.fstat(reader.fileno()).st_size == len(b"start\none\ntwo\n")
+
+
+def test_an_open_file_reads_what_a_command_rewrote(service, container, mount, d):
+    """Saved here, held open, rewritten in place by a command: fstat and
+    read agree on the command's bytes, also after a seek to 0."""
+    path = os.path.join(d, "v")
+    write_file(path, b"v1\n")
+    with open(path, "rb") as f:
+        assert f.read() == b"v1\n"
+        mbexec_in(service, d, "printf 'version two, longer\\n' > v")
+        want = b"version two, longer\n"
+        assert os.fstat(f.fileno()).st_size == len(want)
+        f.seek(0)
+        assert f.read() == want

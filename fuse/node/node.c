@@ -239,14 +239,60 @@ void mbfs_node_ref(struct mbfs *fs, struct mbfs_node *n)
 
 #define RETRY_QUIET_MS 1000
 
+/* n is a clean copy of a guest file that st (the guest's, now) shows
+ * changed since n was fetched. nodes_lock held. */
+static bool clean_behind(const struct mbfs_node *n, const struct stat *st)
+{
+	return !n->dirty && !n->fresh && !n->unlinked && n->base_known &&
+	       ((uint64_t)st->st_size != n->base_size ||
+		st->st_mtim.tv_sec != n->base_mtime);
+}
+
+/* A clean copy the guest may have moved on from (recheck): when the
+ * guest's file differs from its base, drop it, so that the caller's load
+ * fetches the guest's content again; the fds open on n read that, as on a
+ * local disk when another program rewrites the file. n->lock held. */
+static void follow_guest(struct mbfs *fs, struct mbfs_node *n)
+{
+	char path[MB_PATH_MAX];
+	pthread_mutex_lock(&fs->nodes_lock);
+	bool check = n->recheck && n->loaded && !n->dirty && !n->fresh &&
+		     !n->unlinked && n->base_known && !n->partial &&
+		     !n->recorded;
+	n->recheck = false;
+	snprintf(path, sizeof(path), "%s", n->path);
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (!check || n->kept_file || n->linked)
+		return;
+	struct stat st;
+	if (mbfs_view_getattr(fs, path, &st) || !S_ISREG(st.st_mode))
+		return;
+	pthread_mutex_lock(&fs->nodes_lock);
+	bool drop = clean_behind(n, &st);
+	if (drop)
+		n->loaded = false;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (!drop)
+		return;
+	close(n->fd);
+	n->fd = -1;
+	if (n->local)
+		mbfs_data_recycle(fs->data, n->local);
+	n->local = NULL;
+	n->in_memory = false;
+	mb_log(MB_LOG_DEBUG, "'%s' changed on the sandbox while open: its "
+	       "readers follow", path);
+}
+
 int mbfs_node_read(struct mbfs *fs, struct mbfs_node *n, char *buf,
 		   size_t size, off_t off)
 {
 	pthread_mutex_lock(&fs->nodes_lock);
-	bool ready = n->loaded && !n->partial;
+	bool ready = n->loaded && !n->partial && !n->recheck;
 	pthread_mutex_unlock(&fs->nodes_lock);
 	if (!ready) {
 		pthread_mutex_lock(&n->lock);
+		follow_guest(fs, n);
 		/* the kernel follows a failed read at once with a read of its
 		 * first page (another operation): one that ran out of its
 		 * op_timeout a moment ago answers it now, so that a read(2)
@@ -403,7 +449,9 @@ void mbfs_node_records_sync(struct mbfs *fs)
 void mbfs_node_fgetattr(struct mbfs *fs, struct mbfs_node *n, struct stat *st)
 {
 	pthread_mutex_lock(&fs->nodes_lock);
-	if (n->loaded)
+	if (n->loaded && clean_behind(n, st))
+		n->recheck = true;   /* st is the guest's: the next read follows */
+	else if (n->loaded)
 		apply_local(n, st);
 	pthread_mutex_unlock(&fs->nodes_lock);
 }
@@ -586,8 +634,10 @@ void mbfs_node_invalidate_all(struct mbfs *fs)
 {
 	pthread_mutex_lock(&fs->nodes_lock);
 	for (struct mbfs_node *n = fs->nodes->head; n; n = n->next)
-		if (!n->dirty && n->loaded)
+		if (!n->dirty && n->loaded) {
 			n->shared = false;
+			n->recheck = true;   /* its open fds follow the guest */
+		}
 	pthread_mutex_unlock(&fs->nodes_lock);
 }
 

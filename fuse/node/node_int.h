@@ -37,6 +37,10 @@ struct mbfs_node {
 	uint64_t base_size;
 	time_t base_mtime;
 	bool partial;          /* loaded, but some pieces not fetched yet */
+	bool recheck;          /* a clean copy the guest's file may have moved
+	                          on from (a command ran, its stat changed):
+	                          the next read compares, and fetches again
+	                          when it did (mbfs_node_read) */
 	bool kept_any;         /* an upload failed and its data was kept */
 	uint64_t kept_version; /* ... for this version */
 	char base_sha[65];     /* SHA-256 of our last upload, "" if none */
