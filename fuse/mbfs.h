@@ -50,6 +50,7 @@
  *   remote.c   path mapping, failure reporting, exec-based operations;
  *              exec.c sends one command (inline, or as a script file)
  *   control.c  the virtual control file MOUNTPOINT/.mainbrella
+ *   follow.c   open files follow the guest while a command runs
  *   watch.c    exit when unmounted while other namespaces hold copies
  *   kcache.c   what the kernel caches (names, attributes, pages): the
  *              paths it was shown, invalidated by a thread of its own
@@ -59,7 +60,8 @@
  *
  * Threads: libfuse runs ops on several threads; transfers add up to
  * MBFS_XFER_THREADS helpers; batch.c and wbq.c run one flusher each,
- * lease.c one keep-alive thread, kcache.c one invalidating thread.
+ * lease.c one keep-alive thread, kcache.c one invalidating thread,
+ * follow.c one thread asking about open files while a command runs.
  * Lock order (a
  * thread holding one lock only takes locks further right):
  *   node->lock  ->  fs->nodes_lock  ->  cache->lock
@@ -68,7 +70,8 @@
  *   wbq->lock  ->  newdirs->lock, gone->lock
  *   wbq->lock  ->  journal->oplock  ->  journal->lock (the outbox log)
  *   data->lock, prefetch->lock, batch->lock, wbq->lock, lease->lock, statfs_lock,
- *   watch_lock, kcache->lock and the journal's lock are leaves.
+ *   watch_lock, kcache->lock, follow->mu and the journal's lock are leaves
+ *   (follow.c holds none while it asks the guest or calls the nodes).
  * node->lock may be held across network calls (and across waiting for a
  * batch send); no other lock ever is.
  * Inode numbers: use_ino, st_ino = mbfs_ino() of the path, so they stay
@@ -103,6 +106,7 @@ struct mbfs_data;
 struct mbfs_journal;
 struct mbfs_hidden;
 struct mbfs_inos;
+struct mbfs_follow;
 struct mbfs_kcache;
 struct mbfs_lease;
 struct mbfs_node;
@@ -179,6 +183,9 @@ struct mbfs {
 	struct mbfs_agent *agent;       /* mbexec's socket (agent.h); NULL
 	                                   when none */
 	char agent_name[MB_AGENT_NAME_MAX]; /* in the control file; "" none */
+	struct mbfs_follow *follow;     /* open files following the guest
+	                                   while a command runs (follow.h);
+	                                   NULL when none */
 	char cache_dir[MB_PATH_MAX];    /* -o cache_dir or the default */
 	struct cJSON *unsent;           /* what an ended mount did not send
 	                                   (unsent.h), or NULL; with

@@ -3,7 +3,10 @@ shows after a rename over an open name is the moved file, and writes
 through a new open of it land on the sandbox; the open fd keeps the old
 file."""
 import os
+import select
+import subprocess
 import tempfile
+import time
 
 import pytest
 
@@ -108,3 +111,80 @@ def test_an_open_file_reads_what_a_command_rewrote(service, container, mount, d)
         assert os.fstat(f.fileno()).st_size == len(want)
         f.seek(0)
         assert f.read() == want
+
+
+@pytest.fixture
+def long_attrs(service, container, need_fuse):
+    """A mount whose kernel keeps attributes for 10 minutes: what shows
+    within a test comes from the mount telling the kernel, never from a
+    timeout expiring."""
+    m = mbtest.Mount(service, container, options=["attr_timeout=600", "dir_timeout=600"])
+    yield m
+    assert m.unmount() == 0, m.log()
+
+
+def test_tail_f_follows_a_running_commands_log(service, container, long_attrs):
+    """tail -f on the mount prints each line of a command's log while the
+    command still runs (it waits for the test between the lines), not
+    all of them at its end."""
+    mount = long_attrs
+    d = mount.path(unique("tail"))
+    os.mkdir(d)
+    log = os.path.join(d, "log")
+    write_file(log, b"")
+    sync(mount)
+    rd = "/workspace/" + os.path.relpath(d, mount.mountpoint)
+    script = ("echo line1 >> log; while [ ! -e go1 ]; do sleep 0.1; done; "
+              "echo line2 >> log; while [ ! -e go2 ]; do sleep 0.1; done; echo end >> log")
+    cmd = subprocess.Popen([mbtest.MBEXEC, "sh", "-c", script], cwd=d, env=service.env(),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    tail = subprocess.Popen(["tail", "-f", "-s", "0.2", log], stdout=subprocess.PIPE)
+    seen = b""
+    try:
+        for line, go in ((b"line1\n", "go1"), (b"line2\n", "go2")):
+            deadline = time.monotonic() + 60
+            while line not in seen:
+                assert cmd.poll() is None, ("the command ended before tail showed", line, seen)
+                assert time.monotonic() < deadline, ("tail never showed", line, seen)
+                ready, _, _ = select.select([tail.stdout], [], [], 0.5)
+                if ready:
+                    seen += os.read(tail.stdout.fileno(), 4096)
+            # shown while the command waits for us: let it go on
+            service.exec(container, "touch %s/%s" % (rd, go))
+        assert cmd.wait(60) == 0, cmd.stderr.read()
+        deadline = time.monotonic() + 60
+        while b"end\n" not in seen and time.monotonic() < deadline:
+            ready, _, _ = select.select([tail.stdout], [], [], 0.5)
+            if ready:
+                seen += os.read(tail.stdout.fileno(), 4096)
+        assert seen == b"line1\nline2\nend\n", seen
+    finally:
+        tail.kill()
+        tail.wait()
+        if cmd.poll() is None:
+            cmd.kill()
+        cmd.wait()
+
+
+@pytest.mark.parametrize("fsync", [False, True], ids=["close", "fsync"])
+def test_an_append_writer_and_commands_interleave(service, container, mount, d, fsync):
+    """An O_APPEND writer held open across commands that append to the
+    same log: every line lands, in the order written, on the sandbox and
+    on the mount; nothing is refused as a conflict, and the next command
+    starts."""
+    log = os.path.join(d, "log")
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        for i in (1, 2):
+            os.write(fd, b"local%d\n" % i)
+            if fsync:
+                os.fsync(fd)
+            mbexec_in(service, d, "echo CMD%d >> log" % i)
+        os.write(fd, b"local3\n")
+    finally:
+        os.close(fd)
+    want = "local1\nCMD1\nlocal2\nCMD2\nlocal3\n"
+    assert on_sandbox(service, container, mount, log) == want
+    assert read_file(log).decode() == want
+    mbexec_in(service, d, "true")
+    assert "kept" not in mount.log() and "conflict" not in mount.log(), mount.log()

@@ -302,6 +302,16 @@ static void serve_one(struct mbfs_agent *a, struct mux_req *q)
 	pthread_mutex_unlock(&a->mu);
 }
 
+bool mbfs_agent_active(struct mbfs_agent *a)
+{
+	if (!a)
+		return false;
+	pthread_mutex_lock(&a->mu);
+	bool active = a->nconns > 0;
+	pthread_mutex_unlock(&a->mu);
+	return active;
+}
+
 struct conn {
 	struct mbfs_agent *a;
 	int fd;

@@ -13,6 +13,8 @@
 #ifndef MBFS_AGENT_H
 #define MBFS_AGENT_H
 
+#include <stdbool.h>
+
 struct mbfs;
 struct mbfs_agent;
 
@@ -24,5 +26,9 @@ int mbfs_agent_start(struct mbfs *fs, struct mbfs_agent **out, char *name,
 /* Stop listening, answer what is queued with an error, join the threads.
  * NULL is fine. */
 void mbfs_agent_stop(struct mbfs_agent *a);
+
+/* Whether an mbexec of this mount is connected: a command runs (mbexec
+ * holds its connection from its first poll to its end). NULL: false. */
+bool mbfs_agent_active(struct mbfs_agent *a);
 
 #endif

@@ -39,6 +39,7 @@
 #include "fuse/transport/name.h"
 #include "fuse/node/node.h"
 #include "fuse/ns/ns.h"
+#include "fuse/face/follow.h"
 #include "fuse/face/ops.h"
 #include "fuse/bulk/prefetch.h"
 #include "fuse/transport/remote.h"
@@ -125,6 +126,10 @@ static void *mbfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 		mb_log(MB_LOG_WARN, "cannot start the kernel cache thread (%s): "
 		       "changes show once the kernel's timeouts expire",
 		       strerror(-rc));
+	if (FS->agent && (rc = mbfs_follow_start(FS, &FS->follow)))
+		mb_log(MB_LOG_WARN, "cannot start the thread that follows open "
+		       "files (%s): they follow at each command's end",
+		       strerror(-rc));
 	/* the log says when a session began and ended */
 	mb_log(MB_LOG_INFO, "mounted %s@%s:%s on '%s' (pid %ld)", FS->ident.id,
 	       FS->ident.created_at, FS->root[0] ? FS->root : "/",
@@ -135,6 +140,8 @@ static void *mbfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 static void mbfs_destroy(void *data)
 {
 	(void)data;
+	mbfs_follow_stop(FS->follow);   /* it asks the agent */
+	FS->follow = NULL;
 	mbfs_agent_stop(FS->agent);
 	FS->agent = NULL;
 	mbfs_kcache_stop(FS->kcache);
@@ -593,7 +600,8 @@ static int mbfs_write(const char *path, const char *buf, size_t size,
 	if (!fi->fh)
 		return mbfs_control_write(FS, buf, size);
 	int rc = mbfs_check_alive(FS);
-	return rc ? rc : mbfs_node_write(FS, NODE(fi), buf, size, off);
+	return rc ? rc : mbfs_node_write(FS, NODE(fi), buf, size, off,
+					 (fi->flags & O_APPEND) != 0);
 }
 
 static int mbfs_statfs(const char *path, struct statvfs *st)

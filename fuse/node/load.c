@@ -334,6 +334,7 @@ int mbfs_load(struct mbfs *fs, struct mbfs_node *n, bool whole)
 	n->base_known = got == (uint64_t)st.st_size;
 	n->base_size = got;
 	n->base_mtime = st.st_mtim.tv_sec;
+	n->overwrote = false;
 	n->sha_due = false;
 	pthread_mutex_unlock(&fs->nodes_lock);
 	return 0;

@@ -328,12 +328,20 @@ int mbfs_node_read(struct mbfs *fs, struct mbfs_node *n, char *buf,
 }
 
 int mbfs_node_write(struct mbfs *fs, struct mbfs_node *n, const char *buf,
-		    size_t size, off_t off)
+		    size_t size, off_t off, bool append)
 {
 	pthread_mutex_lock(&n->lock);
+	/* a clean copy the guest moved on from is fetched again first: the
+	 * write goes into the guest's file as it is now */
+	follow_guest(fs, n);
 	int rc = mbfs_load(fs, n, true);
 	if (!rc)
 		rc = mbfs_node_will_change(fs, n, false);
+	if (!rc && append) {
+		pthread_mutex_lock(&fs->nodes_lock);
+		off = (off_t)n->size;
+		pthread_mutex_unlock(&fs->nodes_lock);
+	}
 	size_t done = 0;
 	while (!rc && done < size) {
 		ssize_t w = pwrite(n->fd, buf + done, size - done, off + (off_t)done);
@@ -351,6 +359,8 @@ int mbfs_node_write(struct mbfs *fs, struct mbfs_node *n, const char *buf,
 		pthread_mutex_lock(&fs->nodes_lock);
 		uint64_t end = (uint64_t)off + size;
 		uint64_t cur = n->size > end ? n->size : end;
+		if ((uint64_t)off < n->base_size)
+			n->overwrote = true;
 		pthread_mutex_unlock(&fs->nodes_lock);
 		mark_changed(fs, n, cur);
 	}
@@ -369,8 +379,13 @@ int mbfs_node_truncate(struct mbfs *fs, struct mbfs_node *n, off_t size)
 			       : mbfs_node_will_change(fs, n, false);
 	if (!rc && ftruncate(n->fd, size))
 		rc = -errno;
-	if (!rc)
+	if (!rc) {
+		pthread_mutex_lock(&fs->nodes_lock);
+		if ((uint64_t)size < n->base_size)
+			n->overwrote = true;
+		pthread_mutex_unlock(&fs->nodes_lock);
 		mark_changed(fs, n, (uint64_t)size);
+	}
 	pthread_mutex_unlock(&n->lock);
 	return rc;
 }
@@ -637,6 +652,38 @@ void mbfs_node_invalidate_all(struct mbfs *fs)
 		if (!n->dirty && n->loaded) {
 			n->shared = false;
 			n->recheck = true;   /* its open fds follow the guest */
+		}
+	pthread_mutex_unlock(&fs->nodes_lock);
+}
+
+size_t mbfs_node_open_clean(struct mbfs *fs, struct mbfs_node_base *v,
+			    size_t max)
+{
+	size_t k = 0;
+	pthread_mutex_lock(&fs->nodes_lock);
+	for (struct mbfs_node *n = fs->nodes->head; n && k < max; n = n->next) {
+		if (n->refs <= 0 || n->dirty || n->fresh || n->unlinked ||
+		    (n->loaded && (!n->base_known || n->partial)) ||
+		    strlen(n->path) >= sizeof(v[k].path))
+			continue;
+		snprintf(v[k].path, sizeof(v[k].path), "%s", n->path);
+		v[k].loaded = n->loaded;
+		v[k].size = n->base_size;
+		v[k].mtime = n->base_mtime;
+		k++;
+	}
+	pthread_mutex_unlock(&fs->nodes_lock);
+	return k;
+}
+
+void mbfs_node_recheck(struct mbfs *fs, const char *path)
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	for (struct mbfs_node *n = mbfs_nodeset_find(fs->nodes, path, NULL);
+	     n; n = mbfs_nodeset_find(fs->nodes, path, n))
+		if (!n->dirty && !n->unlinked) {
+			n->shared = false;
+			n->recheck = true;
 		}
 	pthread_mutex_unlock(&fs->nodes_lock);
 }

@@ -52,8 +52,11 @@ void mbfs_node_ref(struct mbfs *fs, struct mbfs_node *n);
 
 int mbfs_node_read(struct mbfs *fs, struct mbfs_node *n, char *buf,
 		   size_t size, off_t off);
+/* A write at off; append (a handle opened O_APPEND): at the end of the
+ * file as the mount has it now, whatever off the kernel computed from a
+ * size it may no longer have (a command appended meanwhile). */
 int mbfs_node_write(struct mbfs *fs, struct mbfs_node *n, const char *buf,
-		    size_t size, off_t off);
+		    size_t size, off_t off, bool append);
 int mbfs_node_truncate(struct mbfs *fs, struct mbfs_node *n, off_t size);
 /* Upload when dirty (a copy queued for write-back goes now, and this
  * waits for its batch). 0 or -errno. */
@@ -140,8 +143,26 @@ void mbfs_node_unlinked(struct mbfs *fs, const char *path);
  * was created here and never uploaded (nothing of it is on the guest). */
 void mbfs_node_hide(struct mbfs *fs, const char *path, const char *hidden,
 		    struct mbfs_node **out, bool *fresh);
-/* Clean nodes are no longer shared with new opens (control invalidate). */
+/* Clean nodes are no longer shared with new opens, and their open fds
+ * check the guest's file at their next read (control invalidate). */
 void mbfs_node_invalidate_all(struct mbfs *fs);
+
+/* A guest file that some fd holds open with no change of ours, and the
+ * guest's size and mtime its copy was fetched at (follow.c); loaded
+ * false: not fetched yet (an empty file, or not read yet), the base is
+ * unknown. */
+struct mbfs_node_base {
+	char path[MB_PATH_MAX];
+	bool loaded;
+	uint64_t size;
+	time_t mtime;
+};
+/* Up to max such copies into v; how many. */
+size_t mbfs_node_open_clean(struct mbfs *fs, struct mbfs_node_base *v,
+			    size_t max);
+/* The guest's file at path moved on from the copies of it: their fds
+ * fetch it again at their next read. */
+void mbfs_node_recheck(struct mbfs *fs, const char *path);
 /* Upload every dirty node (unmount). */
 void mbfs_node_flush_all(struct mbfs *fs);
 /* Free the nodes still open at exit (after flush_all; no other thread). */

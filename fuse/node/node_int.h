@@ -37,6 +37,9 @@ struct mbfs_node {
 	uint64_t base_size;
 	time_t base_mtime;
 	bool partial;          /* loaded, but some pieces not fetched yet */
+	bool overwrote;        /* a write or truncate since the base touched
+	                          its first base_size bytes: not only
+	                          appends (wbnode.c merges appends) */
 	bool recheck;          /* a clean copy the guest's file may have moved
 	                          on from (a command ran, its stat changed):
 	                          the next read compares, and fetches again

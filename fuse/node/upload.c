@@ -161,6 +161,7 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 	n->base_known = true;
 	n->base_size = size;
 	n->base_mtime = w.mtime.tv_sec;
+	n->overwrote = false;
 	memcpy(n->base_sha, sha, sizeof(n->base_sha));
 	n->sha_due = due;
 	pthread_mutex_unlock(&fs->nodes_lock);

@@ -9,18 +9,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "common/util.h"
 #include "fuse/outbox/batch.h"
 #include "fuse/cache/cache.h"
 #include "fuse/durable/data.h"
+#include "fuse/durable/fdio.h"
 #include "fuse/mbfs.h"
 #include "fuse/node/node.h"
 #include "fuse/node/node_int.h"
 #include "fuse/outbox/wbq.h"
 #include "fuse/outbox/wbsend.h"
+#include "fuse/transport/xfer.h"
 #include "fuse/transport/xfer_int.h"
 #include "fuse/outbox/view.h"
 
@@ -54,6 +58,69 @@ int mbfs_node_close(struct mbfs *fs, struct mbfs_node *n)
 			return 0;
 	}
 	return mbfs_node_flush(fs, n);
+}
+
+/* The guest's file moved on since n's copy was fetched (a command
+ * appended to a log), and every write of ours since went past the copy's
+ * old end (an O_APPEND writer, or one writing at the end): our bytes
+ * append to the guest's file as it is now, as two appenders' lines
+ * interleave on a local disk, instead of the whole copy being refused as
+ * a conflict. The copy becomes the guest's file with our bytes after it,
+ * on the guest's file as its base: the local file first, then the
+ * journal's record (a crash between the two leaves the old base, and the
+ * replay keeps both as a conflict). st: the guest's attributes now.
+ * n->lock held. Nothing changes when it cannot: the batch's base check
+ * then keeps the copy, as before. */
+static void merge_appends(struct mbfs *fs, struct mbfs_node *n,
+			  const char *path, const struct stat *st)
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	bool moved = (uint64_t)st->st_size != n->base_size ||
+		     st->st_mtim.tv_sec != n->base_mtime;
+	bool ours_only = n->base_known && !n->overwrote && !n->fresh &&
+			 !n->unlinked && n->size >= n->base_size;
+	uint64_t from = n->base_size, to = n->size;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	uint64_t theirs = (uint64_t)st->st_size, len = theirs + (to - from);
+	if (!moved || !ours_only || len > MBFS_WBQ_FILE_MAX || n->fd < 0)
+		return;
+	char *buf = malloc(len ? len : 1);
+	int tfd = memfd_create("mbfs-append", MFD_CLOEXEC);
+	uint64_t got = 0;
+	struct mb_err err;
+	mb_err_clear(&err);
+	int rc = !buf || tfd < 0 ? -ENOMEM
+		: mbfs_pread_all(n->fd, buf + theirs, to - from, (off_t)from);
+	if (!rc)
+		rc = mbfs_xfer_download(fs, path, theirs, tfd, &got, &err);
+	if (!rc && got != theirs)
+		rc = -EAGAIN;   /* still moving: the base check decides */
+	if (!rc)
+		rc = mbfs_pread_all(tfd, buf, theirs, 0);
+	if (!rc)
+		rc = mbfs_node_will_change(fs, n, false);
+	if (!rc)
+		rc = mbfs_pwrite_all(n->fd, buf, len, 0);
+	if (!rc && ftruncate(n->fd, (off_t)len))
+		rc = -errno;
+	if (tfd >= 0)
+		close(tfd);
+	free(buf);
+	if (rc) {
+		mb_log(MB_LOG_DEBUG, "cannot append '%s' to the sandbox's "
+		       "new version: %s", path, strerror(-rc));
+		return;
+	}
+	pthread_mutex_lock(&fs->nodes_lock);
+	n->size = len;
+	n->base_size = theirs;
+	n->base_mtime = st->st_mtim.tv_sec;
+	n->rec_stale = n->recorded;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	mbfs_node_will_record(fs, n);
+	mb_log(MB_LOG_INFO, "'%s' grew on the sandbox while written here at "
+	       "its end: %llu bytes of ours follow its %llu", path,
+	       (unsigned long long)(to - from), (unsigned long long)theirs);
 }
 
 int mbfs_node_wb_take(struct mbfs *fs, struct mbfs_node *n,
@@ -90,6 +157,12 @@ int mbfs_node_wb_take(struct mbfs *fs, struct mbfs_node *n,
 		     S_ISREG(st.st_mode);
 	if (!fresh)   /* the mode of the file it replaces, as a PUT keeps it */
 		mode = known ? st.st_mode & 07777 : 0600;
+	if (known) {
+		merge_appends(fs, n, path, &st);
+		pthread_mutex_lock(&fs->nodes_lock);
+		size = n->size;
+		pthread_mutex_unlock(&fs->nodes_lock);
+	}
 	char *data = malloc(size ? size : 1);
 	if (!data || mbfs_pread_all(n->fd, data, size, 0) ||
 	    !(f->path = strdup(path))) {
@@ -168,9 +241,10 @@ void mbfs_node_wb_done(struct mbfs *fs, struct mbfs_node *n,
 		n->base_mtime = timed ? tv[1].tv_sec : f->mtime.tv_sec;
 		memcpy(n->base_sha, sha, sizeof(n->base_sha));
 		n->sha_due = false;
-		if (same)
+		if (same) {
 			n->dirty = false;
-		else
+			n->overwrote = false;
+		} else
 			n->rec_stale = n->recorded;
 	}
 	pthread_mutex_unlock(&fs->nodes_lock);

@@ -6,6 +6,7 @@
 #define MBFS_GUEST_SH_H
 
 extern const char mbfs_sh_apply[];    /* a batch of small files (wbsend.c) */
+extern const char mbfs_sh_follow[];   /* stats of open files (face/follow.c) */
 extern const char mbfs_sh_join[];     /* parts of an upload into place (xfer_up.c) */
 extern const char mbfs_sh_mux[];      /* the wait of a shared poll (agent.c) */
 extern const char mbfs_sh_ns[];       /* a checked namespace change (remote.c) */

@@ -1,0 +1,168 @@
+/* follow.c: open files follow the sandbox while a command runs (follow.h). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "common/buf.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "fuse/cache/cache.h"
+#include "fuse/cache/kcache.h"
+#include "fuse/face/agent.h"
+#include "fuse/face/follow.h"
+#include "fuse/mbfs.h"
+#include "fuse/node/node.h"
+#include "fuse/outbox/view.h"
+#include "fuse/transport/guest_sh.h"
+#include "fuse/transport/remote.h"
+
+/* How often, while a command runs. tail -f reads once a second: a line
+ * shows within about two. */
+#define FOLLOW_MS 1000
+/* Open copies asked about per round; one exec holds their paths. */
+#define FOLLOW_MAX 64
+
+struct mbfs_follow {
+	struct mbfs *fs;
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool stop;             /* protected by mu */
+};
+
+/* "SIZE MTIME" of line, or false ("-", or not understood). */
+static bool parse_line(const char *line, uint64_t *size, time_t *mtime)
+{
+	unsigned long long s;
+	long long m;
+	char end;
+	if (sscanf(line, "%llu %lld%c", &s, &m, &end) != 2)
+		return false;
+	*size = s;
+	*mtime = (time_t)m;
+	return true;
+}
+
+/* One round: ask about every open clean copy, let go of what moved on. */
+static void round_once(struct mbfs *fs)
+{
+	struct mbfs_node_base *v = calloc(FOLLOW_MAX, sizeof(*v));
+	const char **argv = calloc(FOLLOW_MAX, sizeof(*argv));
+	char (*rpath)[MB_PATH_MAX] = calloc(FOLLOW_MAX, sizeof(*rpath));
+	struct mb_buf b;
+	mb_buf_init(&b, MBFS_CMD_MAX);
+	size_t n = v && argv && rpath ? mbfs_node_open_clean(fs, v, FOLLOW_MAX) : 0;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		/* one line a path: a name with a newline is left to the
+		 * invalidation after the command */
+		if (strchr(v[i].path, '\n') || mbfs_remote_path(fs, v[i].path, rpath[k]))
+			continue;
+		v[k] = v[i];
+		/* not fetched yet: what the mount last showed of it */
+		struct stat st;
+		if (!v[k].loaded && mbfs_view_getattr(fs, v[k].path, &st))
+			continue;
+		if (!v[k].loaded) {
+			v[k].size = (uint64_t)st.st_size;
+			v[k].mtime = st.st_mtim.tv_sec;
+		}
+		argv[k] = rpath[k];
+		k++;
+	}
+	struct mb_exec_result res;
+	struct mb_err err;
+	if (!k || mbfs_sh_cmd(&b, mbfs_sh_follow, argv, k) ||
+	    mbfs_exec(fs, b.data, MBFS_EXEC_TIMEOUT_MS, &res, &err))
+		goto out;
+	if (mbfs_exec_ok(&res) && res.out) {
+		char *line = res.out;
+		for (size_t i = 0; i < k && line && *line; i++) {
+			char *nl = strchr(line, '\n');
+			if (nl)
+				*nl = '\0';
+			uint64_t size;
+			time_t mtime;
+			if (!parse_line(line, &size, &mtime) ||
+			    size != v[i].size || mtime != v[i].mtime) {
+				mb_log(MB_LOG_DEBUG, "'%s' changed on the sandbox "
+				       "while open: its readers follow",
+				       v[i].path);
+				mbfs_node_recheck(fs, v[i].path);
+				mbfs_cache_invalidate(fs->cache, v[i].path);
+				mbfs_kcache_stale(fs->kcache, v[i].path);
+			}
+			line = nl ? nl + 1 : NULL;
+		}
+	}
+	mb_exec_result_release(&res);
+out:
+	mb_buf_release(&b);
+	free(rpath);
+	free(argv);
+	free(v);
+}
+
+static void *follow_main(void *arg)
+{
+	struct mbfs_follow *f = arg;
+	pthread_mutex_lock(&f->mu);
+	while (!f->stop) {
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += FOLLOW_MS / 1000;
+		until.tv_nsec += (FOLLOW_MS % 1000) * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&f->cv, &f->mu, &until);
+		if (f->stop)
+			break;
+		pthread_mutex_unlock(&f->mu);
+		if (mbfs_agent_active(f->fs->agent) && !mbfs_check_alive(f->fs))
+			round_once(f->fs);
+		pthread_mutex_lock(&f->mu);
+	}
+	pthread_mutex_unlock(&f->mu);
+	return NULL;
+}
+
+int mbfs_follow_start(struct mbfs *fs, struct mbfs_follow **out)
+{
+	struct mbfs_follow *f = calloc(1, sizeof(*f));
+	*out = NULL;
+	if (!f)
+		return -ENOMEM;
+	f->fs = fs;
+	pthread_mutex_init(&f->mu, NULL);
+	pthread_cond_init(&f->cv, NULL);
+	int rc = pthread_create(&f->th, NULL, follow_main, f);
+	if (rc) {
+		pthread_mutex_destroy(&f->mu);
+		pthread_cond_destroy(&f->cv);
+		free(f);
+		return -rc;
+	}
+	*out = f;
+	return 0;
+}
+
+void mbfs_follow_stop(struct mbfs_follow *f)
+{
+	if (!f)
+		return;
+	pthread_mutex_lock(&f->mu);
+	f->stop = true;
+	pthread_cond_signal(&f->cv);
+	pthread_mutex_unlock(&f->mu);
+	pthread_join(f->th, NULL);
+	pthread_mutex_destroy(&f->mu);
+	pthread_cond_destroy(&f->cv);
+	free(f);
+}
