@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -636,6 +637,23 @@ static void close_inherited(int argc, char **argv)
 	close_range(keep >= 3 ? (unsigned)keep + 1 : 3, ~0u, 0);
 }
 
+/* Every file open on the mount, and every small file queued for
+ * write-back, holds its working copy open: a cp -r of thousands of files
+ * holds thousands at once, past the common soft limit of 1024 (creates
+ * then fail with EMFILE). The soft limit goes up to the hard one, as
+ * servers do. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= rl.rlim_max)
+		return;
+	rlim_t was = rl.rlim_cur;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl))
+		mb_log(MB_LOG_WARN, "cannot raise the limit of open files from "
+		       "%llu: %s", (unsigned long long)was, strerror(errno));
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -658,6 +676,7 @@ int main(int argc, char *argv[])
 	memset(&ps, 0, sizeof(ps));
 	mb_log_init("mbfs", MB_LOG_INFO);
 	fuse_set_log_func(fuse_log_to_mb);
+	raise_fd_limit();
 	struct mbfs *fs = calloc(1, sizeof(*fs));
 	if (fs)
 		fs->nodes = calloc(1, sizeof(*fs->nodes));

@@ -266,14 +266,16 @@ def settle_kernel_queue(mountpoint, limit=3.0):
 class Mount:
     """mbfs running in the foreground (-f) on a fresh mountpoint."""
 
-    def __init__(self, service, ident, remote="/workspace", options=(), mountpoint=None, writeback=None):
+    def __init__(self, service, ident, remote="/workspace", options=(), mountpoint=None, writeback=None,
+                 nofile=None):
         """writeback: small files closed are queued and sent in batches, the
         default of mbfs, so the default here too: a test that reads the
         sandbox after close() syncs first, as a user would.
         writeback=False (or options=["sync_close"]) mounts with -o sync_close,
         where close() uploads and reports the upload's error.
         MB_TEST_SYNC_CLOSE=1 runs the tests that do not ask for either with
-        -o sync_close."""
+        -o sync_close. nofile: (soft, hard) limit of open files mbfs starts
+        with."""
         if writeback is None:
             writeback = "sync_close" not in options and os.environ.get("MB_TEST_SYNC_CLOSE") != "1"
         if not writeback and "sync_close" not in options:
@@ -294,6 +296,8 @@ class Mount:
         args = [MBFS, "-f", spec, self.mountpoint]
         for o in options:
             args += ["-o", o]
+        if nofile:      # util-linux's prlimit sets them, then execs mbfs (same pid)
+            args = ["prlimit", "--nofile=%d:%d" % nofile, "--"] + args
         self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, env=service.env())
         deadline = time.time() + 20
         while time.time() < deadline:

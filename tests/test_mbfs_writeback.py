@@ -10,6 +10,7 @@ flight at a time): no timing is asserted."""
 import errno
 import os
 import re
+import resource
 import signal
 import subprocess
 import time
@@ -18,7 +19,8 @@ import pytest
 
 import mbtest
 from test_mbfs_helpers import (control, finish, guest_tree_digest, hold_writeback,
-                               read_file, requests_of, sh, status, tree_digest, unique, write_file)
+                               read_file, requests_of, sh, status, sync, tree_digest, unique,
+                               write_file)
 
 UMASK = os.umask(0o022)
 os.umask(UMASK)
@@ -456,3 +458,27 @@ def test_a_sandbox_change_to_a_queued_file_is_kept_and_reported(service, contain
     kept = re.findall(r"data kept in (\S+)", lines[0])
     assert kept and read_file(kept[0]) == b"the mount's version\n"
     assert kept[0] in r.stdout
+
+
+def test_queued_files_past_a_low_fd_limit(service, container, need_fuse):
+    """Each queued file holds its working copy open. Started under a soft
+    limit of 256 open files, mbfs raises it to the hard one: 600 files
+    written while the queue is held all land, none fails with EMFILE."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < 2048:
+        pytest.skip("the hard limit of open files is only %d" % hard)
+    m = mbtest.Mount(service, container, writeback=True, nofile=(256, hard))
+    try:
+        with open("/proc/%d/limits" % m.proc.pid) as f:
+            line = [l for l in f if l.startswith("Max open files")][0]
+        assert int(line.split()[3]) == int(line.split()[4]) or line.split()[3] == "unlimited", line
+        d = m.path(unique("manyfds"))
+        os.mkdir(d)
+        hold_writeback(service, m, d)       # they wait, each holding its copy
+        for i in range(600):
+            write_file(os.path.join(d, "f%03d" % i), b"%d\n" % i)
+        sync(m)
+        rel = "/workspace/" + os.path.relpath(d, m.mountpoint)
+        assert sh(service, container, "ls %s | wc -l" % rel).split() == ["601"]
+    finally:
+        finish(m)
