@@ -339,18 +339,6 @@ static void put_copy(struct mbfs_data *d, const char *path, uint64_t size,
 	free_list(d, evict);
 }
 
-void mbfs_data_put(struct mbfs_data *d, const char *path, uint64_t size,
-		   time_t mtime, char *local)
-{
-	put_copy(d, path, size, mtime, local, -1);
-}
-
-void mbfs_data_put_mem(struct mbfs_data *d, const char *path, uint64_t size,
-		       time_t mtime, int mfd)
-{
-	put_copy(d, path, size, mtime, NULL, mfd);
-}
-
 bool mbfs_data_mem_room(struct mbfs_data *d, uint64_t size)
 {
 	if (size > MBFS_DATA_MEM_FILE)
@@ -374,6 +362,18 @@ uint64_t mbfs_data_stamp(struct mbfs_data *d)
 	uint64_t s = d->stamp;
 	pthread_mutex_unlock(&d->lock);
 	return s;
+}
+
+void mbfs_data_put_clean(struct mbfs_data *d, const char *path, uint64_t size,
+			 time_t mtime, char *local, int mfd, uint64_t since)
+{
+	pthread_mutex_lock(&d->lock);
+	bool stale = d->tree_stamp > since || *slot_locked(d, path) > since;
+	pthread_mutex_unlock(&d->lock);
+	if (stale)
+		discard_copy(local, mfd);
+	else
+		put_copy(d, path, size, mtime, local, mfd);
 }
 
 void mbfs_data_put_fetched(struct mbfs_data *d, const char *path,

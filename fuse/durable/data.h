@@ -47,10 +47,6 @@ bool mbfs_data_shared(int fd);
 int mbfs_data_take(struct mbfs_data *d, const char *path, uint64_t size,
 		   time_t mtime, char **local, int *mfd);
 
-/* Index local (taken over, freed by d) as the clean copy of path. */
-void mbfs_data_put(struct mbfs_data *d, const char *path, uint64_t size,
-		   time_t mtime, char *local);
-
 /* Small clean copies may live in memory instead of the cache's disk (a
  * bulk read's thousands of small files, each a file made and removed on
  * the disk before), up to MBFS_DATA_MEM_CAP bytes and MBFS_DATA_MEM_FILES
@@ -63,14 +59,17 @@ void mbfs_data_put(struct mbfs_data *d, const char *path, uint64_t size,
 bool mbfs_data_mem_room(struct mbfs_data *d, uint64_t size);
 /* A new empty copy in memory (a memfd): 0 with *fd, or -errno. */
 int mbfs_data_memfile(int *fd);
-/* Like mbfs_data_put for a copy in memory (taken over; closed when there
- * is no room any more). */
-void mbfs_data_put_mem(struct mbfs_data *d, const char *path, uint64_t size,
-		       time_t mtime, int mfd);
+/* Index the clean copy of a released node as path's: a file local (taken
+ * over, freed by d), or with local NULL a copy in memory mfd (taken over;
+ * closed when there is no room any more). Known current at stamp since:
+ * when the mount dropped path, or everything, since (an invalidation that
+ * ran while the node was let go), the copy is discarded instead. */
+void mbfs_data_put_clean(struct mbfs_data *d, const char *path, uint64_t size,
+			 time_t mtime, char *local, int mfd, uint64_t since);
 
 /* A stamp for mbfs_data_put_fetched, taken before a fetch begins. */
 uint64_t mbfs_data_stamp(struct mbfs_data *d);
-/* Like mbfs_data_put for a copy fetched from the guest (a bulk read)
+/* Like mbfs_data_put_clean for a copy fetched from the guest (a bulk read)
  * since stamp `since` (a file local, or with local NULL a copy in memory
  * mfd), unless the mount changed path since (dropped it, or a tree above
  * it) or holds a copy of it: then the copy is discarded, as

@@ -168,8 +168,11 @@ void mbfs_invalidate_everything(struct mbfs *fs)
 {
 	mbfs_cache_invalidate_all(fs->cache);
 	mbfs_prefetch_forget(fs);
-	mbfs_data_drop_all(fs->data);
+	/* nodes before copies: a node being let go meanwhile is either
+	 * unshared here, or its copy is put before the drop (and dropped),
+	 * or after it (and discarded: mbfs_data_put_clean) */
 	mbfs_node_invalidate_all(fs);
+	mbfs_data_drop_all(fs->data);
 	/* the kernel's copies last, so none is refilled from an old one;
 	 * mbexec's next command must see them gone */
 	mbfs_kcache_stale_all(fs->kcache);

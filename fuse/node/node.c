@@ -210,6 +210,10 @@ void mbfs_node_release(struct mbfs *fs, struct mbfs_node *n)
 	mbfs_nodeset_del(fs->nodes, n);
 	bool keep = n->loaded && !n->dirty && n->base_known && n->shared &&
 		    !n->unlinked && !n->partial;
+	/* shared is current as of this stamp: an invalidation after it
+	 * (mbfs_invalidate_everything unshares nodes, then drops copies)
+	 * makes the put below discard the copy */
+	uint64_t since = mbfs_data_stamp(fs->data);
 	pthread_mutex_unlock(&fs->nodes_lock);
 	if (n->pieces.sizes)     /* last user gone: no one else fetches */
 		mbfs_load_drop_pieces(fs, n);
@@ -217,14 +221,14 @@ void mbfs_node_release(struct mbfs *fs, struct mbfs_node *n)
 	if (keep && n->fd >= 0 && n->linked && mbfs_data_shared(n->fd))
 		keep = false;
 	if (keep && n->fd >= 0 && n->in_memory) {
-		mbfs_data_put_mem(fs->data, n->path, n->base_size,
-				  n->base_mtime, n->fd);
+		mbfs_data_put_clean(fs->data, n->path, n->base_size,
+				    n->base_mtime, NULL, n->fd, since);
 		n->fd = -1;
 	} else if (keep && n->fd >= 0) {
 		close(n->fd);
 		n->fd = -1;
-		mbfs_data_put(fs->data, n->path, n->base_size, n->base_mtime,
-			      n->local);
+		mbfs_data_put_clean(fs->data, n->path, n->base_size,
+				    n->base_mtime, n->local, -1, since);
 		n->local = NULL;
 	}
 	mbfs_node_destroy(fs, n);
