@@ -99,13 +99,13 @@ def status_wait(mountpoint):
     assert r.returncode == 0, r
 
 
-def hold_writeback(service, mount, d, held_ms=15000):
+def hold_writeback(service, mount, d, held_ms=45000):
     """Send one file (d/blocker) in a write-back batch whose answer the
     service holds, and return once it is in flight: files closed meanwhile
     wait behind it (one batch is in flight at a time), so they go together
     in the next batch. The answer goes when the test waits for what is
     queued (sync, status --wait, mbexec, unmount: service.release_held()),
-    or after held_ms, below mbfs's 20 s request timeout (a test whose own
+    or after held_ms, below the 60 s op_timeout of its PUT (a test whose own
     steps wait for the batch, as a symlink into a queued directory does,
     gives less)."""
     service.fault(route="PUT /containers/files", count=1, match="wb-", heldMs=held_ms)

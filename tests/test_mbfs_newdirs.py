@@ -41,7 +41,7 @@ def landed_dir(m, prefix):
     return d, "/workspace/" + os.path.relpath(d, m.mountpoint)
 
 
-def held_dir(service, m, prefix, held_ms=15000):
+def held_dir(service, m, prefix, held_ms=45000):
     """landed_dir, then the write-back queue held behind its slow first
     batch (d/blocker): what follows stays queued (hold_writeback)."""
     d, rd = landed_dir(m, prefix)
