@@ -263,6 +263,20 @@ def settle_kernel_queue(mountpoint, limit=3.0):
         time.sleep(0.02)
 
 
+def fusermount_u(mountpoint, timeout=30):
+    """`fusermount3 -u`, as a user retries it: right after a close(2) the
+    kernel may still hold the mount busy for the RELEASE it sends in the
+    background, so the queue is let settle first and a busy answer tried
+    again. Whether it is unmounted now."""
+    settle_kernel_queue(mountpoint)
+    deadline = time.time() + timeout
+    while True:
+        subprocess.run(["fusermount3", "-u", mountpoint], capture_output=True)
+        if not os.path.ismount(mountpoint) or time.time() >= deadline:
+            return not os.path.ismount(mountpoint)
+        time.sleep(0.1)
+
+
 class Mount:
     """mbfs running in the foreground (-f) on a fresh mountpoint."""
 
@@ -332,15 +346,8 @@ class Mount:
     def unmount(self):
         if self.proc.poll() is None:
             self.service.release_held()
-        if os.path.ismount(self.mountpoint):
-            settle_kernel_queue(self.mountpoint)
-            subprocess.run(["fusermount3", "-u", self.mountpoint], capture_output=True)
-            deadline = time.time() + 30
-            while os.path.ismount(self.mountpoint) and time.time() < deadline:
-                time.sleep(0.1)
-                subprocess.run(["fusermount3", "-u", self.mountpoint], capture_output=True)
-            if os.path.ismount(self.mountpoint):
-                subprocess.run(["fusermount3", "-uz", self.mountpoint], capture_output=True)
+        if os.path.ismount(self.mountpoint) and not fusermount_u(self.mountpoint):
+            subprocess.run(["fusermount3", "-uz", self.mountpoint], capture_output=True)
         if self.proc.poll() is None:
             try:
                 self.proc.wait(30)

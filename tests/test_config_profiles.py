@@ -223,7 +223,7 @@ def wait_mounted(proc, mnt, timeout=20):
 
 def unmount(proc, mnt):
     if os.path.ismount(mnt):
-        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+        mbtest.fusermount_u(mnt)
     try:
         return proc.wait(30)
     except subprocess.TimeoutExpired:

@@ -16,7 +16,7 @@ def mnt():
     path = tempfile.mkdtemp(prefix="mbfs-cli-", dir=mbtest.tmp_base())
     yield path
     if os.path.ismount(path):
-        subprocess.run(["fusermount3", "-u", path], capture_output=True)
+        mbtest.fusermount_u(path)
     os.rmdir(path)
 
 
@@ -79,7 +79,7 @@ def test_key_file_option(service, container, mnt, tmp_path, need_fuse):
         doc = json.loads(read_file(os.path.join(mnt, ".mainbrella")))
         assert service.key not in json.dumps(doc)
     finally:
-        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+        mbtest.fusermount_u(mnt)
         assert p.wait(30) == 0
     # an unsafe key file is refused
     os.chmod(str(key), 0o644)
@@ -132,7 +132,7 @@ def test_without_generation_pins_current(service, container, mnt, need_fuse):
         assert doc["createdAt"] == container["createdAt"]
         assert doc["root"] == "/workspace"
     finally:
-        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+        mbtest.fusermount_u(mnt)
         assert p.wait(30) == 0
 
 
@@ -150,7 +150,7 @@ def test_fstab_style_options_and_daemon(service, container, mnt, need_fuse):
         doc = json.loads(read_file(os.path.join(mnt, ".mainbrella")))
         assert doc["pid"] != os.getpid()
     finally:
-        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+        mbtest.fusermount_u(mnt)
 
 
 def test_read_only(service, container, mnt, need_fuse):
@@ -163,7 +163,7 @@ def test_read_only(service, container, mnt, need_fuse):
                 f.write("no")
         assert os.listdir(mnt) is not None
     finally:
-        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+        mbtest.fusermount_u(mnt)
         assert p.wait(30) == 0
 
 
@@ -200,7 +200,7 @@ def test_create_mounts_new_container(service, mnt, tmp_path, need_fuse):
         assert state.is_dir()
         assert list(state.iterdir()) == []
     finally:
-        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+        mbtest.fusermount_u(mnt)
         p.wait(30)
         if ident:
             service.delete_container(ident)
@@ -245,7 +245,7 @@ def test_mount_fuse3_fstab_entry(service, container, mnt, need_fuse):
         doc = json.loads(read_file(os.path.join(mnt, ".mainbrella")))
         assert doc["id"] == container["id"]
     finally:
-        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+        mbtest.fusermount_u(mnt)
 
 
 # --- the examples a user copies: --help's fstab line, mbfs(1)'s unit ---
@@ -290,7 +290,7 @@ def test_help_fstab_line_mounts_the_running_generation(service, container, mnt, 
         assert (doc["id"], doc["createdAt"], doc["root"]) == (
             container["id"], container["createdAt"], "/workspace"), doc
     finally:
-        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+        mbtest.fusermount_u(mnt)
 
 
 def man_unit():
@@ -332,7 +332,7 @@ def test_man_systemd_unit_mounts_logs_and_sends_before_unmounting(service, conta
         assert p.wait(60) == 0
     finally:
         if os.path.ismount(mp):
-            subprocess.run(["fusermount3", "-u", mp], capture_output=True)
+            mbtest.fusermount_u(mp)
         if p.poll() is None:
             p.kill()
             p.wait()

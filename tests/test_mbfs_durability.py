@@ -286,7 +286,7 @@ def containers(service):
 
 
 def stop_create(proc, mnt, logf):
-    subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+    mbtest.fusermount_u(mnt)
     try:
         rc = proc.wait(60)
     except subprocess.TimeoutExpired:

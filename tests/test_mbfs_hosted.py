@@ -70,7 +70,7 @@ def mnt():
     path = tempfile.mkdtemp(prefix="mbfs-hosted-", dir=mbtest.tmp_base())
     yield path
     if os.path.ismount(path):
-        subprocess.run(["fusermount3", "-u", path], capture_output=True)
+        mbtest.fusermount_u(path)
     os.rmdir(path)
 
 
@@ -116,7 +116,7 @@ def test_create_mounts_default_workspace(service, mnt, need_fuse):
         status_wait(mnt)     # queued at close (write-back)
         assert sh(service, ident, "cat /workspace/made.txt") == "by --create\n"
     finally:
-        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+        mbtest.fusermount_u(mnt)
         rc = p.wait(60)
         out = p.stdout.read().decode(errors="replace")
         if ident:

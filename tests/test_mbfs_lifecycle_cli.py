@@ -238,7 +238,7 @@ def test_create_prints_deadlines(service, mnt, tmp_path, need_fuse):
         assert idle == "idle deadline: after 10m without requests (this mount makes one every 3m)\n", idle
         wait_mounted(mnt, p)
     finally:
-        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+        mbtest.fusermount_u(mnt)
         p.wait(30)
         if ident:
             service.delete_container(ident)
@@ -331,7 +331,7 @@ def test_verbose_is_accepted(service, fresh, mnt, flag, need_fuse):
         wait_mounted(mnt, p)
         assert read_file(os.path.join(mnt, ".mainbrella"))
     finally:
-        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+        mbtest.fusermount_u(mnt)
         assert p.wait(30) == 0
     log = p.stdout.read().decode()
     assert "unknown option" not in log, log
@@ -361,7 +361,7 @@ def test_the_daemon_keeps_no_descriptor_of_its_caller(service, container, need_f
         deadline = time.monotonic() + 30
         while not os.path.ismount(mnt) and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
-        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+        mbtest.fusermount_u(mnt)
         proc.wait(30)
 
 

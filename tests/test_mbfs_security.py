@@ -337,7 +337,7 @@ def daemon_mount(service, container, options):
 
 
 def daemon_unmount(mnt, pid):
-    subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+    mbtest.fusermount_u(mnt)
     deadline = time.time() + 60
     while os.path.exists("/proc/%d" % pid) and time.time() < deadline:
         time.sleep(0.1)

@@ -118,7 +118,7 @@ def daemon_mount(service, ident, options):
 
 
 def daemon_unmount(mnt, pid):
-    subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+    mbtest.fusermount_u(mnt)
     deadline = time.monotonic() + 60
     while os.path.exists("/proc/%d" % pid) and time.monotonic() < deadline:
         time.sleep(0.1)

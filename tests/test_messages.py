@@ -31,7 +31,7 @@ def mntdir():
     path = tempfile.mkdtemp(prefix="mbfs-msg-", dir=mbtest.tmp_base())
     yield path
     if os.path.ismount(path):
-        subprocess.run(["fusermount3", "-u", path], capture_output=True)
+        mbtest.fusermount_u(path)
     os.rmdir(path)
 
 
