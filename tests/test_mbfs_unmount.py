@@ -66,13 +66,14 @@ def fail_uploads(service):
 
 
 def test_u_sends_2000_pending_files_then_unmounts(service, container, need_fuse):
-    m = mbtest.Mount(service, container, writeback=True)
+    # the held batch may wait for minutes: 2,000 files behind it under ASan
+    m = mbtest.Mount(service, container, writeback=True, options=["op_timeout=600"])
     name = unique("u2000")
     try:
         d = m.path(name)
         os.mkdir(d)
         # one batch held in flight: the 2,000 files wait behind it
-        hold_writeback(service, m, d)
+        hold_writeback(service, m, d, held_ms=500000)
         for i in range(2000):
             write_file(os.path.join(d, "f%04d" % i), b"file %d\n" % i)
         assert control(m)["writeback"]["pendingFiles"] >= 2000

@@ -48,10 +48,21 @@ def wait_for(cond, what, timeout=60):
     raise AssertionError("timed out waiting for " + what)
 
 
-def test_many_small_files_go_in_few_requests(service, container, wb):
+@pytest.fixture
+def slow_wb(service, container, need_fuse):
+    """Write-back whose held batch may wait for minutes (op_timeout=600):
+    under ASan, writing hundreds of files behind it outlasts the default
+    60 s that would end the held PUT."""
+    m = mbtest.Mount(service, container, writeback=True, options=["op_timeout=600"])
+    yield m
+    finish(m)
+
+
+def test_many_small_files_go_in_few_requests(service, container, slow_wb):
+    wb = slow_wb
     d = wb.path(unique("many"))
     os.mkdir(d)
-    hold_writeback(service, wb, d)     # so that they all wait for one batch
+    hold_writeback(service, wb, d, held_ms=500000)   # they all wait for one batch
     service.reset_stats()
     want = {os.path.join(d, "blocker"): b"b\n"}
     for i in range(200):
