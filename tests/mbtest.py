@@ -186,8 +186,7 @@ class Service:
         """Let go the answers a heldMs fault holds (and no other rule).
         Not asked of a service that is gone or frozen (it would not
         answer)."""
-        st = runguard._stat(self.proc.pid)
-        if self.proc.poll() is not None or not st or st[0] in "Tt":
+        if self.proc.poll() is not None or runguard.stopped_or_gone(self.proc.pid):
             return
         try:
             self.request("POST", "/_local/faults/release", timeout=10)

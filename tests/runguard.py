@@ -56,6 +56,12 @@ def _stat(pid):
     return rest[0].decode(), int(rest[1]), int(rest[19])
 
 
+def stopped_or_gone(pid):
+    """Whether pid has ended or is stopped (SIGSTOP): it will not answer."""
+    st = _stat(pid)
+    return not st or st[0] in "Tt"
+
+
 def _table():
     """{pid: (state, ppid, starttime)} of every process."""
     out = {}

@@ -77,9 +77,14 @@ static void round_once(struct mbfs *fs)
 	}
 	struct mb_exec_result res;
 	struct mb_err err;
-	if (!k || mbfs_sh_cmd(&b, mbfs_sh_follow, argv, k) ||
-	    mbfs_exec(fs, b.data, MBFS_EXEC_TIMEOUT_MS, &res, &err))
+	mb_err_clear(&err);
+	if (!k || mbfs_sh_cmd(&b, mbfs_sh_follow, argv, k))
 		goto out;
+	if (mbfs_exec(fs, b.data, MBFS_EXEC_TIMEOUT_MS, &res, &err)) {
+		/* the next round asks again; the command's end invalidates */
+		mb_log(MB_LOG_DEBUG, "cannot ask about open files: %s", err.msg);
+		goto out;
+	}
 	if (mbfs_exec_ok(&res) && res.out) {
 		char *line = res.out;
 		for (size_t i = 0; i < k && line && *line; i++) {
@@ -113,14 +118,13 @@ static void *follow_main(void *arg)
 	struct mbfs_follow *f = arg;
 	pthread_mutex_lock(&f->mu);
 	while (!f->stop) {
-		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += FOLLOW_MS / 1000;
-		until.tv_nsec += (FOLLOW_MS % 1000) * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+		/* cv runs on the monotonic clock (mbfs_follow_start), as
+		 * mb_now_ms: a clock step neither stalls nor hurries it */
+		uint64_t at = mb_now_ms() + FOLLOW_MS;
+		struct timespec until = {
+			.tv_sec = (time_t)(at / 1000),
+			.tv_nsec = (long)(at % 1000) * 1000000L,
+		};
 		pthread_cond_timedwait(&f->cv, &f->mu, &until);
 		if (f->stop)
 			break;
@@ -141,7 +145,11 @@ int mbfs_follow_start(struct mbfs *fs, struct mbfs_follow **out)
 		return -ENOMEM;
 	f->fs = fs;
 	pthread_mutex_init(&f->mu, NULL);
-	pthread_cond_init(&f->cv, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&f->cv, &ca);
+	pthread_condattr_destroy(&ca);
 	int rc = pthread_create(&f->th, NULL, follow_main, f);
 	if (rc) {
 		pthread_mutex_destroy(&f->mu);

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -85,12 +84,13 @@ static void merge_appends(struct mbfs *fs, struct mbfs_node *n,
 	if (!moved || !ours_only || len > MBFS_WBQ_FILE_MAX || n->fd < 0)
 		return;
 	char *buf = malloc(len ? len : 1);
-	int tfd = memfd_create("mbfs-append", MFD_CLOEXEC);
+	int tfd = -1;
 	uint64_t got = 0;
 	struct mb_err err;
 	mb_err_clear(&err);
-	int rc = !buf || tfd < 0 ? -ENOMEM
-		: mbfs_pread_all(n->fd, buf + theirs, to - from, (off_t)from);
+	int rc = !buf ? -ENOMEM : mbfs_data_memfile(&tfd);
+	if (!rc)
+		rc = mbfs_pread_all(n->fd, buf + theirs, to - from, (off_t)from);
 	if (!rc)
 		rc = mbfs_xfer_download(fs, path, theirs, tfd, &got, &err);
 	if (!rc && got != theirs)
@@ -108,7 +108,8 @@ static void merge_appends(struct mbfs *fs, struct mbfs_node *n,
 	free(buf);
 	if (rc) {
 		mb_log(MB_LOG_DEBUG, "cannot append '%s' to the sandbox's "
-		       "new version: %s", path, strerror(-rc));
+		       "new version (the batch's base check decides): %s", path,
+		       err.msg[0] ? err.msg : strerror(-rc));
 		return;
 	}
 	pthread_mutex_lock(&fs->nodes_lock);
