@@ -36,6 +36,9 @@ trap 'exit 130' INT TERM HUP
 
 step "starting the local Mainbrella service (tests/localservice.py) on a free loopback port"
 rm -rf "$state"; mkdir -p "$state"
+# made before the service starts: its redirect opens the file in the
+# background, and a first look that comes sooner must find it (set -e)
+: >"$state/service.out"
 # The key goes through the environment, never the command line.
 MAINBRELLA_API_KEY=mb_$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
 export MAINBRELLA_API_KEY
