@@ -213,6 +213,25 @@ def requests_for(stats, route):
     return stats.get("requests", {}).get(route, 0)
 
 
+def read_pty_to_end(master, timeout=60):
+    """What is left on a pty's master side once every slave fd is closed
+    (the program ended, the test closed its own): the kernel moves the last
+    writes over in a worker, late on a busy machine, and the master reads
+    them all before it says EIO."""
+    import select
+    out = b""
+    deadline = time.monotonic() + timeout
+    while select.select([master], [], [], max(0, deadline - time.monotonic()))[0]:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        out += data
+    return out
+
+
 def sanitizer_report(text):
     return SANITIZER_RE.search(text or "") is not None
 

@@ -128,7 +128,7 @@ def run_in_pty(service, args, cwd, rows=33, cols=101, keys=(), timeout=60, env=N
     deadline = time.time() + timeout
     keys = list(keys)
     try:
-        while time.time() < deadline:
+        while time.time() < deadline and p.poll() is None:
             r, _, _ = select.select([master], [], [], 0.1)
             if r:
                 try:
@@ -138,15 +138,18 @@ def run_in_pty(service, args, cwd, rows=33, cols=101, keys=(), timeout=60, env=N
                 out += data
             if keys and keys[0][0] in out:
                 os.write(master, keys.pop(0)[1])
-            if p.poll() is not None and not r:
-                break
         status = p.wait(timeout=max(1, deadline - time.time()))
         after = termios.tcgetattr(slave)
+        # what mbexec wrote last may still be on its way to the master
+        os.close(slave)
+        slave = None
+        out += mbtest.read_pty_to_end(master, max(1, deadline - time.time()))
     finally:
         if p.poll() is None:
             p.kill()
         os.close(master)
-        os.close(slave)
+        if slave is not None:
+            os.close(slave)
     return status, out, before, after
 
 

@@ -194,12 +194,16 @@ def test_tty_window_size_follows_sigwinch(service, mnt):
             if r:
                 out += os.read(master, 4096)
         assert p.wait(timeout=30) == 0, out
+        os.close(slave)
+        slave = None
+        out += mbtest.read_pty_to_end(master)
         assert b"40 120" in out, out
     finally:
         if p.poll() is None:
             p.kill()
         os.close(master)
-        os.close(slave)
+        if slave is not None:
+            os.close(slave)
 
 
 def test_dash_i_from_a_terminal_needs_no_managed_job(service, mnt):

@@ -108,6 +108,10 @@ def hold_writeback(service, mount, d, held_ms=45000):
     or after held_ms, below the 60 s op_timeout of its PUT (a test whose own
     steps wait for the batch, as a symlink into a queued directory does,
     gives less)."""
+    # what is queued goes first (d's own mkdir, most often): on a busy
+    # machine it could leave alone, 200 ms before the blocker, and be the
+    # batch the service holds
+    sync(mount)
     service.fault(route="PUT /containers/files", count=1, match="wb-", heldMs=held_ms)
     write_file(os.path.join(d, "blocker"), b"b\n")
     deadline = time.monotonic() + 60
@@ -117,8 +121,9 @@ def hold_writeback(service, mount, d, held_ms=45000):
         time.sleep(0.02)
     # and held on the service's side: a release before the service took
     # the answer would miss it
-    deadline = time.monotonic() + 10
-    while service.held() < 1 and time.monotonic() < deadline:
+    deadline = time.monotonic() + 30
+    while service.held() < 1:
+        assert time.monotonic() < deadline, "the service never held the first batch"
         time.sleep(0.02)
 
 

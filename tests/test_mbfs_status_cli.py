@@ -270,14 +270,7 @@ def test_wait_shows_progress_on_a_terminal(service, container, wb):
         out, _ = p.communicate(timeout=120)
         assert p.returncode == 0, out
         # the line is erased at the end; the outcome goes to stdout
-        while select.select([master], [], [], 0.1)[0]:
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            seen += chunk
+        seen += mbtest.read_pty_to_end(master)
         assert seen.endswith(b"\r"), seen
         assert "pending: 0 files" in out, out
     finally:
