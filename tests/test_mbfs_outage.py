@@ -182,7 +182,10 @@ def test_a_full_cache_disk_loses_nothing_whose_close_returned_0(service, contain
             os.unlink(filler)
             assert status(m, "--wait").returncode == 0
             rel = "/workspace/" + name
-            assert 0 < len(closed) < 40, len(closed)
+            # the disk filled before the last f file; some were kept (the
+            # 16 queued ones are, whatever room they left when they went)
+            made = [n for n in closed if n.startswith("f")]
+            assert len(made) < 40 and (made or when == "queued"), (when, len(made))
             for n, data in closed.items():
                 assert sh(service, container, "cat %s/%s | wc -c" % (rel, n)) == "%d\n" % len(data), n
         finally:
