@@ -81,7 +81,7 @@ LIBCOMMON := $(OBJ)/libmbcommon.a
 .SECONDARY:
 
 .PHONY: all deps lint check test test-quick asan asan-build install uninstall clean serve demo bench \
-	unit fuzz
+	unit fuzz stress
 
 all: $(MBFS) $(MBEXEC) $(TOOL_BIN)
 
@@ -149,6 +149,14 @@ test: all
 # for `make check`.
 test-quick: all
 	$(Q)MB_BIN_DIR=$(CURDIR) $(PYTHON) -m pytest -q $(PYTEST_PAR) -m quick $(PYTEST_ARGS) tests
+
+# The random-operation tests, longer: STRESS_SEEDS seeds of STRESS_OPS
+# operations each with files held open (`make check` runs 3 of 250).
+STRESS_SEEDS ?= 1,2,3,4,5,6,7,8,9,10
+STRESS_OPS ?= 500
+stress: all
+	$(Q)MB_BIN_DIR=$(CURDIR) MB_STRESS_SEEDS=$(STRESS_SEEDS) MB_STRESS_OPS=$(STRESS_OPS) \
+	$(PYTHON) -m pytest -q $(PYTEST_PAR) $(PYTEST_ARGS) tests/test_mbfs_stress_open.py
 
 ASAN_VARS := O=build/asan CFLAGS="-O1 -g" \
 	SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"

@@ -117,6 +117,28 @@ def test_mbexec_changing_a_type_shows_without_an_error(service, container, mount
     assert sorted(os.listdir(d)) == ["d2f", "f2d", "f2l"]
 
 
+def test_names_a_command_removed_can_be_made_here_again(service, container, mount):
+    """The kernel had the names; a command removed them: making them here
+    (mkdir, symlink, link, a file) works at once, not ESTALE."""
+    d = mount.path(unique("remade"))
+    os.mkdir(d)
+    names = ("dir", "link", "hard", "file")
+    for n in names:
+        write_file(os.path.join(d, n), b"old\n")
+        os.lstat(os.path.join(d, n))
+    write_file(os.path.join(d, "src"), b"src\n")
+    p = mbtest.run_mbexec(service, ["rm", "dir", "link", "hard", "file"], cwd=d)
+    assert p.returncode == 0, p.stderr
+    os.mkdir(os.path.join(d, "dir"))
+    os.symlink("src", os.path.join(d, "link"))
+    os.link(os.path.join(d, "src"), os.path.join(d, "hard"))
+    write_file(os.path.join(d, "file"), b"new\n")
+    assert sorted(os.listdir(d)) == ["dir", "file", "hard", "link", "src"]
+    rel = "/workspace/" + os.path.relpath(d, mount.mountpoint)
+    p = mbtest.run_mbexec(service, ["sh", "-c", "test -d dir && test -L link && cat hard file"], cwd=d)
+    assert (p.returncode, p.stdout) == (0, b"src\nnew\n"), (p, rel)
+
+
 def test_renamed_paths_are_still_invalidated(service, container, mount):
     d = mount.path(unique("mv"))
     os.mkdir(d)

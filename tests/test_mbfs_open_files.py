@@ -188,3 +188,131 @@ def test_an_append_writer_and_commands_interleave(service, container, mount, d, 
     assert read_file(log).decode() == want
     mbexec_in(service, d, "true")
     assert "kept" not in mount.log() and "conflict" not in mount.log(), mount.log()
+
+
+@pytest.mark.parametrize("flags", [os.O_WRONLY | os.O_APPEND, os.O_RDWR], ids=["append", "rw"])
+def test_writes_through_an_fd_held_across_a_command_show_at_once(service, container, mount, d, flags):
+    """The sync before a command sends the held file; writes through the fd
+    after the command are still the path's: fstat, stat and a fresh read
+    show them at once, and the sandbox after the close."""
+    path = os.path.join(d, "e")
+    write_file(path, b"hello\n")
+    fd = os.open(path, flags)
+    try:
+        os.lseek(fd, 0, os.SEEK_END)
+        os.write(fd, b"A" * 99)
+        mbexec_in(service, d, "true")
+        os.write(fd, b"C" * 180)
+        assert os.fstat(fd).st_size == 285
+        assert os.stat(path).st_size == 285
+        assert read_file(path) == b"hello\n" + b"A" * 99 + b"C" * 180
+    finally:
+        os.close(fd)
+    assert os.stat(path).st_size == 285
+    assert on_sandbox(service, container, mount, path) == "hello\n" + "A" * 99 + "C" * 180
+
+
+@pytest.mark.parametrize("flags", [os.O_WRONLY | os.O_APPEND, os.O_RDWR], ids=["append", "rw"])
+def test_a_command_reads_what_an_open_writer_wrote(service, mount, d, flags):
+    """As on a local disk: a program holds a file open and has written to
+    it; a command run meanwhile reads what it wrote."""
+    path = os.path.join(d, "log")
+    write_file(path, b"start\n")
+    sync(mount)
+    fd = os.open(path, flags)
+    try:
+        os.lseek(fd, 0, os.SEEK_END)
+        os.write(fd, b"written\n")
+        r = mbtest.run_mbexec(service, ["cat", "log"], cwd=d)
+        assert (r.returncode, r.stdout) == (0, b"start\nwritten\n"), r
+        os.write(fd, b"more\n")
+        r = mbtest.run_mbexec(service, ["cat", "log"], cwd=d)
+        assert (r.returncode, r.stdout) == (0, b"start\nwritten\nmore\n"), r
+        os.write(fd, b"last\n")
+    finally:
+        os.close(fd)
+    r = mbtest.run_mbexec(service, ["cat", "log"], cwd=d)
+    assert r.stdout == b"start\nwritten\nmore\nlast\n", r
+
+
+def test_a_second_open_after_a_utime_is_the_same_file(service, container, mount, d):
+    """A command changed the file, then a utime here: a second open shares
+    the first one's file, so writes through either show through both and
+    under the path."""
+    path = os.path.join(d, "e")
+    write_file(path, b"one\n")
+    w = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        mbexec_in(service, d, "echo cmd >> e")
+        os.utime(path, (1500000000, 1500000000))
+        r = os.open(path, os.O_RDONLY)
+        try:
+            os.write(w, b"mine\n")
+            assert os.stat(path).st_size == 13
+            assert os.pread(r, 100, 0) == b"one\ncmd\nmine\n"
+        finally:
+            os.close(r)
+    finally:
+        os.close(w)
+    assert read_file(path) == b"one\ncmd\nmine\n"
+    assert on_sandbox(service, container, mount, path) == "one\ncmd\nmine\n"
+
+
+def test_a_reader_follows_a_rewrite_of_the_same_size_and_second(service, container, mount, d):
+    """A command rewrites a file held open here, keeping its size and its
+    modification time: after the command the fd reads the new bytes (a
+    command may change anything; no stat can tell)."""
+    path = os.path.join(d, "f")
+    write_file(path, b"v1-aaaa\n")
+    sync(mount)
+    with open(path, "rb") as reader:
+        assert reader.read() == b"v1-aaaa\n"
+        mbexec_in(service, d, "t=$(stat -c %Y f); printf 'v2-bbbb\\n' > f; touch -d @$t f")
+        assert os.pread(reader.fileno(), 100, 0) == b"v2-bbbb\n"
+    assert read_file(path) == b"v2-bbbb\n"
+
+
+def test_a_replaced_file_removed_while_open_frees_its_name(service, container, mount, d):
+    """An editor's save (a new file renamed over one on the sandbox), then
+    the file is opened, removed while open and closed: the sandbox's old
+    file goes too, and the name can be a directory at once."""
+    path = os.path.join(d, "a")
+    write_file(path, b"on the sandbox\n")
+    sync(mount)
+    write_file(path + ".swp", b"saved\n")
+    os.rename(path + ".swp", path)
+    with open(path, "rb") as f:
+        os.unlink(path)
+        assert f.read() == b"saved\n"
+    os.mkdir(path)
+    write_file(os.path.join(path, "in"), b"in\n")
+    sync(mount)
+    assert sh(service, container, "cd /workspace/%s && test -d a && cat a/in" %
+              os.path.relpath(d, mount.mountpoint)) == "in\n"
+    assert "kept" not in mount.log(), mount.log()
+
+
+def test_a_directory_renamed_over_a_name_removed_while_open(service, container, need_fuse):
+    """The sandbox removes a file removed here while open a moment later;
+    a directory renamed to its name meanwhile waits for that removal (it
+    does not replace a file). One worker thread: it takes both, as it must
+    for the removal to be still due."""
+    m = mbtest.Mount(service, container, options=["max_threads=1"])
+    try:
+        d = m.path(unique("dirover"))
+        os.mkdir(d)
+        for i in range(10):
+            f, sub = os.path.join(d, "f%d" % i), os.path.join(d, "sub%d" % i)
+            os.mkdir(sub)
+            write_file(f, b"x\n")
+            sync(m)                     # on the sandbox: its removal is due there
+            with open(f, "rb"):
+                os.unlink(f)
+            os.rename(sub, f)
+            assert os.path.isdir(f)
+        sync(m)
+        out = sh(service, container, "cd /workspace/%s && for i in $(seq 0 9); do test -d f$i && echo d; done"
+                 % os.path.relpath(d, m.mountpoint))
+        assert out == "d\n" * 10
+    finally:
+        assert m.unmount() == 0, m.log()

@@ -361,7 +361,9 @@ def test_kill9_while_a_batch_is_in_flight_is_no_conflict(service, container, nee
         # (files routes only: an exec of ours would take the fault)
         wait_for(lambda: all(service.get_file(container, "/workspace/%s/f%d" % (name, i))[0] == 200
                              for i in range(8)), "the batches landing")
-        assert control(m)["writeback"]["inFlightFiles"] == 8   # its answer not yet back
+        # the last batch's answer is not back yet (all 8, or the last of
+        # the batches they left in)
+        assert control(m)["writeback"]["inFlightFiles"] >= 1
     finally:
         m.kill9()
         service.clear_faults()

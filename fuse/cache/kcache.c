@@ -66,6 +66,11 @@ struct mbfs_kcache {
 	struct kpath **tab;
 	size_t nbuckets, count;
 	uint64_t gen;
+	/* gen when the kernel last dropped every name (an epoch): a path
+	 * seen at or before it and gone since is held by no valid name, so
+	 * a lookup of it is a fresh one, where ESTALE would fail a mkdir or
+	 * a link (mbfs_kcache_gone) */
+	uint64_t epoch_gen;
 	struct kitem *head, **tail;
 	bool all;               /* every remembered path is stale */
 	bool names;             /* every name, negative ones too */
@@ -305,9 +310,9 @@ bool mbfs_kcache_gone(struct mbfs_kcache *kc, const char *path)
 			if (p->missing_until)
 				break;   /* the kernel holds it as missing */
 			*pp = p->next;
+			known = p->gen > kc->epoch_gen;
 			free(p);
 			kc->count--;
-			known = true;
 			break;
 		}
 	}
@@ -471,8 +476,12 @@ static void *run(void *arg)
 			}
 		}
 		pthread_mutex_unlock(&kc->lock);
-		if (names)
+		if (names) {
 			new_epoch(kc);
+			pthread_mutex_lock(&kc->lock);
+			kc->epoch_gen = kc->gen;
+			pthread_mutex_unlock(&kc->lock);
+		}
 		for (struct kitem *it = list; it; it = it->next) {
 			if (__atomic_load_n(&kc->stop, __ATOMIC_RELAXED))
 				break;

@@ -70,7 +70,10 @@ void mbfs_kcache_moved(struct mbfs_kcache *kc, const char *from,
  * the kernel was shown it, so it may still hold a name for it that no
  * lookup will check before the entry timeout: the getattr that found it
  * gone then answers ESTALE, and the kernel looks the name up again (every
- * path-based call retries once with LOOKUP_REVAL), this time ENOENT. */
+ * path-based call retries once with LOOKUP_REVAL), this time ENOENT. Not
+ * after every name was dropped (an epoch) since it was shown: the kernel
+ * then holds no valid name for it, and ESTALE would fail the fresh lookup
+ * of a mkdir, symlink or link, which is not retried. */
 bool mbfs_kcache_gone(struct mbfs_kcache *kc, const char *path);
 
 /* Queue the invalidation of path's attributes and pages, when the kernel

@@ -183,10 +183,13 @@ void mbfs_invalidate_everything(struct mbfs *fs)
 
 int mbfs_control_sync(struct mbfs *fs)
 {
-	/* closed files queued for write-back go now; files still open stay
-	 * private to their writers until they close them */
+	/* what is queued goes now, with what programs wrote to files they
+	 * still hold open: a command reads it, as on a local disk */
 	mbfs_hidden_settle(fs, NULL);   /* names removed while open */
-	int wrc = mbfs_wbq_sync(fs);   /* closed files still queued */
+	int orc = mbfs_node_close_open(fs);
+	int wrc = mbfs_wbq_sync(fs);
+	if (!wrc)
+		wrc = orc;
 	int rc = mbfs_batch_sync(fs);
 	/* large files being uploaded at their close, in parts */
 	int urc = mbfs_wbq_upload_wait(fs);

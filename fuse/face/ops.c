@@ -441,7 +441,12 @@ static int mbfs_rename(const char *from, const char *to, unsigned int flags)
 			mbfs_kcache_gone(FS->kcache, from);
 		return rc;
 	}
-	mbfs_hidden_settle(FS, to);
+	/* a file removed here while open, whose removal on the sandbox is
+	 * still to come, is replaced by our mv -fT; a directory moved there
+	 * is not a file's replacement: the removal goes first */
+	struct stat fst;
+	bool dir = mbfs_view_getattr(FS, from, &fst) == 0 && S_ISDIR(fst.st_mode);
+	mbfs_hidden_settle(FS, dir ? NULL : to);
 	rc = mbfs_ns_rename(FS, from, to, flags);
 	if (!rc)
 		mbfs_kcache_moved(FS->kcache, from, to);

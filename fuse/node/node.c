@@ -118,23 +118,39 @@ static bool outdated(struct mbfs *fs, struct mbfs_node *n, const char *path)
 	pthread_mutex_unlock(&fs->nodes_lock);
 	if (!check)
 		return false;
+	/* what the mount shows, queued times included, as follow_guest and
+	 * fgetattr compare (a utime made here moved the base too) */
 	struct stat st;
-	if (mbfs_view_lookup(fs, path, &st))
+	if (mbfs_view_getattr(fs, path, &st))
 		return false;
 	return (uint64_t)st.st_size != bs || st.st_mtim.tv_sec != bm;
 }
+
+static void follow_guest(struct mbfs *fs, struct mbfs_node *n);
 
 int mbfs_node_open(struct mbfs *fs, const char *path, int flags,
 		   struct mbfs_node **out)
 {
 	struct mbfs_node *n = get_or_insert(fs, path, NULL);
 	if (n && outdated(fs, n, path)) {
+		/* the sandbox changed the file: the node follows it, with the
+		 * fds open on it (one file, one node); a copy that cannot
+		 * follow (a link's, a kept one) is left to its fds */
+		pthread_mutex_lock(&n->lock);
 		pthread_mutex_lock(&fs->nodes_lock);
-		if (!n->dirty)
+		n->recheck = true;
+		pthread_mutex_unlock(&fs->nodes_lock);
+		follow_guest(fs, n);
+		pthread_mutex_unlock(&n->lock);
+		pthread_mutex_lock(&fs->nodes_lock);
+		bool left = n->loaded && !n->dirty;
+		if (left)
 			n->shared = false;
 		pthread_mutex_unlock(&fs->nodes_lock);
-		mbfs_node_release(fs, n);
-		n = NULL;
+		if (left) {
+			mbfs_node_release(fs, n);
+			n = NULL;
+		}
 	}
 	if (!n) {
 		/* the kernel may still hold a name that is gone (a new file
@@ -209,7 +225,7 @@ void mbfs_node_release(struct mbfs *fs, struct mbfs_node *n)
 	}
 	mbfs_nodeset_del(fs->nodes, n);
 	bool keep = n->loaded && !n->dirty && n->base_known && n->shared &&
-		    !n->unlinked && !n->partial;
+		    !n->unlinked && !n->partial && !n->recheck;
 	/* shared is current as of this stamp: an invalidation after it
 	 * (mbfs_invalidate_everything unshares nodes, then drops copies)
 	 * makes the put below discard the copy */
@@ -263,7 +279,9 @@ static void follow_guest(struct mbfs *fs, struct mbfs_node *n)
 	bool check = n->recheck && n->loaded && !n->dirty && !n->fresh &&
 		     !n->unlinked && n->base_known && !n->partial &&
 		     !n->recorded;
+	bool refetch = n->refetch;
 	n->recheck = false;
+	n->refetch = false;
 	snprintf(path, sizeof(path), "%s", n->path);
 	pthread_mutex_unlock(&fs->nodes_lock);
 	if (!check || n->kept_file || n->linked)
@@ -272,7 +290,7 @@ static void follow_guest(struct mbfs *fs, struct mbfs_node *n)
 	if (mbfs_view_getattr(fs, path, &st) || !S_ISREG(st.st_mode))
 		return;
 	pthread_mutex_lock(&fs->nodes_lock);
-	bool drop = clean_behind(n, &st);
+	bool drop = (refetch && !n->dirty) || clean_behind(n, &st);
 	if (drop)
 		n->loaded = false;
 	pthread_mutex_unlock(&fs->nodes_lock);
@@ -432,7 +450,7 @@ int mbfs_node_getattr(struct mbfs *fs, const char *path, struct stat *st)
 	pthread_mutex_lock(&fs->nodes_lock);
 	struct mbfs_node *n = mbfs_node_find_shared(fs, path);
 	bool hit = n && n->loaded && (n->dirty || !n->base_known ||
-				       n->base_mtime == st->st_mtim.tv_sec);
+				       !clean_behind(n, st));
 	if (hit)
 		apply_local(n, st);
 	pthread_mutex_unlock(&fs->nodes_lock);
@@ -595,13 +613,14 @@ void mbfs_node_hide(struct mbfs *fs, const char *path, const char *hidden,
 		    struct mbfs_node **out, bool *fresh)
 {
 	/* the guest's file is about to go: an open copy that is not here yet
-	 * is fetched first (a large one as pieces in the guest's /tmp, which
-	 * stay); without it, its handles read the file as gone */
+	 * (or that a command may have changed: recheck) is fetched first (a
+	 * large one as pieces in the guest's /tmp, which stay); without it,
+	 * its handles read the file as gone, or as it was */
 	for (;;) {
 		pthread_mutex_lock(&fs->nodes_lock);
 		struct mbfs_node *n = NULL;
 		while ((n = mbfs_nodeset_find(fs->nodes, path, n)) &&
-		       (n->loaded || n->unlinked))
+		       ((n->loaded && !n->recheck) || n->unlinked))
 			;
 		if (n)
 			n->refs++;
@@ -609,6 +628,7 @@ void mbfs_node_hide(struct mbfs *fs, const char *path, const char *hidden,
 		if (!n)
 			break;
 		pthread_mutex_lock(&n->lock);
+		follow_guest(fs, n);   /* clears recheck */
 		int rc = mbfs_load(fs, n, false);
 		pthread_mutex_unlock(&n->lock);
 		mbfs_node_release(fs, n);
@@ -631,7 +651,8 @@ void mbfs_node_hide(struct mbfs *fs, const char *path, const char *hidden,
 	if (n)
 		pthread_mutex_lock(&n->lock);
 	pthread_mutex_lock(&fs->nodes_lock);
-	*fresh = n && n->fresh;
+	/* one that replaced the guest's file leaves that file to remove */
+	*fresh = n && n->fresh && !n->replaces;
 	/* hidden, they keep the name for the barriers of what they left on
 	 * their way (mbfs_node_renamed), but no open or stat of the name
 	 * finds them again: a later file there is another node */
@@ -654,8 +675,13 @@ void mbfs_node_invalidate_all(struct mbfs *fs)
 	pthread_mutex_lock(&fs->nodes_lock);
 	for (struct mbfs_node *n = fs->nodes->head; n; n = n->next)
 		if (!n->dirty && n->loaded) {
-			n->shared = false;
 			n->recheck = true;   /* its open fds follow the guest */
+			n->refetch = true;
+			/* a file still open keeps its name: a write through its
+			 * fds is the path's (an open checks the guest first,
+			 * node_open's outdated); one being let go does not */
+			if (n->refs <= 0 || n->closing)
+				n->shared = false;
 		}
 	pthread_mutex_unlock(&fs->nodes_lock);
 }
@@ -686,8 +712,9 @@ void mbfs_node_recheck(struct mbfs *fs, const char *path)
 	for (struct mbfs_node *n = mbfs_nodeset_find(fs->nodes, path, NULL);
 	     n; n = mbfs_nodeset_find(fs->nodes, path, n))
 		if (!n->dirty && !n->unlinked) {
-			n->shared = false;
 			n->recheck = true;
+			if (n->refs <= 0 || n->closing)   /* as invalidate_all */
+				n->shared = false;
 		}
 	pthread_mutex_unlock(&fs->nodes_lock);
 }

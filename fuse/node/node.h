@@ -65,6 +65,11 @@ int mbfs_node_flush(struct mbfs *fs, struct mbfs_node *n);
  * (wbq.h) and 0 returned at once; anything else, or every file with
  * -o sync_close, is uploaded as by mbfs_node_flush. */
 int mbfs_node_close(struct mbfs *fs, struct mbfs_node *n);
+/* Every file written and still open, up to MBFS_WBQ_FILE_MAX (wbq.h),
+ * as if closed now (a sync: what an open writer wrote so far is what a
+ * command on the sandbox reads, as on a local disk). 0, or the first
+ * error of mbfs_node_close. */
+int mbfs_node_close_open(struct mbfs *fs);
 
 /* Whether a node holds a local copy of a path: mbfs_nodeset_busy
  * (nodeset.h). */
@@ -140,7 +145,8 @@ void mbfs_node_unlinked(struct mbfs *fs, const char *path);
  * guest's content now if it had not yet, then is renamed hidden and
  * detached (never uploaded). *out: the node new opens of path shared,
  * with a reference (drop it with mbfs_node_release), or NULL; *fresh: it
- * was created here and never uploaded (nothing of it is on the guest). */
+ * was created here and never uploaded, and replaced nothing the guest has
+ * (nothing is on the guest under path). */
 void mbfs_node_hide(struct mbfs *fs, const char *path, const char *hidden,
 		    struct mbfs_node **out, bool *fresh);
 /* Clean nodes are no longer shared with new opens, and their open fds

@@ -44,6 +44,10 @@ struct mbfs_node {
 	                          on from (a command ran, its stat changed):
 	                          the next read compares, and fetches again
 	                          when it did (mbfs_node_read) */
+	uint64_t closed_version; /* version a close last queued (wbnode.c) */
+	bool refetch;          /* ... fetched again whatever the stat says:
+	                          a command ran, and may have rewritten it
+	                          at the same size within the same second */
 	bool kept_any;         /* an upload failed and its data was kept */
 	uint64_t kept_version; /* ... for this version */
 	char base_sha[65];     /* SHA-256 of our last upload, "" if none */

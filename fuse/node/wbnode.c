@@ -21,6 +21,7 @@
 #include "fuse/mbfs.h"
 #include "fuse/node/node.h"
 #include "fuse/node/node_int.h"
+#include "fuse/node/nodeset.h"
 #include "fuse/outbox/wbq.h"
 #include "fuse/outbox/wbsend.h"
 #include "fuse/transport/xfer.h"
@@ -47,16 +48,58 @@ int mbfs_node_close(struct mbfs *fs, struct mbfs_node *n)
 		bool fits = mbfs_wbsend_fits(n->path);
 		int fd = n->fd;   /* the closer's node: its copy stays */
 		struct timespec mtime = n->mtime;
+		uint64_t version = n->version;
 		pthread_mutex_unlock(&fs->nodes_lock);
 		if (!dirty)
 			return 0;
 		stamp(fd, mtime);
 		/* durable in the journal already: the network can wait */
 		if (!kept && fits && size <= MBFS_WBQ_FILE_MAX &&
-		    mbfs_wbq_add(fs, n, size))
+		    mbfs_wbq_add(fs, n, size)) {
+			pthread_mutex_lock(&fs->nodes_lock);
+			if (n->closed_version < version)
+				n->closed_version = version;
+			pthread_mutex_unlock(&fs->nodes_lock);
 			return 0;
+		}
 	}
 	return mbfs_node_flush(fs, n);
+}
+
+/* A file written and still open that a batch can carry (a log, an
+ * editor's file); a larger one being written (a download, dd) goes at its
+ * close, not once more at every command. nodes_lock held. */
+static bool written_open(const struct mbfs_node *n)
+{
+	return n->dirty && !n->unlinked && n->refs > 0 && !n->closing &&
+	       !n->kept_any && n->size <= MBFS_WBQ_FILE_MAX &&
+	       n->version != n->closed_version;   /* queued as it is */
+}
+
+int mbfs_node_close_open(struct mbfs *fs)
+{
+	size_t k = 0, cap = 0;
+	pthread_mutex_lock(&fs->nodes_lock);
+	for (struct mbfs_node *n = fs->nodes->head; n; n = n->next)
+		cap += written_open(n);
+	struct mbfs_node **v = cap ? calloc(cap, sizeof(*v)) : NULL;
+	for (struct mbfs_node *n = fs->nodes->head; v && n && k < cap; n = n->next) {
+		if (written_open(n)) {
+			n->refs++;
+			v[k++] = n;
+		}
+	}
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (cap && !v)
+		return -ENOMEM;
+	int rc = 0;
+	for (size_t i = 0; i < k; i++) {
+		int r = mbfs_node_close(fs, v[i]);
+		rc = rc ? rc : r;
+		mbfs_node_release(fs, v[i]);
+	}
+	free(v);
+	return rc;
 }
 
 /* The guest's file moved on since n's copy was fetched (a command
