@@ -604,3 +604,27 @@ def test_apply_removes_first_in_order_never_through_a_symlink(run, tmp_path, app
     assert os.listdir(root / "d" / "sub") == ["new"]
     assert (elsewhere / "victim").read_bytes() == b"keep"
     assert (root / "full" / "x").exists()
+
+
+def test_follow_lists_files_and_directories(run, tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "f").write_bytes(b"abc")
+    (d / " lead").write_bytes(b"")
+    (d / "sub").mkdir()
+    os.symlink("t a r", str(d / "ln"))
+    os.utime(str(d / "f"), (1500000000, 1500000000))
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    (odd / "new\nline").write_bytes(b"")
+    os.symlink(str(d), str(tmp_path / "dlink"))
+    r = run("follow", str(d / "f"), str(tmp_path / "none"), "-d", str(d), str(odd),
+            str(tmp_path / "dlink"), str(tmp_path / "nodir"))
+    assert r.returncode == 0, r
+    lines = r.stdout.split("\n")
+    assert lines[:3] == ["3 1500000000", "-", "@"]
+    entries, rest = lines[3:8], lines[8:]
+    fields = sorted((e.split(" ", 6)[0], e.split(" ", 6)[6]) for e in entries if e[:2] in ("f ", "d ", "l "))
+    assert fields == [("d", "sub"), ("f", " lead"), ("f", "f"), ("l", "ln")], r.stdout
+    assert lines[lines.index([e for e in entries if e.startswith("l ")][0]) + 1] == "t a r"
+    assert rest == ["!", "!", "!", ""], r.stdout

@@ -4,6 +4,7 @@ through a new open of it land on the sandbox; the open fd keeps the old
 file."""
 import os
 import select
+import signal
 import subprocess
 import tempfile
 import time
@@ -316,3 +317,37 @@ def test_a_directory_renamed_over_a_name_removed_while_open(service, container, 
         assert out == "d\n" * 10
     finally:
         assert m.unmount() == 0, m.log()
+
+
+def test_a_listed_directory_follows_a_running_command(service, container, long_attrs):
+    """While a command runs, what a program watches by stat and readdir
+    (an editor asking whether its file changed on disk, a file manager)
+    shows the command's changes in a listed directory, not only after it
+    ends: a rewrite of a file, a new file, a removed one. The mount keeps
+    what it knows for 10 minutes, the command runs for 2."""
+    d = long_attrs.path(unique("watched"))
+    os.mkdir(d)
+    for n in ("edited", "gone", " lead"):   # a name the listing keeps as it is
+        write_file(os.path.join(d, n), b"mine\n")
+    sync(long_attrs)
+    before = os.stat(os.path.join(d, "edited"))
+    assert sorted(os.listdir(d)) == [" lead", "edited", "gone"]
+    cmd = subprocess.Popen([mbtest.MBEXEC, "sh", "-c",
+                            "echo started; printf 'theirs, longer\\n' > edited; echo new > made; "
+                            "rm gone; sleep 120"],
+                           cwd=d, env=service.env(), stdout=subprocess.PIPE)
+    try:
+        assert cmd.stdout.readline() == b"started\n"
+        deadline = time.monotonic() + 100
+        while True:
+            st = os.stat(os.path.join(d, "edited"))
+            names = sorted(os.listdir(d))
+            if st.st_size != before.st_size and names == [" lead", "edited", "made"]:
+                break
+            assert cmd.poll() is None and time.monotonic() < deadline, (st, names)
+            time.sleep(0.1)
+        assert read_file(os.path.join(d, "edited")) == b"theirs, longer\n"
+        assert cmd.poll() is None     # while the command still runs
+    finally:
+        cmd.send_signal(signal.SIGINT)     # Ctrl-C: the command ends there too
+        cmd.wait(60)

@@ -340,6 +340,40 @@ static enum miss on_miss_locked(struct mbfs_cache *c, const char *path,
 	return MISS_LIST;
 }
 
+size_t mbfs_cache_held_dirs(struct mbfs_cache *c, char (*out)[MB_PATH_MAX],
+			    size_t max, size_t max_kids)
+{
+	uint64_t *until = calloc(max ? max : 1, sizeof(*until));
+	size_t k = 0;
+	if (!until)
+		return 0;
+	uint64_t now = mb_now_ms();
+	pthread_mutex_lock(&c->lock);
+	for (size_t b = 0; b < c->nbuckets; b++) {
+		for (struct centry *e = c->tab[b]; e; e = e->next) {
+			if (e->dir_until <= now || e->nkids > max_kids ||
+			    strlen(e->path) >= MB_PATH_MAX)
+				continue;
+			/* insertion into the max latest, latest first */
+			size_t i = k < max ? k++ : max;
+			while (i > 0 && until[i - 1] < e->dir_until) {
+				if (i < max) {
+					until[i] = until[i - 1];
+					memcpy(out[i], out[i - 1], MB_PATH_MAX);
+				}
+				i--;
+			}
+			if (i < max) {
+				until[i] = e->dir_until;
+				snprintf(out[i], MB_PATH_MAX, "%s", e->path);
+			}
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	free(until);
+	return k;
+}
+
 bool mbfs_cache_lists_for(struct mbfs_cache *c, const char *path)
 {
 	char parent[MB_PATH_MAX + 2];

@@ -60,6 +60,11 @@ int mbfs_cache_readdir(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
 
 /* Is a fresh listing of path cached? */
 bool mbfs_cache_listed(struct mbfs_cache *c, const char *path);
+/* The directories whose listing is held now, with at most max_kids
+ * entries each: at most max of them, the most recently listed first, into
+ * out (each MB_PATH_MAX long). How many. */
+size_t mbfs_cache_held_dirs(struct mbfs_cache *c, char (*out)[MB_PATH_MAX],
+			    size_t max, size_t max_kids);
 /* Would a getattr of path now list its parent (a lookup the cache cannot
  * answer)? */
 bool mbfs_cache_lists_for(struct mbfs_cache *c, const char *path);

@@ -1,4 +1,5 @@
-/* follow.c: open files follow the sandbox while a command runs (follow.h). */
+/* follow.c: open files and listed directories follow the sandbox while a
+ * command runs (follow.h). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -26,6 +27,10 @@
 #define FOLLOW_MS 1000
 /* Open copies asked about per round; one exec holds their paths. */
 #define FOLLOW_MAX 64
+/* Listings held asked about per round (the latest), and the largest
+ * taken: an editor's or a file manager's directory, not a tree's. */
+#define FOLLOW_DIRS 8
+#define FOLLOW_DIR_KIDS 256
 
 struct mbfs_follow {
 	struct mbfs *fs;
@@ -48,16 +53,130 @@ static bool parse_line(const char *line, uint64_t *size, time_t *mtime)
 	return true;
 }
 
-/* One round: ask about every open clean copy, let go of what moved on. */
+/* The next line of *text (cut at its newline), or NULL at the end. */
+static char *next_line(char **text)
+{
+	char *line = *text;
+	if (!line || !*line)
+		return NULL;
+	char *nl = strchr(line, '\n');
+	if (nl)
+		*nl = '\0';
+	*text = nl ? nl + 1 : NULL;
+	return line;
+}
+
+static enum mb_ftype ftype_of(char c)
+{
+	switch (c) {
+	case 'f': return MB_FT_FILE;
+	case 'd': return MB_FT_DIR;
+	case 'l': return MB_FT_SYMLINK;
+	case 'p': return MB_FT_FIFO;
+	case 's': return MB_FT_SOCKET;
+	case 'c': return MB_FT_CHAR;
+	case 'b': return MB_FT_BLOCK;
+	default: return MB_FT_OTHER;
+	}
+}
+
+/* One entry line of follow.sh ("TYPE MODE UID GID SIZE MTIME NAME") into
+ * e (its name copied), or false. */
+static bool parse_entry(const char *line, struct mb_entry *e)
+{
+	char t, frac[32];
+	unsigned mode, uid, gid;
+	unsigned long long size;
+	long long mtime;
+	int at = -1;
+	memset(e, 0, sizeof(*e));
+	/* the name is the rest of the line after one space: it may begin
+	 * with a space itself */
+	if (sscanf(line, "%c %o %u %u %llu %lld%31[.0-9]%n", &t, &mode, &uid,
+		   &gid, &size, &mtime, frac, &at) != 7 || at < 0 ||
+	    line[at] != ' ' || !line[at + 1])
+		return false;
+	at++;
+	e->type = ftype_of(t);
+	e->mode = mode & 07777;
+	e->uid = uid;
+	e->gid = gid;
+	e->size = size;
+	e->mtime = (time_t)mtime;
+	e->name = strdup(line + at);
+	return e->name != NULL;
+}
+
+/* The entries of one directory from the "@" line on, into list; false
+ * when a line is not understood (the listing is then not taken). */
+static bool parse_listing(char **text, struct mb_entry_list *list)
+{
+	size_t cap = 0;
+	for (;;) {
+		char *peek = *text;
+		if (!peek || !*peek || strncmp(peek, "@\n", 2) == 0 ||
+		    strcmp(peek, "@") == 0 || strncmp(peek, "!\n", 2) == 0 ||
+		    strcmp(peek, "!") == 0)
+			return true;
+		char *line = next_line(text);
+		if (list->n >= FOLLOW_DIR_KIDS * 2)
+			return false;   /* grew since it was listed: not now */
+		if (list->n == cap) {
+			size_t nc = cap ? cap * 2 : 16;
+			struct mb_entry *v = realloc(list->v, nc * sizeof(*v));
+			if (!v)
+				return false;
+			list->v = v;
+			cap = nc;
+		}
+		struct mb_entry *e = &list->v[list->n];
+		if (!parse_entry(line, e))
+			return false;
+		list->n++;
+		if (e->type == MB_FT_SYMLINK) {
+			char *target = next_line(text);
+			if (!target || !(e->link_target = strdup(target)))
+				return false;
+		}
+	}
+}
+
+/* The listings after the files' lines: each taken as a fresh one. */
+static void take_listings(struct mbfs *fs, char *text,
+			  char (*dirs)[MB_PATH_MAX], size_t nd, uint64_t ctr)
+{
+	for (size_t i = 0; i < nd; i++) {
+		char *head = next_line(&text);
+		if (!head)
+			return;
+		if (strcmp(head, "@") != 0)
+			continue;   /* "!": left to the command's end */
+		struct mb_entry_list list = { 0 };
+		if (!parse_listing(&text, &list)) {
+			mb_entry_list_release(&list);
+			mb_log(MB_LOG_DEBUG, "a listing of '%s' from the sandbox "
+			       "was not understood", dirs[i]);
+			return;
+		}
+		/* compared with the one held: names that changed are
+		 * dropped from the kernel (cache.c) */
+		mbfs_cache_put_listing(fs, dirs[i], &list, ctr);
+	}
+}
+
+/* One round: ask about every open clean copy and the latest listings
+ * held, let go of what moved on. */
 static void round_once(struct mbfs *fs)
 {
 	struct mbfs_node_base *v = calloc(FOLLOW_MAX, sizeof(*v));
-	const char **argv = calloc(FOLLOW_MAX, sizeof(*argv));
-	char (*rpath)[MB_PATH_MAX] = calloc(FOLLOW_MAX, sizeof(*rpath));
+	const char **argv = calloc(FOLLOW_MAX + 1 + FOLLOW_DIRS, sizeof(*argv));
+	char (*rpath)[MB_PATH_MAX] = calloc(FOLLOW_MAX + FOLLOW_DIRS, sizeof(*rpath));
+	char (*dirs)[MB_PATH_MAX] = calloc(FOLLOW_DIRS, sizeof(*dirs));
 	struct mb_buf b;
 	mb_buf_init(&b, MBFS_CMD_MAX);
-	size_t n = v && argv && rpath ? mbfs_node_open_clean(fs, v, FOLLOW_MAX) : 0;
-	size_t k = 0;
+	bool mem = v && argv && rpath && dirs;
+	size_t n = mem ? mbfs_node_open_clean(fs, v, FOLLOW_MAX) : 0;
+	size_t k = 0, nd = 0;
 	for (size_t i = 0; i < n; i++) {
 		/* one line a path: a name with a newline is left to the
 		 * invalidation after the command */
@@ -75,10 +194,29 @@ static void round_once(struct mbfs *fs)
 		argv[k] = rpath[k];
 		k++;
 	}
+	/* read before the guest is asked: a change of ours meanwhile makes
+	 * a listing from before it stale (mbfs_cache_put_listing) */
+	uint64_t ctr = mbfs_cache_counter(fs->cache);
+	size_t held = mem ? mbfs_cache_held_dirs(fs->cache, dirs, FOLLOW_DIRS,
+						 FOLLOW_DIR_KIDS) : 0;
+	size_t argc = k;
+	if (held)
+		argv[argc++] = "-d";
+	for (size_t i = 0; i < held; i++) {
+		char *r = rpath[k + nd];
+		if (mbfs_remote_path(fs, dirs[i], r))
+			continue;
+		if (nd != i)
+			memcpy(dirs[nd], dirs[i], MB_PATH_MAX);
+		argv[argc++] = r;
+		nd++;
+	}
+	if (held && !nd)
+		argc--;
 	struct mb_exec_result res;
 	struct mb_err err;
 	mb_err_clear(&err);
-	if (!k || mbfs_sh_cmd(&b, mbfs_sh_follow, argv, k))
+	if (!argc || mbfs_sh_cmd(&b, mbfs_sh_follow, argv, argc))
 		goto out;
 	if (mbfs_exec(fs, b.data, MBFS_EXEC_TIMEOUT_MS, &res, &err)) {
 		/* the next round asks again; the command's end invalidates */
@@ -86,11 +224,11 @@ static void round_once(struct mbfs *fs)
 		goto out;
 	}
 	if (mbfs_exec_ok(&res) && res.out) {
-		char *line = res.out;
-		for (size_t i = 0; i < k && line && *line; i++) {
-			char *nl = strchr(line, '\n');
-			if (nl)
-				*nl = '\0';
+		char *text = res.out;
+		for (size_t i = 0; i < k; i++) {
+			char *line = next_line(&text);
+			if (!line)
+				break;
 			uint64_t size;
 			time_t mtime;
 			if (!parse_line(line, &size, &mtime) ||
@@ -102,12 +240,15 @@ static void round_once(struct mbfs *fs)
 				mbfs_cache_invalidate(fs->cache, v[i].path);
 				mbfs_kcache_stale(fs->kcache, v[i].path);
 			}
-			line = nl ? nl + 1 : NULL;
 		}
+		/* a cut answer would drop the names past the cut */
+		if (nd && !res.output_truncated)
+			take_listings(fs, text, dirs, nd, ctr);
 	}
 	mb_exec_result_release(&res);
 out:
 	mb_buf_release(&b);
+	free(dirs);
 	free(rpath);
 	free(argv);
 	free(v);
