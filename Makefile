@@ -151,7 +151,7 @@ test-quick: all
 	$(Q)MB_BIN_DIR=$(CURDIR) $(PYTHON) -m pytest -q $(PYTEST_PAR) -m quick $(PYTEST_ARGS) tests
 
 # The random-operation tests, longer: STRESS_SEEDS seeds of STRESS_OPS
-# operations each with files held open (`make check` runs 2 of 250).
+# operations each with files held open (`make check` runs 3 of 250).
 STRESS_SEEDS ?= 1,2,3,4,5,6,7,8,9,10
 STRESS_OPS ?= 500
 stress: all

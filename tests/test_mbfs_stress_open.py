@@ -25,7 +25,7 @@ import mbtest
 from test_mbfs_helpers import guest_tree_digest, sync, tree_digest, unique
 from test_mbfs_stress import apply, paths, pick_op
 
-SEEDS = [int(s) for s in os.environ.get("MB_STRESS_SEEDS", "11,13").split(",")]
+SEEDS = [int(s) for s in os.environ.get("MB_STRESS_SEEDS", "11,12,13").split(",")]
 OPS = int(os.environ.get("MB_STRESS_OPS", "250"))
 MODES = {"r": os.O_RDONLY, "r+": os.O_RDWR, "a": os.O_WRONLY | os.O_APPEND}
 MAX_HELD = 4

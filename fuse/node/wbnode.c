@@ -277,7 +277,12 @@ void mbfs_node_wb_done(struct mbfs *fs, struct mbfs_node *n,
 		     (n->mtime.tv_sec != f->mtime.tv_sec ||
 		      n->mtime.tv_nsec != f->mtime.tv_nsec);
 	struct timespec tv[2] = { { 0, UTIME_OMIT }, n->mtime };
+	struct stat st;
+	guest_stat(fs, f, &st);
 	if (!rc && here) {
+		/* the cache shows the file before the node stops showing it
+		 * as fresh: a readdir between the two would miss it */
+		mbfs_cache_put(fs->cache, f->path, &st);
 		/* the guest has this version now, whatever came after it */
 		n->fresh = false;
 		n->base_known = true;
@@ -298,11 +303,7 @@ void mbfs_node_wb_done(struct mbfs *fs, struct mbfs_node *n,
 		else if (here)
 			mbfs_node_will_record(fs, n);   /* new base */
 		mbfs_data_drop(fs->data, f->path);
-		struct stat st;
-		guest_stat(fs, f, &st);
-		if (here)
-			mbfs_cache_put(fs->cache, f->path, &st);
-		else   /* replaced or moved meanwhile: not what the path shows */
+		if (!here)   /* replaced or moved meanwhile: not what the path shows */
 			mbfs_cache_invalidate(fs->cache, f->path);
 		if (timed)
 			mbfs_batch_utimens(fs, f->path, tv);
