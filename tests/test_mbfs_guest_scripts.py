@@ -622,9 +622,13 @@ def test_follow_lists_files_and_directories(run, tmp_path):
             str(tmp_path / "dlink"), str(tmp_path / "nodir"))
     assert r.returncode == 0, r
     lines = r.stdout.split("\n")
-    assert lines[:3] == ["3 1500000000", "-", "@"]
-    entries, rest = lines[3:8], lines[8:]
-    fields = sorted((e.split(" ", 6)[0], e.split(" ", 6)[6]) for e in entries if e[:2] in ("f ", "d ", "l "))
-    assert fields == [("d", "sub"), ("f", " lead"), ("f", "f"), ("l", "ln")], r.stdout
-    assert lines[lines.index([e for e in entries if e.startswith("l ")][0]) + 1] == "t a r"
-    assert rest == ["!", "!", "!", ""], r.stdout
+    assert lines[:3] == ["3 1500000000", "-", "@"], r.stdout
+    assert lines[-2:] == [".", ""], r.stdout
+    body = lines[3:-2]
+    assert "! %s" % (tmp_path / "dlink") in body and "! %s" % (tmp_path / "nodir") in body
+    assert "! %s" % odd in body, r.stdout
+    entries = {l.split(" ", 6)[6]: l.split(" ", 6)[0] for l in body if l[:2] in ("f ", "d ", "l ")}
+    assert entries == {str(d / "sub"): "d", str(d / " lead"): "f", str(d / "f"): "f",
+                       str(d / "ln"): "l"}, r.stdout
+    link = [l for l in body if l.startswith("l ")][0]
+    assert body[body.index(link) + 1] == "t a r"

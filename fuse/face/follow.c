@@ -80,9 +80,9 @@ static enum mb_ftype ftype_of(char c)
 	}
 }
 
-/* One entry line of follow.sh ("TYPE MODE UID GID SIZE MTIME NAME") into
- * e (its name copied), or false. */
-static bool parse_entry(const char *line, struct mb_entry *e)
+/* One entry line of follow.sh ("TYPE MODE UID GID SIZE MTIME DIR/NAME")
+ * into e, its guest path into *path (in line). false when not understood. */
+static bool parse_entry(char *line, struct mb_entry *e, char **path)
 {
 	char t, frac[32];
 	unsigned mode, uid, gid;
@@ -90,78 +90,100 @@ static bool parse_entry(const char *line, struct mb_entry *e)
 	long long mtime;
 	int at = -1;
 	memset(e, 0, sizeof(*e));
-	/* the name is the rest of the line after one space: it may begin
-	 * with a space itself */
+	/* the path is the rest of the line after one space */
 	if (sscanf(line, "%c %o %u %u %llu %lld%31[.0-9]%n", &t, &mode, &uid,
 		   &gid, &size, &mtime, frac, &at) != 7 || at < 0 ||
-	    line[at] != ' ' || !line[at + 1])
+	    line[at] != ' ' || line[at + 1] != '/')
 		return false;
-	at++;
 	e->type = ftype_of(t);
 	e->mode = mode & 07777;
 	e->uid = uid;
 	e->gid = gid;
 	e->size = size;
 	e->mtime = (time_t)mtime;
-	e->name = strdup(line + at);
-	return e->name != NULL;
+	*path = line + at + 1;
+	return true;
 }
 
-/* The entries of one directory from the "@" line on, into list; false
- * when a line is not understood (the listing is then not taken). */
-static bool parse_listing(char **text, struct mb_entry_list *list)
+/* Which of the nd guest directories rdir names; nd when none. */
+static size_t dir_index(char (*rdirs)[MB_PATH_MAX], size_t nd,
+			const char *rdir)
 {
-	size_t cap = 0;
-	for (;;) {
-		char *peek = *text;
-		if (!peek || !*peek || strncmp(peek, "@\n", 2) == 0 ||
-		    strcmp(peek, "@") == 0 || strncmp(peek, "!\n", 2) == 0 ||
-		    strcmp(peek, "!") == 0)
-			return true;
-		char *line = next_line(text);
-		if (list->n >= FOLLOW_DIR_KIDS * 2)
-			return false;   /* grew since it was listed: not now */
-		if (list->n == cap) {
-			size_t nc = cap ? cap * 2 : 16;
-			struct mb_entry *v = realloc(list->v, nc * sizeof(*v));
+	for (size_t i = 0; i < nd; i++)
+		if (strcmp(rdirs[i], rdir) == 0)
+			return i;
+	return nd;
+}
+
+/* The listings after the files' lines, each taken as a fresh one when
+ * the walk ended (".") and its directory was read whole. */
+static void take_listings(struct mbfs *fs, char *text, char (*dirs)[MB_PATH_MAX],
+			  char (*rdirs)[MB_PATH_MAX], size_t nd, uint64_t ctr)
+{
+	struct mb_entry_list *lists = calloc(nd, sizeof(*lists));
+	size_t *cap = calloc(nd, sizeof(*cap));
+	bool *odd = calloc(nd, sizeof(*odd));
+	bool whole = false;
+	char *line = next_line(&text);
+	if (!lists || !cap || !odd || !line || strcmp(line, "@") != 0)
+		goto out;
+	while ((line = next_line(&text))) {
+		if (strcmp(line, ".") == 0) {
+			whole = true;
+			break;
+		}
+		if (line[0] == '!' && line[1] == ' ') {
+			size_t i = dir_index(rdirs, nd, line + 2);
+			if (i < nd)
+				odd[i] = true;
+			continue;
+		}
+		struct mb_entry e;
+		char *path;
+		if (!parse_entry(line, &e, &path))
+			goto out;
+		char *slash = strrchr(path, '/');
+		*slash = '\0';
+		size_t i = dir_index(rdirs, nd, slash == path ? "/" : path);
+		char *target = e.type == MB_FT_SYMLINK ? next_line(&text) : NULL;
+		if (i == nd || (e.type == MB_FT_SYMLINK && !target))
+			goto out;   /* not asked about: not understood */
+		if (lists[i].n >= FOLLOW_DIR_KIDS * 2) {
+			odd[i] = true;   /* grew since it was listed: not now */
+			continue;
+		}
+		if (lists[i].n == cap[i]) {
+			size_t nc = cap[i] ? cap[i] * 2 : 16;
+			struct mb_entry *v = realloc(lists[i].v, nc * sizeof(*v));
 			if (!v)
-				return false;
-			list->v = v;
-			cap = nc;
+				goto out;
+			lists[i].v = v;
+			cap[i] = nc;
 		}
-		struct mb_entry *e = &list->v[list->n];
-		if (!parse_entry(line, e))
-			return false;
-		list->n++;
-		if (e->type == MB_FT_SYMLINK) {
-			char *target = next_line(text);
-			if (!target || !(e->link_target = strdup(target)))
-				return false;
-		}
+		e.name = strdup(slash + 1);
+		e.link_target = target ? strdup(target) : NULL;
+		lists[i].v[lists[i].n++] = e;
+		if (!e.name || (target && !e.link_target))
+			goto out;
 	}
-}
-
-/* The listings after the files' lines: each taken as a fresh one. */
-static void take_listings(struct mbfs *fs, char *text,
-			  char (*dirs)[MB_PATH_MAX], size_t nd, uint64_t ctr)
-{
-	for (size_t i = 0; i < nd; i++) {
-		char *head = next_line(&text);
-		if (!head)
-			return;
-		if (strcmp(head, "@") != 0)
-			continue;   /* "!": left to the command's end */
-		struct mb_entry_list list = { 0 };
-		if (!parse_listing(&text, &list)) {
-			mb_entry_list_release(&list);
-			mb_log(MB_LOG_DEBUG, "a listing of '%s' from the sandbox "
-			       "was not understood", dirs[i]);
-			return;
-		}
-		/* compared with the one held: names that changed are
-		 * dropped from the kernel (cache.c) */
-		mbfs_cache_put_listing(fs, dirs[i], &list, ctr);
+	for (size_t i = 0; whole && i < nd; i++) {
+		if (odd[i])
+			continue;
+		/* compared with the one held: names that changed are dropped
+		 * from the kernel (cache.c); taken */
+		mbfs_cache_put_listing(fs, dirs[i], &lists[i], ctr);
+		lists[i].v = NULL;
+		lists[i].n = 0;
 	}
+out:
+	if (lists && !whole)
+		mb_log(MB_LOG_DEBUG, "the listings from the sandbox were not "
+		       "whole or not understood");
+	for (size_t i = 0; lists && i < nd; i++)
+		mb_entry_list_release(&lists[i]);
+	free(odd);
+	free(cap);
+	free(lists);
 }
 
 /* One round: ask about every open clean copy and the latest listings
@@ -243,7 +265,7 @@ static void round_once(struct mbfs *fs)
 		}
 		/* a cut answer would drop the names past the cut */
 		if (nd && !res.output_truncated)
-			take_listings(fs, text, dirs, nd, ctr);
+			take_listings(fs, text, dirs, &rpath[k], nd, ctr);
 	}
 	mb_exec_result_release(&res);
 out:

@@ -4,35 +4,41 @@
 # Usage: follow.sh [FILE...] [-d DIR...]
 # For each FILE, in order, one line: "SIZE MTIME" (bytes, whole Unix
 # seconds) of the regular file it names, or "-" when it is gone or is no
-# regular file (a symlink is not followed). Then for each DIR, in order:
-# "!" when it is no directory (or a symlink), cannot be read, or holds a
-# name or link target with a newline; else "@" and one line per entry:
-# "TYPE MODE UID GID SIZE MTIME NAME" (find's %y, octal mode bits,
-# numeric owner, bytes, seconds with a fraction), and for a symlink its
-# target on the next line. Only reads. mbfs (fuse/face/follow.c) fetches
-# again the open files that changed and takes the listings as fresh ones.
+# regular file (a symlink is not followed). Then, with -d, the entries of
+# every DIR, all in one find (this runs every second while a command
+# runs): "@", then per entry "TYPE MODE UID GID SIZE MTIME DIR/NAME"
+# (find's %y, octal mode bits, numeric owner, bytes, seconds with a
+# fraction), for a symlink its target on the next line, and "! DIR" for a
+# DIR that is no directory (or a symlink), or that holds a name or target
+# with a newline; "." last when every DIR was read. Only reads. mbfs
+# (fuse/face/follow.c) fetches again the open files that changed and takes
+# the listings as fresh ones.
 nl='
 '
-dirs=0
-for p in "$@"; do
-	if [ "$dirs" = 0 ] && [ "$p" = -d ]; then
-		dirs=1
-	elif [ "$dirs" = 0 ]; then
-		if [ -f "$p" ] && [ ! -L "$p" ]; then
-			stat -c '%s %Y' -- "$p" 2>/dev/null || echo -
-		else
-			echo -
-		fi
-	elif [ -d "$p" ] && [ ! -L "$p" ] &&
-		odd=$(find "$p" -mindepth 1 -maxdepth 1 \( -name "*$nl*" -o -lname "*$nl*" \) -print 2>/dev/null) &&
-		[ -z "$odd" ] &&
-		out=$(find "$p" -mindepth 1 -maxdepth 1 \( -type l -printf 'l %m %U %G %s %T@ %f\n%l\n' \) \
-			-o -printf '%y %m %U %G %s %T@ %f\n' 2>/dev/null); then
-		echo @
-		if [ -n "$out" ]; then
-			printf '%s\n' "$out"
-		fi
+while [ $# -gt 0 ] && [ "$1" != -d ]; do
+	if [ -f "$1" ] && [ ! -L "$1" ]; then
+		stat -c '%s %Y' -- "$1" 2>/dev/null || echo -
 	else
-		echo !
+		echo -
 	fi
+	shift
 done
+[ $# -gt 0 ] || exit 0
+shift
+echo @
+# the directories that are directories go to find; the others are said
+n=$#
+while [ "$n" -gt 0 ]; do
+	if [ -d "$1" ] && [ ! -L "$1" ]; then
+		set -- "$@" "$1"
+	else
+		printf '! %s\n' "$1"
+	fi
+	shift
+	n=$((n - 1))
+done
+[ $# -gt 0 ] || { echo .; exit 0; }
+find "$@" -mindepth 1 -maxdepth 1 \
+	\( \( -name "*$nl*" -o -lname "*$nl*" \) -printf '! %h\n' \) \
+	-o \( -type l -printf 'l %m %U %G %s %T@ %p\n%l\n' \) \
+	-o -printf '%y %m %U %G %s %T@ %p\n' 2>/dev/null && echo .
