@@ -148,8 +148,17 @@ class Service:
         return q
 
     def exec(self, ident, command, timeout_ms=30000):
-        status, doc = self.request("POST", "/containers/exec", query=self.ident_query(ident),
-                                   body={"command": command, "timeoutMs": timeout_ms})
+        """Run command on the sandbox; its answer. Sent again while the
+        sandbox's 4 operations are taken (429 execution_limit), as mbfs and
+        mbexec do: a mount's read-ahead or batches may hold them a moment."""
+        deadline = time.monotonic() + 30
+        while True:
+            status, doc = self.request("POST", "/containers/exec", query=self.ident_query(ident),
+                                       body={"command": command, "timeoutMs": timeout_ms})
+            busy = status == 429 and isinstance(doc, dict) and doc.get("error") == "execution_limit"
+            if not busy or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         assert status == 200, (status, doc)
         return doc
 
