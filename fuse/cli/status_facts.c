@@ -95,6 +95,7 @@ int mbfs_status_facts(const char *path, cJSON **doc, struct mbfs_status *f)
 	f->sent_bytes = num(wb, "sentBytes");
 	f->failed_files = num(wb, "failedFiles");
 	f->waiting = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(wb, "waiting"));
+	f->inflight_ms = num(wb, "inFlightMs");
 	f->last_error = mbfs_status_str(wb, "lastError");
 	f->kept = cJSON_IsArray(kept) ? kept : NULL;
 	const cJSON *uns = cJSON_GetObjectItemCaseSensitive(d, "unsent");

@@ -18,6 +18,7 @@ struct mbfs_status {
 	bool stopped;              /* the generation is gone */
 	bool reported;             /* the mount reports write-back */
 	bool waiting;              /* its batches cannot reach the sandbox */
+	double inflight_ms;        /* the batch in flight, unanswered so long */
 	double pending_files, pending_dirs, pending_removes, pending_bytes;
 	double uploading_files, uploading_bytes, uploading_sent;
 	double sent_files, sent_batches, sent_bytes, failed_files;

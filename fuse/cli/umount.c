@@ -1,5 +1,5 @@
 /* umount.c: `mbfs -u [--timeout T] MOUNTPOINT` (umount.h). Talks to the
- * mount through its control file only: a thread writes "sync" (which
+ * mount through its control file only: a child writes "sync" (which
  * returns once what was queued is sent, or a try could not reach the
  * sandbox) while this one reads the control file every PROGRESS_MS, for
  * the progress line on a terminal and to see whether the daemon is still
@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdbool.h>
@@ -39,32 +38,35 @@ static int usage_error(const char *msg)
 	return 2;
 }
 
+/* The sync runs in a child process: once the write is in the daemon's
+ * hands the kernel waits for its answer even through SIGKILL, so a
+ * thread of ours would hold our exit until the daemon's try ends
+ * (op_timeout), long after we gave up. A child is left to that wait. */
 struct sync_call {
 	int fd;          /* the control file, open for writing */
 	int done[2];     /* a pipe: written once the write returned */
-	pthread_t thread;
+	pid_t pid;
 	bool running;
 };
 
-static void *sync_main(void *arg)
-{
-	struct sync_call *s = arg;
-	ssize_t w;
-	do
-		w = write(s->fd, MB_CONTROL_SYNC, strlen(MB_CONTROL_SYNC));
-	while (w < 0 && errno == EINTR);
-	/* EIO says a failure or a sandbox that does not answer: the control
-	 * file says which, and that is what is read next */
-	if (write(s->done[1], "", 1) < 0) {
-		/* the reader polls for it; nothing else to tell */
-	}
-	return NULL;
-}
-
 static int sync_start(struct sync_call *s)
 {
-	if (pthread_create(&s->thread, NULL, sync_main, s))
+	s->pid = fork();
+	if (s->pid < 0)
 		return -EAGAIN;
+	if (s->pid == 0) {
+		/* nor does it hold our caller's pipes open after we exit */
+		int nul = open("/dev/null", O_RDWR);
+		for (int fd = 0; nul >= 0 && fd <= 2; fd++)
+			dup2(nul, fd);
+		ssize_t w;
+		do
+			w = write(s->fd, MB_CONTROL_SYNC, strlen(MB_CONTROL_SYNC));
+		while (w < 0 && errno == EINTR);
+		/* EIO says a failure or a sandbox that does not answer: the
+		 * control file says which, and that is what is read next */
+		_exit(write(s->done[1], "", 1) == 1 ? 0 : 1);
+	}
 	s->running = true;
 	return 0;
 }
@@ -83,7 +85,8 @@ static bool sync_returned(struct sync_call *s, int ms)
 	if (read(s->done[0], &c, 1) < 0) {
 		/* readable: it returned */
 	}
-	pthread_join(s->thread, NULL);
+	while (waitpid(s->pid, NULL, 0) < 0 && errno == EINTR)
+		;
 	s->running = false;
 	return true;
 }
@@ -316,9 +319,15 @@ static int drain(const char *path, const char *mnt, const struct args *a,
 		/* the daemon retries on its own, backing off: a sync now would
 		 * only make it try at once */
 		waiting_since = f->waiting ? (waiting_since ? waiting_since : now) : 0;
-		if (waiting_since && now - waiting_since >= bound) {
+		/* no answer: since the queue found the sandbox out of reach,
+		 * or as long as the batch in flight has waited for its answer
+		 * (a frozen service holds it for op_timeout before that) */
+		uint64_t quiet = waiting_since ? now - waiting_since : 0;
+		if (f->inflight_ms > (double)quiet)
+			quiet = (uint64_t)f->inflight_ms;
+		if (quiet >= bound) {
 			progress_clear(width);
-			say_pending(mnt, f, *doc, now - waiting_since);
+			say_pending(mnt, f, *doc, quiet);
 			rc = 1;
 			break;
 		}
@@ -330,12 +339,11 @@ static int drain(const char *path, const char *mnt, const struct args *a,
 		}
 	}
 out:
-	/* a sync still blocked (a try that has not timed out) ends with us */
-	if (!s.running) {
-		close(s.done[0]);
-		close(s.done[1]);
-		close(s.fd);
-	}
+	/* a sync still blocked (a try that has not timed out) is left to
+	 * its child, which ends when the daemon's try does */
+	close(s.done[0]);
+	close(s.done[1]);
+	close(s.fd);
 	return rc;
 }
 

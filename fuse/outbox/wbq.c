@@ -417,6 +417,8 @@ char *mbfs_wbq_json(struct mbfs *fs)
 	esc[n] = '\0';
 	/* parts PUT of uploads on their own are on the sandbox already,
 	 * though not in place yet */
+	/* how long the batch in flight has gone without an answer */
+	uint64_t sending_ms = q->sending_since ? mb_now_ms() - q->sending_since : 0;
 	uint64_t up_sent = atomic_load(&fs->up_sent);
 	if (up_sent > q->up_bytes)
 		up_sent = q->up_bytes;
@@ -428,13 +430,14 @@ char *mbfs_wbq_json(struct mbfs *fs)
 		     ",\"sentFiles\":%" PRIu64 ",\"sentBatches\":%" PRIu64
 		     ",\"sentBytes\":%" PRIu64 ",\"failedFiles\":%" PRIu64
 		     ",\"waiting\":%s,\"retries\":%" PRIu64
+		     ",\"inFlightMs\":%" PRIu64
 		     ",\"lastError\":\"%s\"}",
 		     q->queued + q->inflight - dirs + q->up_files, mkdirs, removes,
 		     q->queued_bytes + q->inflight_bytes + q->up_bytes - up_sent,
 		     q->inflight - dirs_inflight, q->up_files, q->up_bytes, up_sent,
 		     q->sent_files, q->sent_batches, q->sent_bytes,
 		     q->failed_files, q->retry_at ? "true" : "false",
-		     q->retries, esc) < 0)
+		     q->retries, sending_ms, esc) < 0)
 		s = NULL;
 	pthread_mutex_unlock(&q->lock);
 	return s;

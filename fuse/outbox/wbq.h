@@ -212,8 +212,9 @@ void mbfs_wbq_note_failed(struct mbfs *fs, size_t count, const char *path,
  * "pendingBytes" (queued, in flight or uploading, not PUT yet),
  * "inFlightFiles", "uploadingFiles","uploadingBytes","uploadingSentBytes"
  * (uploads on their own), "sentFiles","sentBatches","sentBytes",
- * "failedFiles","lastError"} (totals since mount; malloc'd JSON object
- * text), or NULL without memory. */
+ * "failedFiles","waiting","retries", "inFlightMs" (how long the batch in
+ * flight has waited for its answer, 0 when none), "lastError"} (totals
+ * since mount; malloc'd JSON object text), or NULL without memory. */
 char *mbfs_wbq_json(struct mbfs *fs);
 
 #endif

@@ -60,6 +60,7 @@ struct mbfs_wbq {
 	/* disconnected: batches that could not reach the sandbox go again
 	 * (wbq.c, retry_later); retries counts them since mount */
 	uint64_t retries, retry_at;   /* retry_at: ms, 0 when connected */
+	uint64_t sending_since;       /* ms the batch in flight left; 0: none */
 	unsigned retry_streak;        /* failed tries in a row */
 	/* uploads on their own, running now (wbq_up.c) */
 	size_t up_files;

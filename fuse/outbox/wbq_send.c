@@ -175,6 +175,7 @@ static void retry_later(struct mbfs_wbq *q, struct batch *b,
 	}
 	pthread_mutex_lock(&q->lock);
 	uint64_t now = mb_now_ms();
+	q->sending_since = 0;
 	q->inflight -= b->k;
 	q->inflight_bytes -= b->bytes;
 	for (struct mbfs_wbq_entry *e = q->head; e; e = e->next) {
@@ -295,6 +296,7 @@ static size_t finish_locked(struct mbfs *fs, struct mbfs_wbq *q,
 {
 	size_t ndrop = 0;
 	bool sent = b->nf || b->nd;
+	q->sending_since = 0;
 	q->inflight -= b->k - b->nup;
 	q->inflight_bytes -= b->bytes - b->upbytes;
 	if (sent)
@@ -350,6 +352,7 @@ void mbfs_wbq_send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 		batch_free(&b);
 		return;   /* the flusher tries again after its delay */
 	}
+	q->sending_since = mb_now_ms();
 	pthread_mutex_unlock(&q->lock);
 
 	take_files(fs, q, &b);
