@@ -6,6 +6,7 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -213,6 +214,21 @@ def test_writes_through_an_fd_held_across_a_command_show_at_once(service, contai
     assert on_sandbox(service, container, mount, path) == "hello\n" + "A" * 99 + "C" * 180
 
 
+# A program that keeps a file open and writes to it now and then (a
+# logger): it never forks, so no copy of its fd is closed (a close of any
+# copy would send the file). Each line from stdin is written; EOF closes.
+WRITER = """
+import os, sys
+fd = os.open(sys.argv[1], int(sys.argv[2]))
+os.lseek(fd, 0, os.SEEK_END)
+print("open", flush=True)
+for line in sys.stdin:
+    os.write(fd, line.encode())
+    print("written", flush=True)
+os.close(fd)
+"""
+
+
 @pytest.mark.parametrize("flags", [os.O_WRONLY | os.O_APPEND, os.O_RDWR], ids=["append", "rw"])
 def test_a_command_reads_what_an_open_writer_wrote(service, mount, d, flags):
     """As on a local disk: a program holds a file open and has written to
@@ -220,20 +236,27 @@ def test_a_command_reads_what_an_open_writer_wrote(service, mount, d, flags):
     path = os.path.join(d, "log")
     write_file(path, b"start\n")
     sync(mount)
-    fd = os.open(path, flags)
+    w = subprocess.Popen([sys.executable, "-c", WRITER, path, str(flags)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
     try:
-        os.lseek(fd, 0, os.SEEK_END)
-        os.write(fd, b"written\n")
-        r = mbtest.run_mbexec(service, ["cat", "log"], cwd=d)
-        assert (r.returncode, r.stdout) == (0, b"start\nwritten\n"), r
-        os.write(fd, b"more\n")
-        r = mbtest.run_mbexec(service, ["cat", "log"], cwd=d)
-        assert (r.returncode, r.stdout) == (0, b"start\nwritten\nmore\n"), r
-        os.write(fd, b"last\n")
+        assert w.stdout.readline() == "open\n"
+        want = "start\n"
+        for line in ("written\n", "more\n"):
+            w.stdin.write(line)
+            w.stdin.flush()
+            assert w.stdout.readline() == "written\n"
+            want += line
+            r = mbtest.run_mbexec(service, ["cat", "log"], cwd=d)
+            assert (r.returncode, r.stdout.decode()) == (0, want), r
+        w.stdin.write("last\n")
+        w.stdin.close()
+        assert w.wait(60) == 0
     finally:
-        os.close(fd)
+        if w.poll() is None:
+            w.kill()
+            w.wait()
     r = mbtest.run_mbexec(service, ["cat", "log"], cwd=d)
-    assert r.stdout == b"start\nwritten\nmore\nlast\n", r
+    assert r.stdout == (want + "last\n").encode(), r
 
 
 def test_a_second_open_after_a_utime_is_the_same_file(service, container, mount, d):
