@@ -28,6 +28,7 @@
 
 #define PROGRESS_MS 250
 #define DEFAULT_WAIT_MS 60000   /* when the mount does not say op_timeout */
+#define UMOUNT_TRIES 20         /* fusermount3 -u, PROGRESS_MS apart */
 
 extern char **environ;
 
@@ -169,17 +170,40 @@ static void say_kept(const struct mbfs_status *f)
 }
 
 /* fusermount3 -u mnt: its exit status, or -1 when it cannot run. */
-static int fusermount_u(const char *mnt)
+static int fusermount_once(const char *mnt, bool quiet)
 {
 	char *argv[] = { (char *)"fusermount3", (char *)"-u", (char *)mnt, NULL };
+	posix_spawn_file_actions_t fa;
+	if (posix_spawn_file_actions_init(&fa))
+		return -1;
+	if (quiet)
+		posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null",
+						 O_WRONLY, 0);
 	pid_t pid;
-	if (posix_spawnp(&pid, "fusermount3", NULL, NULL, argv, environ))
+	int src = posix_spawnp(&pid, "fusermount3", &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (src)
 		return -1;
 	int st;
 	while (waitpid(pid, &st, 0) < 0)
 		if (errno != EINTR)
 			return -1;
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* fusermount3 -u, tried again for a few seconds while it fails: what
+ * holds the mount a moment longer (the sync of an earlier mbfs -u that
+ * gave up, still in the daemon's hands until its try ends) lets go.
+ * Only the last try speaks. */
+static int fusermount_u(const char *mnt)
+{
+	int rc = -1;
+	for (int i = 0; i < UMOUNT_TRIES - 1 && rc; i++) {
+		rc = fusermount_once(mnt, true);
+		if (rc)
+			poll(NULL, 0, PROGRESS_MS);
+	}
+	return rc ? fusermount_once(mnt, false) : 0;
 }
 
 /* Wait up to ms for process pid to end. true once it has (or is not

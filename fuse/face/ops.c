@@ -445,7 +445,8 @@ static int mbfs_rename(const char *from, const char *to, unsigned int flags)
 	 * still to come, is replaced by our mv -fT; a directory moved there
 	 * is not a file's replacement: the removal goes first */
 	struct stat fst;
-	bool dir = mbfs_view_getattr(FS, from, &fst) == 0 && S_ISDIR(fst.st_mode);
+	bool dir = mbfs_hidden_pending(FS, to) &&
+		   mbfs_view_getattr(FS, from, &fst) == 0 && S_ISDIR(fst.st_mode);
 	mbfs_hidden_settle(FS, dir ? NULL : to);
 	rc = mbfs_ns_rename(FS, from, to, flags);
 	if (!rc)

@@ -227,8 +227,9 @@ void mbfs_node_release(struct mbfs *fs, struct mbfs_node *n)
 	bool keep = n->loaded && !n->dirty && n->base_known && n->shared &&
 		    !n->unlinked && !n->partial && !n->recheck;
 	/* shared is current as of this stamp: an invalidation after it
-	 * (mbfs_invalidate_everything unshares nodes, then drops copies)
-	 * makes the put below discard the copy */
+	 * (mbfs_invalidate_everything unshares nodes being let go, then
+	 * drops copies) makes the put below discard the copy; an open one it
+	 * marked (recheck) is not kept above */
 	uint64_t since = mbfs_data_stamp(fs->data);
 	pthread_mutex_unlock(&fs->nodes_lock);
 	if (n->pieces.sizes)     /* last user gone: no one else fetches */
@@ -670,6 +671,16 @@ void mbfs_node_hide(struct mbfs *fs, const char *path, const char *hidden,
 	*out = n;
 }
 
+/* n's copy may be behind the guest's file. A file still open keeps its
+ * name: a write through its fds is the path's, and a new open checks the
+ * guest first (mbfs_node_open's outdated). One being let go does not: its
+ * copy must not be shared again. nodes_lock held. */
+static void unshare_if_let_go(struct mbfs_node *n)
+{
+	if (n->refs <= 0 || n->closing)
+		n->shared = false;
+}
+
 void mbfs_node_invalidate_all(struct mbfs *fs)
 {
 	pthread_mutex_lock(&fs->nodes_lock);
@@ -677,11 +688,7 @@ void mbfs_node_invalidate_all(struct mbfs *fs)
 		if (!n->dirty && n->loaded) {
 			n->recheck = true;   /* its open fds follow the guest */
 			n->refetch = true;
-			/* a file still open keeps its name: a write through its
-			 * fds is the path's (an open checks the guest first,
-			 * node_open's outdated); one being let go does not */
-			if (n->refs <= 0 || n->closing)
-				n->shared = false;
+			unshare_if_let_go(n);
 		}
 	pthread_mutex_unlock(&fs->nodes_lock);
 }
@@ -713,8 +720,7 @@ void mbfs_node_recheck(struct mbfs *fs, const char *path)
 	     n; n = mbfs_nodeset_find(fs->nodes, path, n))
 		if (!n->dirty && !n->unlinked) {
 			n->recheck = true;
-			if (n->refs <= 0 || n->closing)   /* as invalidate_all */
-				n->shared = false;
+			unshare_if_let_go(n);
 		}
 	pthread_mutex_unlock(&fs->nodes_lock);
 }

@@ -415,10 +415,10 @@ char *mbfs_wbq_json(struct mbfs *fs)
 		}
 	}
 	esc[n] = '\0';
-	/* parts PUT of uploads on their own are on the sandbox already,
-	 * though not in place yet */
 	/* how long the batch in flight has gone without an answer */
 	uint64_t sending_ms = q->sending_since ? mb_now_ms() - q->sending_since : 0;
+	/* parts PUT of uploads on their own are on the sandbox already,
+	 * though not in place yet */
 	uint64_t up_sent = atomic_load(&fs->up_sent);
 	if (up_sent > q->up_bytes)
 		up_sent = q->up_bytes;
