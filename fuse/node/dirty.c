@@ -106,8 +106,7 @@ static int own_file(struct mbfs *fs, struct mbfs_node *n, bool empty)
 		mbfs_node_unrecord(fs, n);
 		mbfs_data_discard(n->local);
 	}
-	close(n->fd);
-	n->fd = fd;
+	mbfs_node_set_fd(n, fd);
 	n->local = local;
 	n->kept_file = false;
 	n->linked = false;
@@ -212,8 +211,7 @@ static int prepare(struct mbfs *fs, struct mbfs_node *n, bool empty,
 		rc = record(fs, n);
 	if (rc && made) {
 		/* back to not loaded: the caller fails and nothing changed */
-		close(n->fd);
-		n->fd = -1;
+		mbfs_node_set_fd(n, -1);
 		mbfs_data_discard(n->local);
 		n->local = NULL;
 	}

@@ -310,9 +310,7 @@ int mbfs_load(struct mbfs *fs, struct mbfs_node *n, bool whole)
 		bool again = rc && tries == 0 &&
 			     mbfs_node_make_room(fs, rc, (uint64_t)st.st_size);
 		if (rc && again) {
-			if (n->fd >= 0)
-				close(n->fd);
-			n->fd = -1;
+			mbfs_node_set_fd(n, -1);
 			mbfs_data_discard(n->local);
 			n->local = NULL;
 			mbfs_load_drop_pieces(fs, n);
@@ -320,9 +318,7 @@ int mbfs_load(struct mbfs *fs, struct mbfs_node *n, bool whole)
 		}
 		if (rc) {
 			say_failed(path, rc, &err);
-			if (n->fd >= 0)
-				close(n->fd);
-			n->fd = -1;
+			mbfs_node_set_fd(n, -1);
 			mbfs_data_discard(n->local);
 			n->local = NULL;
 			return rc;

@@ -60,6 +60,7 @@ void mbfs_node_destroy(struct mbfs *fs, struct mbfs_node *n)
 			mbfs_data_recycle(fs->data, n->local);
 	}
 	pthread_mutex_destroy(&n->lock);
+	pthread_rwlock_destroy(&n->fd_rw);
 	free(n->path);
 	free(n);
 }
@@ -75,7 +76,23 @@ struct mbfs_node *mbfs_node_alloc(const char *path)
 	n->refs = 1;
 	n->shared = true;
 	pthread_mutex_init(&n->lock, NULL);
+	/* a storm of reads must not hold off the follow that waits */
+	pthread_rwlockattr_t a;
+	pthread_rwlockattr_init(&a);
+	pthread_rwlockattr_setkind_np(&a,
+			PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&n->fd_rw, &a);
+	pthread_rwlockattr_destroy(&a);
 	return n;
+}
+
+void mbfs_node_set_fd(struct mbfs_node *n, int fd)
+{
+	pthread_rwlock_wrlock(&n->fd_rw);
+	if (n->fd >= 0)
+		close(n->fd);
+	n->fd = fd;
+	pthread_rwlock_unlock(&n->fd_rw);
 }
 
 /* Find the shared node of path (ref taken) or insert fresh (if given). */
@@ -297,8 +314,7 @@ static void follow_guest(struct mbfs *fs, struct mbfs_node *n)
 	pthread_mutex_unlock(&fs->nodes_lock);
 	if (!drop)
 		return;
-	close(n->fd);
-	n->fd = -1;
+	mbfs_node_set_fd(n, -1);
 	if (n->local)
 		mbfs_data_recycle(fs->data, n->local);
 	n->local = NULL;
@@ -307,38 +323,12 @@ static void follow_guest(struct mbfs *fs, struct mbfs_node *n)
 	       "readers follow", path);
 }
 
-int mbfs_node_read(struct mbfs *fs, struct mbfs_node *n, char *buf,
-		   size_t size, off_t off)
+/* Up to size bytes of fd from off: their count, or -errno. */
+static int pread_upto(int fd, char *buf, size_t size, off_t off)
 {
-	pthread_mutex_lock(&fs->nodes_lock);
-	bool ready = n->loaded && !n->partial && !n->recheck;
-	pthread_mutex_unlock(&fs->nodes_lock);
-	if (!ready) {
-		pthread_mutex_lock(&n->lock);
-		follow_guest(fs, n);
-		/* the kernel follows a failed read at once with a read of its
-		 * first page (another operation): one that ran out of its
-		 * op_timeout a moment ago answers it now, so that a read(2)
-		 * fails after one op_timeout, not two (bound.c) */
-		if (n->timed_out_ms &&
-		    mb_now_ms() - n->timed_out_ms < RETRY_QUIET_MS) {
-			pthread_mutex_unlock(&n->lock);
-			return -ETIMEDOUT;
-		}
-		int rc = mbfs_load(fs, n, false);
-		pthread_mutex_lock(&fs->nodes_lock);
-		bool partial = n->partial;
-		pthread_mutex_unlock(&fs->nodes_lock);
-		if (!rc && partial && size)
-			rc = mbfs_load_range(fs, n, (uint64_t)off, size);
-		n->timed_out_ms = rc && mb_op_expired() ? mb_now_ms() : 0;
-		pthread_mutex_unlock(&n->lock);
-		if (rc)
-			return rc;
-	}
 	size_t done = 0;
 	while (done < size) {
-		ssize_t r = pread(n->fd, buf + done, size - done, off + (off_t)done);
+		ssize_t r = pread(fd, buf + done, size - done, off + (off_t)done);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0)
@@ -348,6 +338,46 @@ int mbfs_node_read(struct mbfs *fs, struct mbfs_node *n, char *buf,
 		done += (size_t)r;
 	}
 	return (int)done;
+}
+
+int mbfs_node_read(struct mbfs *fs, struct mbfs_node *n, char *buf,
+		   size_t size, off_t off)
+{
+	/* a loaded copy is read without n->lock, which a load or an upload
+	 * of the node may hold across network calls; fd_rw keeps the copy's
+	 * fd open meanwhile */
+	pthread_rwlock_rdlock(&n->fd_rw);
+	pthread_mutex_lock(&fs->nodes_lock);
+	bool ready = n->loaded && !n->partial && !n->recheck;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (ready) {
+		int got = pread_upto(n->fd, buf, size, off);
+		pthread_rwlock_unlock(&n->fd_rw);
+		return got;
+	}
+	pthread_rwlock_unlock(&n->fd_rw);
+	pthread_mutex_lock(&n->lock);
+	follow_guest(fs, n);
+	/* the kernel follows a failed read at once with a read of its first
+	 * page (another operation): one that ran out of its op_timeout a
+	 * moment ago answers it now, so that a read(2) fails after one
+	 * op_timeout, not two (bound.c) */
+	if (n->timed_out_ms && mb_now_ms() - n->timed_out_ms < RETRY_QUIET_MS) {
+		pthread_mutex_unlock(&n->lock);
+		return -ETIMEDOUT;
+	}
+	int rc = mbfs_load(fs, n, false);
+	pthread_mutex_lock(&fs->nodes_lock);
+	bool partial = n->partial;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	if (!rc && partial && size)
+		rc = mbfs_load_range(fs, n, (uint64_t)off, size);
+	n->timed_out_ms = rc && mb_op_expired() ? mb_now_ms() : 0;
+	/* n->lock holds the copy as loaded: only its holders replace fd */
+	if (!rc)
+		rc = pread_upto(n->fd, buf, size, off);
+	pthread_mutex_unlock(&n->lock);
+	return rc;
 }
 
 int mbfs_node_write(struct mbfs *fs, struct mbfs_node *n, const char *buf,

@@ -67,8 +67,12 @@ struct mbfs_node {
 
 	/* protected by lock */
 	pthread_mutex_t lock;
-	int fd;                /* -1 until loaded; replaced only when
-	                          kept_file (dirty.c) */
+	int fd;                /* -1 until loaded; closed or replaced only
+	                          through mbfs_node_set_fd */
+	pthread_rwlock_t fd_rw; /* a read's pread holds it shared without
+	                          lock (mbfs_node_read): closing or
+	                          replacing fd waits for it, or the number
+	                          could be another file's by then */
 	char *local;           /* NULL once moved under kept/ */
 	bool kept_file;        /* fd is the file moved under kept/: never
 	                          change it, take a copy first */
@@ -104,6 +108,9 @@ struct mbfs_node *mbfs_node_find_shared(struct mbfs *fs, const char *path);
  * listed or once unlisted. */
 struct mbfs_node *mbfs_node_alloc(const char *path);
 void mbfs_node_destroy(struct mbfs *fs, struct mbfs_node *n);
+/* Close n's fd (if any) and make fd its copy, once no read uses the old
+ * one. n->lock held. */
+void mbfs_node_set_fd(struct mbfs_node *n, int fd);
 
 /* dirty.c: a node's changes in the journal; all with n->lock held. */
 
