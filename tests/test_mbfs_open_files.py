@@ -374,3 +374,47 @@ def test_a_listed_directory_follows_a_running_command(service, container, long_a
     finally:
         cmd.send_signal(signal.SIGINT)     # Ctrl-C: the command ends there too
         cmd.wait(60)
+
+
+def test_vim_says_its_file_changed_on_disk_while_a_command_runs(service, container, long_attrs):
+    """vim (no vimrc, no swap file) edits a file on the mount while a
+    command rewrites it and goes on running: :checktime warns (W11) before
+    the command ends. The mount keeps what it knows for 10 minutes."""
+    import pty
+    d = long_attrs.path(unique("vim"))
+    os.mkdir(d)
+    write_file(os.path.join(d, "f.txt"), b"mine\n")
+    sync(long_attrs)
+    pid, master = pty.fork()
+    if pid == 0:
+        os.chdir(d)
+        os.execvp("vim", ["vim", "-u", "NONE", "-N", "-n", "-i", "NONE", "f.txt"])
+    cmd = None
+    seen = b""
+    try:
+        def read_some(wait):
+            nonlocal seen
+            if select.select([master], [], [], wait)[0]:
+                seen += os.read(master, 65536)
+        deadline = time.monotonic() + 60
+        while b"f.txt" not in seen:      # vim shows the file: it has read it
+            assert time.monotonic() < deadline, seen
+            read_some(0.5)
+        cmd = subprocess.Popen([mbtest.MBEXEC, "sh", "-c",
+                                "printf 'theirs, longer\\n' > f.txt; echo written; sleep 120"],
+                               cwd=d, env=service.env(), stdout=subprocess.PIPE)
+        assert cmd.stdout.readline() == b"written\n"
+        seen = b""
+        deadline = time.monotonic() + 100
+        while b"W11" not in seen:
+            assert cmd.poll() is None and time.monotonic() < deadline, seen[-400:]
+            os.write(master, b":checktime\r")
+            read_some(0.3)
+        assert cmd.poll() is None     # while the command still runs
+    finally:
+        if cmd is not None:
+            cmd.send_signal(signal.SIGINT)
+            cmd.wait(60)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(master)
