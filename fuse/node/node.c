@@ -60,7 +60,7 @@ void mbfs_node_destroy(struct mbfs *fs, struct mbfs_node *n)
 			mbfs_data_recycle(fs->data, n->local);
 	}
 	pthread_mutex_destroy(&n->lock);
-	pthread_rwlock_destroy(&n->fd_rw);
+	mbfs_node_fd_destroy(n);
 	free(n->path);
 	free(n);
 }
@@ -76,24 +76,10 @@ struct mbfs_node *mbfs_node_alloc(const char *path)
 	n->refs = 1;
 	n->shared = true;
 	pthread_mutex_init(&n->lock, NULL);
-	/* a storm of reads must not hold off the follow that waits */
-	pthread_rwlockattr_t a;
-	pthread_rwlockattr_init(&a);
-	pthread_rwlockattr_setkind_np(&a,
-			PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-	pthread_rwlock_init(&n->fd_rw, &a);
-	pthread_rwlockattr_destroy(&a);
+	mbfs_node_fd_init(n);
 	return n;
 }
 
-void mbfs_node_set_fd(struct mbfs_node *n, int fd)
-{
-	pthread_rwlock_wrlock(&n->fd_rw);
-	if (n->fd >= 0)
-		close(n->fd);
-	n->fd = fd;
-	pthread_rwlock_unlock(&n->fd_rw);
-}
 
 /* Find the shared node of path (ref taken) or insert fresh (if given). */
 static struct mbfs_node *get_or_insert(struct mbfs *fs, const char *path,
@@ -323,39 +309,14 @@ static void follow_guest(struct mbfs *fs, struct mbfs_node *n)
 	       "readers follow", path);
 }
 
-/* Up to size bytes of fd from off: their count, or -errno. */
-static int pread_upto(int fd, char *buf, size_t size, off_t off)
-{
-	size_t done = 0;
-	while (done < size) {
-		ssize_t r = pread(fd, buf + done, size - done, off + (off_t)done);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (r == 0)
-			break;
-		done += (size_t)r;
-	}
-	return (int)done;
-}
-
 int mbfs_node_read(struct mbfs *fs, struct mbfs_node *n, char *buf,
 		   size_t size, off_t off)
 {
 	/* a loaded copy is read without n->lock, which a load or an upload
-	 * of the node may hold across network calls; fd_rw keeps the copy's
-	 * fd open meanwhile */
-	pthread_rwlock_rdlock(&n->fd_rw);
-	pthread_mutex_lock(&fs->nodes_lock);
-	bool ready = n->loaded && !n->partial && !n->recheck;
-	pthread_mutex_unlock(&fs->nodes_lock);
-	if (ready) {
-		int got = pread_upto(n->fd, buf, size, off);
-		pthread_rwlock_unlock(&n->fd_rw);
+	 * of the node may hold across network calls */
+	int got = mbfs_node_pread_ready(fs, n, buf, size, off);
+	if (got != -EAGAIN)
 		return got;
-	}
-	pthread_rwlock_unlock(&n->fd_rw);
 	pthread_mutex_lock(&n->lock);
 	follow_guest(fs, n);
 	/* the kernel follows a failed read at once with a read of its first
@@ -375,7 +336,7 @@ int mbfs_node_read(struct mbfs *fs, struct mbfs_node *n, char *buf,
 	n->timed_out_ms = rc && mb_op_expired() ? mb_now_ms() : 0;
 	/* n->lock holds the copy as loaded: only its holders replace fd */
 	if (!rc)
-		rc = pread_upto(n->fd, buf, size, off);
+		rc = mbfs_node_pread(n->fd, buf, size, off);
 	pthread_mutex_unlock(&n->lock);
 	return rc;
 }

@@ -108,9 +108,20 @@ struct mbfs_node *mbfs_node_find_shared(struct mbfs *fs, const char *path);
  * listed or once unlisted. */
 struct mbfs_node *mbfs_node_alloc(const char *path);
 void mbfs_node_destroy(struct mbfs *fs, struct mbfs_node *n);
+
+/* copyfd.c: the copy's fd and its reads. */
+
+void mbfs_node_fd_init(struct mbfs_node *n);
+void mbfs_node_fd_destroy(struct mbfs_node *n);
 /* Close n's fd (if any) and make fd its copy, once no read uses the old
  * one. n->lock held. */
 void mbfs_node_set_fd(struct mbfs_node *n, int fd);
+/* Up to size bytes of fd from off: their count, or -errno. */
+int mbfs_node_pread(int fd, char *buf, size_t size, off_t off);
+/* The same from n's copy when it is loaded whole and current, without
+ * n->lock; -EAGAIN when it is not (the caller loads it first). */
+int mbfs_node_pread_ready(struct mbfs *fs, struct mbfs_node *n, char *buf,
+			  size_t size, off_t off);
 
 /* dirty.c: a node's changes in the journal; all with n->lock held. */
 
