@@ -113,3 +113,44 @@ def test_paused_reader_is_not_taken_for_a_dead_mbexec(service, mnt):
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0, err
     assert len(out) == 3000000 + 5 and out.endswith(b"\nend\n")
+
+
+def _group_lives():
+    """signal.sh's group_lives, as the guest runs it."""
+    import re
+    with open(os.path.join(mbtest.ROOT, "shim", "guest", "signal.sh")) as f:
+        m = re.search(r"^group_lives\(\) \{\n.*?^\}\n", f.read(), re.M | re.S)
+    assert m, "signal.sh has no group_lives"
+    return m.group(0)
+
+
+def test_a_group_left_with_zombies_has_ended():
+    """--timeout and SIGTERM wait up to 2 s for the command's process group
+    to go after TERM. A child whose shell died first stays a zombie (PID 1
+    of a container never reaps), and kill -0 counts it: the wait always
+    lasted its 2 s. group_lives counts running processes only."""
+    fn = _group_lives()
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        os._exit(0)
+    try:
+        # the child is a zombie until reaped: its group has no running process
+        while True:
+            with open("/proc/%d/stat" % pid) as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+            time.sleep(0.01)
+        check = fn + 'if group_lives %d; then echo lives; else echo ended; fi\n' % pid
+        assert subprocess.run(["sh", "-c", "kill -0 -%d && echo lives" % pid],
+                              capture_output=True).stdout == b"lives\n"
+        assert subprocess.run(["sh", "-c", check], capture_output=True).stdout == b"ended\n"
+    finally:
+        os.waitpid(pid, 0)
+    live = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        check = fn + 'if group_lives %d; then echo lives; else echo ended; fi\n' % live.pid
+        assert subprocess.run(["sh", "-c", check], capture_output=True).stdout == b"lives\n"
+    finally:
+        live.kill()
+        live.wait()

@@ -5,6 +5,24 @@
 # The command may not have written pgid yet: wait up to 1 s for it.
 # shellcheck disable=SC2154 # B, V and R are set by the caller
 base_ok || { echo '@mbx gone'; exit 0; }
+
+# group_lives PGID: does a process of the group still run? kill -0 says
+# yes for a zombie too, and a child whose shell died first is one for good
+# (PID 1 of the container never reaps): the wait for TERM would always
+# last its 2 s. Builtins only; without /proc, kill -0.
+group_lives() {
+	g=$1
+	[ -r /proc/self/stat ] || { kill -0 -"$g" 2>/dev/null; return; }
+	for s in /proc/[0-9]*/stat; do
+		read -r l <"$s" 2>/dev/null || continue
+		# pid (comm) state ppid pgrp ...: comm may hold spaces and ")"
+		l=${l##*) }
+		# shellcheck disable=SC2086 # split into its fields on purpose
+		set -- $l
+		[ "$1" != Z ] && [ "$3" = "$g" ] && return 0
+	done
+	return 1
+}
 i=0
 while [ $i -lt 50 ] && [ -d "$R" ] && [ ! -s "$R/pgid" ] &&
 	[ ! -s "$R/rc" ] && [ ! -s "$R/result" ]; do
@@ -30,7 +48,7 @@ if [ "$1" = INT ]; then
 else
 	kill -TERM -"$p" 2>/dev/null
 	i=0
-	while [ $i -lt 20 ] && kill -0 -"$p" 2>/dev/null; do
+	while [ $i -lt 20 ] && group_lives "$p"; do
 		sleep 0.1
 		i=$((i + 1))
 	done
