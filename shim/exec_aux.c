@@ -194,7 +194,7 @@ void mbx_contact(struct mbx_exec_state *st)
 	bool told;
 
 	pthread_mutex_lock(&st->hb_mu);
-	st->last_contact = mb_now_ms();
+	st->last_contact = st->alive_at = mb_now_ms();
 	st->waiting_since = 0;
 	told = st->told_silent && !st->lost;
 	st->told_silent = false;
@@ -348,10 +348,11 @@ static void say_silent(struct mbx_exec_state *st, bool launched, uint64_t quiet)
 }
 
 /* Counts the silence while mbexec waits for an answer: a poll answers
- * within its guest wait (counted from its end, mbx_waiting_for), so
- * MBX_SILENT_MS of nothing beyond it is
- * a service or a network that stopped, said at once; mbx_lost_ms() of it
- * ends the run. Separate from the heartbeat, which may itself be waiting. */
+ * within its guest wait (counted from its end, mbx_waiting_for), and the
+ * service answers a probe within MBX_PROBE_MS and a round trip; so
+ * MBX_SILENT_MS of nothing beyond either is a service or a network that
+ * stopped, said at once; mbx_lost_ms() of it ends the run. Separate from
+ * the heartbeat, which may itself be waiting. */
 static void *watch_main(void *arg)
 {
 	struct mbx_exec_state *st = arg;
@@ -368,10 +369,15 @@ static void *watch_main(void *arg)
 			ts.tv_nsec -= 1000000000L;
 		}
 		pthread_cond_timedwait(&st->hb_cv, &st->hb_mu, &ts);
-		if (st->hb_stop || !st->waiting_since ||
-		    mb_now_ms() < st->waiting_since)
+		uint64_t now = mb_now_ms();
+		if (st->hb_stop || !st->waiting_since)
 			continue;
-		quiet = mb_now_ms() - st->waiting_since;
+		quiet = now > st->waiting_since ? now - st->waiting_since : 0;
+		/* a probe sent since the last answer, not answered */
+		if (st->probe_sent > st->alive_at && now - st->alive_at > quiet)
+			quiet = now - st->alive_at;
+		if (!quiet)
+			continue;
 		say = !st->told_silent && quiet >= MBX_SILENT_MS && quiet < lost_ms;
 		st->told_silent = st->told_silent || say;
 		launched = st->launched;
@@ -391,13 +397,60 @@ static void *watch_main(void *arg)
 	return NULL;
 }
 
+/* A poll may wait 15 s on the guest for output: whether the service is
+ * there meanwhile is asked by a GET /containers every MBX_PROBE_MS, which
+ * runs nothing on the sandbox, takes no slot of its pool and renews no
+ * idle time. Each is bounded by a short deadline, so that stopping waits
+ * for one probe at most that long. */
+#define PROBE_DEADLINE_MS 3000
+static void *probe_main(void *arg)
+{
+	struct mbx_exec_state *st = arg;
+	struct timespec ts;
+
+	pthread_mutex_lock(&st->hb_mu);
+	while (!st->hb_stop && !st->lost) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 250 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&st->hb_cv, &st->hb_mu, &ts);
+		uint64_t now = mb_now_ms();
+		if (st->hb_stop || !st->waiting_since ||
+		    now - st->alive_at < MBX_PROBE_MS ||
+		    now - st->probe_sent < MBX_PROBE_MS)
+			continue;
+		st->probe_sent = now;
+		pthread_mutex_unlock(&st->hb_mu);
+		struct mb_container *v = NULL;
+		size_t n = 0;
+		struct mb_err err;
+		mb_err_clear(&err);
+		mb_op_deadline(now + PROBE_DEADLINE_MS);
+		int rc = mb_containers_list(st->r->client, &v, &n, &err);
+		free(v);
+		pthread_mutex_lock(&st->hb_mu);
+		if (!rc && mb_now_ms() > st->alive_at)
+			st->alive_at = mb_now_ms();
+	}
+	pthread_mutex_unlock(&st->hb_mu);
+	return NULL;
+}
+
 int mbx_watch_start(struct mbx_run *r, struct mbx_exec_state *st)
 {
 	int e;
 
 	st->r = r;
+	st->alive_at = mb_now_ms();
 	e = pthread_create(&st->wd_th, NULL, watch_main, st);
 	st->wd_started = e == 0;
+	if (!e && r->client) {
+		st->pr_started = pthread_create(&st->pr_th, NULL, probe_main,
+						st) == 0;
+	}
 	return -e;
 }
 
@@ -411,6 +464,9 @@ void mbx_watch_stop(struct mbx_exec_state *st)
 	pthread_mutex_unlock(&st->hb_mu);
 	pthread_join(st->wd_th, NULL);
 	st->wd_started = false;
+	if (st->pr_started)
+		pthread_join(st->pr_th, NULL);
+	st->pr_started = false;
 }
 
 /* Bulk output: while more than one answer's worth of stdout is waiting on

@@ -28,6 +28,9 @@
 #define MBX_LOST_S 60               /* no answer this long: give up (255) */
 #define MBX_WAIT_NOTICE_MS 5000     /* retrying this long is said on stderr */
 #define MBX_SILENT_MS 5000          /* no answer this long is said at once */
+#define MBX_PROBE_MS 2000           /* while a request waits, ask the
+                                       service this often whether it is
+                                       there (exec_aux.c, probe_main) */
 #define MBX_MUX_SLACK_MS 10000      /* the mount's poll answers within its
                                        wait and this; else poll directly */
 
@@ -63,6 +66,11 @@ struct mbx_exec_state {
 	bool told_silent;            /* protected by hb_mu */
 	bool lost;                   /* protected by hb_mu: gave up */
 	bool hb_stop;                /* protected by hb_mu */
+	pthread_t pr_th;             /* the probe (probe_main) */
+	bool pr_started;
+	uint64_t alive_at;           /* protected by hb_mu: the service last
+	                                answered anything, a probe too */
+	uint64_t probe_sent;         /* protected by hb_mu: the last probe */
 };
 
 #define MBX_AHEAD_MAX 2

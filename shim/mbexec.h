@@ -145,6 +145,8 @@ struct mbx_run {
 	bool resize_pending;      /* a window change came before the start */
 	int terminated_by;       /* our signal that made us end the command */
 	bool silent;             /* the sandbox stopped answering (strategy) */
+	uint64_t key_int_ms;     /* a -t Ctrl-C key went to the sandbox then,
+	                            before it was known silent (pump.c) */
 	bool abandoned;          /* a signal gave up on it (pump.h) */
 	int abandoned_by;        /* that signal */
 	void *priv;              /* the strategy's state */

@@ -283,11 +283,42 @@ enum mbx_action mbx_signals_early(struct mbx_run *r, int *signo)
 	return a;
 }
 
+/* A Ctrl-C key counts when silence is found this soon after it: the
+ * strategies say silence after about 5 s without an answer. */
+#define KEY_WINDOW_MS 10000
+
+/* Silence found while a SIGTERM or SIGHUP (or a second Ctrl-C) waits to
+ * be acted on: nobody is left to wait for, give up now. A Ctrl-C that
+ * waits, or a -t Ctrl-C key sent since the silence began, counts as the
+ * first Ctrl-C: the hint says the next one gives up. */
 void mbx_signals_silent(struct mbx_run *r, bool silent)
 {
+	bool give_up, hint = false, key;
+
 	pthread_mutex_lock(&r->lock);
 	r->silent = silent;
+	give_up = silent && !r->finished && !r->abandoned &&
+		  unacked == MBX_ACT_TERMINATE;
+	if (give_up) {
+		r->abandoned = true;
+		r->abandoned_by = r->terminated_by ? r->terminated_by : SIGTERM;
+		pthread_cond_broadcast(&act_cv);
+	}
+	key = silent && !give_up && r->key_int_ms &&
+	      mb_now_ms() - r->key_int_ms < KEY_WINDOW_MS;
+	r->key_int_ms = 0;
+	if (silent && !give_up && !key && unacked == MBX_ACT_INTERRUPT)
+		hint = true;
 	pthread_mutex_unlock(&r->lock);
+	if (give_up) {
+		mb_log(MB_LOG_DEBUG, "silent with an end pending: giving up");
+		mb_api_cancel_all();
+	}
+	if (key)
+		kill(getpid(), SIGINT);   /* the signal thread hints */
+	if (hint)
+		mbx_note("the sandbox does not answer: Ctrl-C again to give up "
+			 "on it (the command may go on running there)");
 }
 
 int mbx_signals_abandoned(struct mbx_run *r)
@@ -308,6 +339,8 @@ void mbx_signals_keys(struct mbx_run *r, const void *p, size_t n)
 		return;
 	pthread_mutex_lock(&r->lock);
 	silent = r->silent;
+	if (!silent)
+		r->key_int_ms = mb_now_ms();
 	pthread_mutex_unlock(&r->lock);
 	if (silent)
 		kill(getpid(), SIGINT);   /* to the signal thread */

@@ -35,6 +35,24 @@ def test_frozen_service_is_said_at_once_then_255_then_attach(service, where):
     assert a.stdout == b"done\n", a.stdout
 
 
+def test_the_notice_comes_within_its_documented_time(service, where):
+    """mbexec(1): a service that stops answering is said within 5 s. A
+    quiet command's poll waits up to 15 s on the guest, so the silence is
+    not counted from the poll: a probe of the service is (the bound here
+    leaves the noisy machine 7 s)."""
+    p = started(service, where, "echo started; sleep 120")
+    try:
+        with frozen(service):
+            t0 = time.monotonic()
+            err = read_until(p.stderr, b"has not answered for", 40)
+            elapsed = time.monotonic() - t0
+            assert b"has not answered for 5 s" in err, err
+            assert elapsed < 12, elapsed
+    finally:
+        p.kill()
+        p.wait()
+
+
 def test_service_back_in_time_the_command_just_finishes(service, where):
     p = started(service, where, "echo started; sleep 7; echo done; exit 4")
     with frozen(service):

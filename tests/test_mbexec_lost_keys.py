@@ -97,3 +97,49 @@ def test_ctrl_c_keys_twice_end_a_tty_session_when_the_sandbox_is_silent(service,
             p.kill()
         master_f.close()
         os.close(slave)
+
+
+def test_sigterm_before_the_notice_ends_it_once_the_silence_is_known(service, mnt):
+    """A SIGTERM that comes while a poll waits on a service that just
+    stopped: mbexec cannot pass it on, and gives up as soon as it knows the
+    service is silent, not after its 60 s of patience."""
+    p = started(service, mnt.mountpoint, "echo started; sleep 120")
+    try:
+        with frozen(service):
+            p.send_signal(signal.SIGTERM)
+            out, err = p.communicate(timeout=40)
+        assert p.returncode == 255, err
+        assert b"has not answered for" in err, err
+        assert b"gave up on the sandbox, which does not answer (SIGTERM)" in err, err
+        assert ATTACH_RE.search(err), err
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_a_ctrl_c_key_before_the_notice_counts_as_the_first(service, mnt):
+    """-t: a Ctrl-C typed as the service stops goes to the remote terminal,
+    which does not answer. Once mbexec knows it is silent, that key counts
+    as the first Ctrl-C: the hint comes without another, and the next one
+    gives up."""
+    master, slave = os.openpty()
+    p = subprocess.Popen([mbtest.MBEXEC, "-t", "sh", "-c", "echo started; sleep 120"],
+                         cwd=mnt.mountpoint, env=service.env(), stdin=slave, stdout=slave,
+                         stderr=slave, start_new_session=True)
+    master_f = os.fdopen(master, "rb", buffering=0)
+    try:
+        out = read_until(master_f, b"started", 60)
+        assert b"started" in out, out
+        with frozen(service):
+            os.write(master, b"\x03")
+            out += read_until(master_f, b"Ctrl-C again", 40)
+            assert b"has not answered for" in out and b"Ctrl-C again" in out, out
+            os.write(master, b"\x03")
+            assert p.wait(timeout=30) == 255, out
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        master_f.close()
+        os.close(slave)
