@@ -332,7 +332,8 @@ static void say_silent(struct mbx_exec_state *st, bool launched, uint64_t quiet)
 {
 	unsigned left = (unsigned)((mbx_lost_ms() - quiet + 999) / 1000);
 
-	mbx_signals_silent(st->r, true);
+	if (mbx_signals_silent(st->r, true))
+		return;   /* gave up: the reason follows */
 	if (launched)
 		mbx_note("the sandbox has not answered for %llu s; the command may "
 			 "still be running there. Trying %u s more; to reattach "
@@ -345,6 +346,7 @@ static void say_silent(struct mbx_exec_state *st, bool launched, uint64_t quiet)
 			 "--attach %s (in this mount, within %u s)",
 			 (unsigned long long)quiet / 1000, left, st->run_id,
 			 mbx_orphan_seconds());
+	mbx_signals_said_silent(st->r);
 }
 
 /* Counts the silence while mbexec waits for an answer: a poll answers

@@ -288,12 +288,10 @@ enum mbx_action mbx_signals_early(struct mbx_run *r, int *signo)
 #define KEY_WINDOW_MS 10000
 
 /* Silence found while a SIGTERM or SIGHUP (or a second Ctrl-C) waits to
- * be acted on: nobody is left to wait for, give up now. A Ctrl-C that
- * waits, or a -t Ctrl-C key sent since the silence began, counts as the
- * first Ctrl-C: the hint says the next one gives up. */
-void mbx_signals_silent(struct mbx_run *r, bool silent)
+ * be acted on: nobody is left to wait for, give up now. */
+bool mbx_signals_silent(struct mbx_run *r, bool silent)
 {
-	bool give_up, hint = false, key;
+	bool give_up;
 
 	pthread_mutex_lock(&r->lock);
 	r->silent = silent;
@@ -304,16 +302,30 @@ void mbx_signals_silent(struct mbx_run *r, bool silent)
 		r->abandoned_by = r->terminated_by ? r->terminated_by : SIGTERM;
 		pthread_cond_broadcast(&act_cv);
 	}
-	key = silent && !give_up && r->key_int_ms &&
-	      mb_now_ms() - r->key_int_ms < KEY_WINDOW_MS;
-	r->key_int_ms = 0;
-	if (silent && !give_up && !key && unacked == MBX_ACT_INTERRUPT)
-		hint = true;
+	if (!silent)
+		r->key_int_ms = 0;
 	pthread_mutex_unlock(&r->lock);
 	if (give_up) {
 		mb_log(MB_LOG_DEBUG, "silent with an end pending: giving up");
 		mb_api_cancel_all();
 	}
+	return give_up;
+}
+
+/* Once the silence is said: a Ctrl-C that waits, or a -t Ctrl-C key sent
+ * since the silence began, counts as the first Ctrl-C, and the hint says
+ * the next one gives up. */
+void mbx_signals_said_silent(struct mbx_run *r)
+{
+	bool hint, key;
+
+	pthread_mutex_lock(&r->lock);
+	key = r->silent && !r->abandoned && r->key_int_ms &&
+	      mb_now_ms() - r->key_int_ms < KEY_WINDOW_MS;
+	r->key_int_ms = 0;
+	hint = r->silent && !r->abandoned && !key &&
+	       unacked == MBX_ACT_INTERRUPT;
+	pthread_mutex_unlock(&r->lock);
 	if (key)
 		kill(getpid(), SIGINT);   /* the signal thread hints */
 	if (hint)

@@ -46,8 +46,12 @@ enum mbx_action mbx_signals_early(struct mbx_run *r, int *signo);
 #define MBX_ESCAPE_MS 1000
 
 /* The strategy's view: the sandbox has stopped answering (silent), or
- * answers again. */
-void mbx_signals_silent(struct mbx_run *r, bool silent);
+ * answers again. True when that gave up on the run at once (a SIGTERM,
+ * SIGHUP or second Ctrl-C was waiting): nothing more to say. */
+bool mbx_signals_silent(struct mbx_run *r, bool silent);
+/* Call after saying the silence: a Ctrl-C (or -t key) that waits counts
+ * as the first, and the hint says so. */
+void mbx_signals_said_silent(struct mbx_run *r);
 
 /* Bytes a -t run read from the raw local terminal: while the sandbox is
  * silent, a Ctrl-C among them is also taken as the local SIGINT (raw mode
