@@ -94,6 +94,23 @@ def test_control_file(service, container, mount):
     assert os.stat(mount.path(CONTROL)).st_size == len(text)
 
 
+def test_the_control_file_reads_as_it_was_when_opened(mount):
+    """A program reading the control file in several calls (cat, Python's
+    read()) gets one version of it, the one of its open, even when the
+    mount's state changes between the calls: never the head of one and
+    the tail of another."""
+    before = json.loads(read_file(mount.path(CONTROL)))["writeback"]["sentFiles"]
+    with open(mount.path(CONTROL), "rb", buffering=0) as f:
+        head = f.read(1)
+        for i in range(3):      # the count of files sent moves on meanwhile
+            write_file(mount.path(unique("ctl")), b"x")
+        sync(mount)
+        doc = json.loads(head + f.read())
+    assert doc["writeback"]["sentFiles"] == before, doc["writeback"]
+    after = json.loads(read_file(mount.path(CONTROL)))["writeback"]["sentFiles"]
+    assert after >= before + 3
+
+
 def test_control_file_rejects_other_writes(mount):
     with pytest.raises(OSError):
         with open(mount.path(CONTROL), "w") as f:

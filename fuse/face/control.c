@@ -1,6 +1,7 @@
 /* control.c: the control file (see control.h). */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,20 +148,50 @@ int mbfs_control_access(uid_t caller)
 	return caller == getuid() || caller == 0 ? 0 : -EACCES;
 }
 
-int mbfs_control_read(const struct mbfs *fs, char *buf, size_t size,
-		      off_t off)
+struct control_snap {
+	size_t len;
+	char *text;
+};
+
+uint64_t mbfs_control_open(const struct mbfs *fs, int flags)
+{
+	if ((flags & O_ACCMODE) == O_WRONLY)
+		return 1;
+	struct control_snap *s = malloc(sizeof(*s));
+	if (s && !(s->text = control_text(fs, &s->len))) {
+		free(s);
+		s = NULL;
+	}
+	return (uint64_t)(uintptr_t)s | 1;   /* malloc'd: the bit is free */
+}
+
+void mbfs_control_release(uint64_t fh)
+{
+	struct control_snap *s = (struct control_snap *)(uintptr_t)(fh & ~1ull);
+	if (s)
+		free(s->text);
+	free(s);
+}
+
+int mbfs_control_read(const struct mbfs *fs, uint64_t fh, char *buf,
+		      size_t size, off_t off)
 {
 	if (off < 0)
 		return -EINVAL;
+	const struct control_snap *s =
+		(const struct control_snap *)(uintptr_t)(fh & ~1ull);
 	size_t len;
-	char *text = control_text(fs, &len);
-	if (!text)
+	char *now = s ? NULL : control_text(fs, &len);
+	if (!s && !now)
 		return -ENOMEM;
+	const char *text = s ? s->text : now;
+	if (s)
+		len = s->len;
 	size_t n = (size_t)off >= len ? 0 : len - (size_t)off;
 	if (n > size)
 		n = size;
 	memcpy(buf, text + off, n);
-	free(text);
+	free(now);
 	return (int)n;
 }
 

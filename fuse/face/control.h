@@ -27,6 +27,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -40,8 +41,15 @@ void mbfs_control_stat(const struct mbfs *fs, struct stat *st);
 /* May the process of user caller open the control file? 0 (the mounting
  * user, or root) or -EACCES. */
 int mbfs_control_access(uid_t caller);
-int mbfs_control_read(const struct mbfs *fs, char *buf, size_t size,
-		      off_t off);
+/* An open of the control file: its handle, low bit set. One opened for
+ * reading holds the text as it was then, so that a read in many calls
+ * (cat, Python's read()) never mixes two versions of it. */
+uint64_t mbfs_control_open(const struct mbfs *fs, int flags);
+void mbfs_control_release(uint64_t fh);
+/* Up to size bytes of the handle's text from off (the text now when the
+ * handle holds none). */
+int mbfs_control_read(const struct mbfs *fs, uint64_t fh, char *buf,
+		      size_t size, off_t off);
 /* Returns size when the text is a known command, else -EINVAL. */
 int mbfs_control_write(struct mbfs *fs, const char *buf, size_t size);
 /* Send what is held back (the "sync" command). 0 or -EIO. */

@@ -1,7 +1,8 @@
 /* ops.c: the FUSE operations table, a thin translation to the modules.
  *
  * Every op returns 0 (or a count) or -errno and never exits. File handles
- * (fi->fh) hold a struct mbfs_node *, or 0 for the control file. Once the
+ * (fi->fh) hold a struct mbfs_node *, or for the control file a handle
+ * with its low bit set (control.h). Once the
  * generation is gone every op but the control file fails with ENOTCONN.
  * ownership cannot be changed through the API, and every file shows as the
  * mounting user: chown is accepted and ignored, so tar/rsync/cp -a running
@@ -54,6 +55,10 @@
 
 #define FS mbfs_fs
 #define NODE(fi) ((struct mbfs_node *)(uintptr_t)(fi)->fh)
+/* An open of the control file (control.h tags its handles). */
+#define CONTROL(fi) (((fi)->fh & 1) != 0)
+/* The node an open holds, or NULL (none, or the control file). */
+#define NODE_OF(fi) ((fi) && (fi)->fh && !CONTROL(fi) ? NODE(fi) : NULL)
 
 /* The path of an op that may come with a handle only (nullpath_ok):
  * the node's current path, copied into buf. NULL when unlinked. */
@@ -62,7 +67,7 @@ static const char *op_path(const char *path, struct fuse_file_info *fi,
 {
 	if (path)
 		return path;
-	if (fi && fi->fh && mbfs_node_get_path(FS, NODE(fi), buf) == 0)
+	if (NODE_OF(fi) && mbfs_node_get_path(FS, NODE(fi), buf) == 0)
 		return buf;
 	return NULL;
 }
@@ -172,7 +177,7 @@ static int mbfs_getattr(const char *path, struct stat *st,
 		return 0;
 	}
 	mbfs_warm_count(FS->warm, MBFS_OP_GETATTR);
-	if (fi && fi->fh) {
+	if (NODE_OF(fi)) {
 		char buf[MB_PATH_MAX];
 		if (mbfs_node_stat_new(FS, NODE(fi), NULL, st))
 			return 0;
@@ -509,7 +514,7 @@ static int mbfs_truncate(const char *path, off_t size,
 	int rc = mbfs_check_alive(FS);
 	if (rc)
 		return rc;
-	if (fi && fi->fh)
+	if (NODE_OF(fi))
 		return mbfs_node_truncate(FS, NODE(fi), size);
 	return path ? mbfs_ns_truncate(FS, path, size) : -ENOENT;
 }
@@ -517,9 +522,12 @@ static int mbfs_truncate(const char *path, off_t size,
 static int mbfs_open(const char *path, struct fuse_file_info *fi)
 {
 	if (mbfs_is_control(path)) {
-		fi->fh = 0;
+		int rc = mbfs_control_access(fuse_get_context()->uid);
+		if (rc)
+			return rc;
+		fi->fh = mbfs_control_open(FS, fi->flags);
 		fi->direct_io = 1;
-		return mbfs_control_access(fuse_get_context()->uid);
+		return 0;
 	}
 	mbfs_warm_count(FS->warm, MBFS_OP_OPEN);
 	int rc = mbfs_check_alive(FS);
@@ -584,8 +592,8 @@ static int mbfs_read(const char *path, char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
 	(void)path;
-	if (!fi->fh)
-		return mbfs_control_read(FS, buf, size, off);
+	if (CONTROL(fi))
+		return mbfs_control_read(FS, fi->fh, buf, size, off);
 	mbfs_warm_count(FS->warm, MBFS_OP_READ);
 	int rc = mbfs_check_alive(FS);
 	if (!rc)
@@ -603,7 +611,7 @@ static int mbfs_write(const char *path, const char *buf, size_t size,
 		      off_t off, struct fuse_file_info *fi)
 {
 	(void)path;
-	if (!fi->fh)
+	if (CONTROL(fi))
 		return mbfs_control_write(FS, buf, size);
 	int rc = mbfs_check_alive(FS);
 	return rc ? rc : mbfs_node_write(FS, NODE(fi), buf, size, off,
@@ -620,7 +628,7 @@ static int mbfs_statfs(const char *path, struct statvfs *st)
 static int mbfs_flush(const char *path, struct fuse_file_info *fi)
 {
 	(void)path;
-	if (!fi->fh)
+	if (CONTROL(fi))
 		return 0;
 	mbfs_warm_count(FS->warm, MBFS_OP_FLUSH);
 	return mbfs_node_close(FS, NODE(fi));
@@ -629,7 +637,9 @@ static int mbfs_flush(const char *path, struct fuse_file_info *fi)
 static int mbfs_release(const char *path, struct fuse_file_info *fi)
 {
 	(void)path;
-	if (fi->fh) {
+	if (CONTROL(fi)) {
+		mbfs_control_release(fi->fh);
+	} else if (fi->fh) {
 		mbfs_warm_count(FS->warm, MBFS_OP_RELEASE);
 		mbfs_node_release(FS, NODE(fi));
 	}
@@ -640,7 +650,7 @@ static int mbfs_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 {
 	(void)datasync;
 	(void)path;
-	if (!fi->fh)
+	if (CONTROL(fi))
 		return 0;
 	return mbfs_node_flush(FS, NODE(fi));
 }
