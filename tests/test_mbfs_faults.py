@@ -235,3 +235,42 @@ def test_ambiguous_exec_namespace_ops_are_reconciled(service, container, mount):
     with pytest.raises(OSError):
         os.symlink("b", os.path.join(d, "link2"))           # really did not happen
     assert not os.path.lexists(os.path.join(d, "link2"))
+
+
+@pytest.mark.parametrize("case", ["new_dir", "rewrites"])
+def test_a_batch_whose_answer_comes_too_late_makes_no_conflict(service, container, need_fuse, case):
+    """The answer to a batch's apply comes after op_timeout, though the
+    batch ran: the mount sends it again. A directory that batch made, and a
+    file that already holds what is sent, are no conflict: nothing is kept
+    or reported as failed, and the sandbox has every file."""
+    import tempfile
+    cache = tempfile.mkdtemp(prefix="cache-", dir=service.tmp)
+    m = mbtest.Mount(service, container, options=["op_timeout=3", "cache_dir=" + cache])
+    try:
+        d = m.path(unique("late"))
+        rd = "/workspace/" + os.path.basename(d)
+        if case == "rewrites":
+            os.mkdir(d)
+            for i in range(5):
+                write_file(os.path.join(d, "f%d" % i), b"v1 %d\n" % i)
+            sync(m)
+        # the next exec is the batch's apply: it runs, and answers late
+        service.fault(route="POST /containers/exec", count=1, delayMs=5000)
+        if case == "new_dir":
+            os.mkdir(d)
+        for i in range(5):
+            write_file(os.path.join(d, "f%d" % i), b"v2 %d, longer\n" % i)
+        for _ in range(2):      # the first may say the sandbox did not answer
+            try:
+                sync(m)
+                break
+            except OSError:
+                pass
+        sync(m)
+        assert sh(service, container, "cat %s/f*" % rd) == "".join("v2 %d, longer\n" % i for i in range(5))
+        log = m.log()
+        assert "conflict" not in log and "could not be made" not in log, log
+        assert not kept_files(log), log
+        assert not any(fs for _, _, fs in os.walk(os.path.join(cache, "kept"))), log
+    finally:
+        finish(m)

@@ -482,6 +482,31 @@ def test_apply_makes_new_directories_in_one_mkdir_a_mode_and_fails_a_batch_whole
     assert not (root / "new2" / "b").exists()
 
 
+def test_apply_after_a_lost_answer_takes_its_own_directory_and_bytes(run, tmp_path, apply_env):
+    """A batch sent again because the answer to the first was lost: an "M"
+    line takes a real directory there as made (an "m" line does not); a
+    file whose base no longer holds but which holds the same bytes as the
+    one sent goes in place, one with other bytes is a conflict."""
+    root = tmp_path / "root"
+    (root / "mine").mkdir(parents=True)
+    (root / "mine" / "same").write_bytes(b"sent before")
+    (root / "mine" / "other").write_bytes(b"theirs")
+    (root / "theirs").mkdir()
+    os.symlink(str(tmp_path), root / "linked")
+    r = str(root)
+    p = apply_batch(run, tmp_path, [
+        "M0750 %s/mine" % r, "m0750 %s/theirs" % r, "M0750 %s/linked" % r,
+        "d%s/mine" % r, "b1 1", "fsame", "b1 1", "fother",
+    ], {(0, "same"): b"sent before", (0, "other"): b"mine"})
+    assert p.returncode == 0, p.stderr
+    out = p.stdout.splitlines()
+    assert out[:2] == ["y 1 File exists", "y 2 File exists"], out
+    assert out[2].startswith("x 1 conflict"), out
+    assert out[-1] == "ok 2", out
+    assert (root / "mine" / "same").read_bytes() == b"sent before"
+    assert (root / "mine" / "other").read_bytes() == b"theirs"
+
+
 def test_apply_renames_over_files_never_into_directories_or_symlinks(run, tmp_path, apply_env):
     """A file replaces a file; never a directory; a symlink only where
     rename(2) replaces the link itself (perl), never by going through it."""

@@ -16,13 +16,17 @@
 # to make (an absolute guest
 # path; its parent exists or is made by an earlier line), made with mode
 # MODE (octal) before anything else; a name that is taken already (even
-# by a directory) fails that line. Then a line "dDIR" (an absolute guest
+# by a directory) fails that line. A line "MMODE DIR" is the same for a
+# directory that an earlier batch whose answer was lost may have made:
+# a real directory there counts as made. Then a line "dDIR" (an absolute guest
 # directory; "d" alone is /) opens group G (0, 1, ... in list order),
 # followed by a line "fNAME" for each file of the group, NAME a file name
 # in DIR (never a '/' or a newline), maybe after a line "bBASE" that says
 # what DIR/NAME must still be for the file to replace it: "-" (nothing
 # there) or "SIZE MTIME" (bytes and whole seconds); otherwise it is a
-# conflict: the sandbox's file stays and this one is reported. Or by a
+# conflict: the sandbox's file stays and this one is reported, unless it
+# holds the same bytes as this one (an earlier batch whose answer was
+# lost put it there): then this one goes in place. Or by a
 # line "tTIME": give DIR the
 # modification time TIME (a touch -d value), or by a line "cMODE": give DIR
 # the mode MODE, each after the files before it are in place (their
@@ -185,8 +189,30 @@ if command -v perl >/dev/null 2>&1; then
 			my $t = <STDIN>; my $b = <STDIN>; chomp($s, $t, $b);
 			my @st = lstat($t);
 			my $now = @st ? "$st[7] $st[9]" : "-";
-			if ($b ne "" && $b ne $now) { print $c "$s\n"; next; }
+			if ($b ne "" && $b ne $now && !same($s, $t)) {
+				print $c "$s\n";
+				next;
+			}
 			rename($s, $t);
+		}
+		# do $src (staged) and $dst (the target, a regular file) hold
+		# the same bytes?
+		sub same {
+			my ($src, $dst) = @_;
+			my @x = stat($src);
+			my @y = lstat($dst);
+			return 0 unless @x && @y && -f _ && $x[7] == $y[7];
+			open(my $f, "<", $src) or return 0;
+			open(my $g, "<", $dst) or return 0;
+			binmode $f;
+			binmode $g;
+			for (;;) {
+				my $n = read($f, my $p, 65536);
+				my $m = read($g, my $q, 65536);
+				return 0 unless defined $n && defined $m &&
+				    $n == $m && $p eq $q;
+				return 1 if $n == 0;
+			}
 		}' "$sd/conflicts" <"$sd/pairs"
 		exec 3>"$sd/pairs"
 	}
@@ -201,6 +227,11 @@ based() {
 		return
 	fi
 	[ "$(stat -c '%s %Y' -- "$1" 2>/dev/null)" = "$base" ]
+}
+# Without perl: do the staged $1 and the target $2 (a regular file) hold
+# the same bytes?
+same() {
+	[ -f "$2" ] && ! [ -L "$2" ] && cmp -s -- "$1" "$2"
 }
 # The removals, in order, all before the rest of the list: with perl one
 # process does them all; without it, one rm or rmdir each.
@@ -272,11 +303,11 @@ mmode=
 base=
 while IFS= read -r l; do
 	k=${l%"${l#?}"} v=${l#?}
-	if [ "$k" != m ] && [ -n "$pend" ]; then
+	if [ "$k" != m ] && [ "$k" != M ] && [ -n "$pend" ]; then
 		mkdirs "$@"
 		set --
 	fi
-	if [ "$k" = m ]; then
+	if [ "$k" = m ] || [ "$k" = M ]; then
 		# one there already is someone else's (even a directory): the
 		# files written in the new one must not land among theirs
 		md=${v#* }
@@ -291,6 +322,8 @@ while IFS= read -r l; do
 			echo "y $mi a directory above it is a symlink" >>"$sd/made"
 			bad="$bad$md
 "
+		elif [ "$k" = M ] && [ -d "$md" ] && ! [ -L "$md" ]; then
+			: # made by the batch whose answer was lost
 		elif [ -e "$md" ] || [ -L "$md" ]; then
 			echo "y $mi File exists" >>"$sd/made"
 			bad="$bad$md
@@ -328,7 +361,7 @@ while IFS= read -r l; do
 		# over one on the mount); mv into DIR would follow it
 		if [ -n "$byperl" ]; then
 			printf '%s\0%s\0%s\0' "$sd/$g/$v" "$dir/$v" "$base" >&3
-		elif based "$dir/$v"; then
+		elif based "$dir/$v" || same "$sd/$g/$v" "$dir/$v"; then
 			set -- "$@" "$sd/$g/$v"
 		else
 			printf '%s\n' "$sd/$g/$v" >>"$sd/conflicts"
@@ -356,7 +389,7 @@ g=-1
 			refusal
 			continue
 		fi
-		case $k in [mtcbrR]) continue ;; esac
+		case $k in [mMtcbrR]) continue ;; esac
 		i=$((i + 1))
 		s=$sd/$g/$v
 		[ -e "$s" ] || [ -L "$s" ] || continue

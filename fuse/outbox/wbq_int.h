@@ -37,6 +37,8 @@ struct mbfs_wbq_entry {
 	bool inflight;           /* in the batch being sent */
 	bool again;              /* closed dirty again while in flight */
 	bool urgent;             /* someone waits for it: no delay */
+	bool doubt;              /* MAKE: a batch that held it got no
+	                            answer, and may have made it */
 };
 
 struct mbfs_wbq {

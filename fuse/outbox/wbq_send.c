@@ -125,6 +125,7 @@ static bool gather_locked(struct mbfs_wbq *q, struct batch *b)
 		d->path = e->dpath;
 		d->kind = e->kind;
 		d->mode = e->dmode;
+		d->doubt = e->doubt;
 		d->mtime = e->dtime;
 		d->base_known = e->base_known;
 		d->base_size = e->base_size;
@@ -182,6 +183,8 @@ static void retry_later(struct mbfs_wbq *q, struct batch *b,
 		if (!e->inflight)
 			continue;
 		e->inflight = e->again = false;
+		/* the batch may have run on the guest, its answer lost */
+		e->doubt = e->doubt || (!e->n && e->kind == MBFS_WBDIR_MAKE);
 		e->since_ms = now;
 		q->queued++;
 		q->queued_bytes += e->bytes;

@@ -183,7 +183,7 @@ static int by_dir(const void *a, const void *b, void *base)
 }
 
 /* The archive of v in order (list: an "r" or "R" line for each removal,
- * an "m" line for each directory to make, groups of files, then a group with a "t" or "c" line for each
+ * an "m" line for each directory to make ("M" when in doubt), groups of files, then a group with a "t" or "c" line for each
  * directory time or mode of dv), into b. */
 static int build(struct mbfs *fs, struct mbfs_wbfile *v, const size_t *order,
 		 size_t n, const struct mbfs_wbdir *dv, size_t nd,
@@ -212,7 +212,8 @@ static int build(struct mbfs *fs, struct mbfs_wbfile *v, const size_t *order,
 			continue;
 		rc = mbfs_remote_path(fs, dv[k].path, rdir);
 		if (!rc)
-			rc = mb_buf_appendf(&list, "m%04o %s\n",
+			rc = mb_buf_appendf(&list, "%c%04o %s\n",
+					    dv[k].doubt ? 'M' : 'm',
 					    dv[k].mode & 07777, rdir);
 	}
 	for (size_t k = 0; k < n && !rc; k++) {

@@ -72,6 +72,9 @@ struct mbfs_wbdir {
 	enum mbfs_wbdir_kind kind;
 	struct timespec mtime;   /* TIME */
 	unsigned mode;           /* MAKE, MODE: permission bits */
+	bool doubt;              /* MAKE: an earlier batch whose answer was
+	                            lost may have made it: a real directory
+	                            there counts as made */
 	/* RM: what the guest's file must still be for it to go (else it is
 	 * a conflict: it stays and the remove fails) */
 	bool base_known;
