@@ -90,6 +90,24 @@ def test_the_control_file_name_is_taken_only_at_the_root(service, container, mou
     assert os.listdir(mount.path(d)) == [".mainbrella"]
 
 
+def test_a_rename_to_libfuses_hidden_name_is_refused_and_loses_nothing(service, container, mount):
+    """libfuse renames a file unlinked while open to ".fuse_hidden" and 16
+    hex digits, a name the mount keeps to itself. A program's own rename
+    to such a name (nothing holds the file open) would hide the file on
+    both sides: it fails with EPERM, and the file stays where it was."""
+    d = unique("tohidden")
+    sh(service, container, "mkdir -p /workspace/%s/dir && echo precious > /workspace/%s/a" % (d, d))
+    invalidate(mount)
+    for name in ("a", "dir"):
+        with pytest.raises(OSError) as e:
+            os.rename(mount.path(d, name), mount.path(d, ".fuse_hidden0000000a00000001"))
+        assert e.value.errno == errno.EPERM
+    assert sorted(os.listdir(mount.path(d))) == ["a", "dir"]
+    sync(mount)
+    assert sh(service, container, "cat /workspace/%s/a; ls -A /workspace/%s" % (d, d)) == \
+        "precious\na\ndir\n"
+
+
 def test_reserved_names_on_the_sandbox_are_not_shown(service, container, mount):
     d = unique("hid")
     names = [".fuse_hidden123", ".fuse_hidden0123456789abcdef", ".mbfs-up-x", ".mbfs-dl-x"]

@@ -441,6 +441,14 @@ static int mbfs_rename(const char *from, const char *to, unsigned int flags)
 	if (rc)
 		return rc;
 	if (mbfs_hidden_is_name(to)) {   /* libfuse hides a file open here */
+		/* nothing open at from: a program's rename to such a name,
+		 * which would hide the file from both sides */
+		if (!mbfs_node_open_at(FS, from)) {
+			mb_log(MB_LOG_WARN, "cannot rename a file to a name "
+			       "beginning '" MBFS_HIDDEN_PREFIX "': reserved for "
+			       "mbfs (EPERM)");
+			return -EPERM;
+		}
 		rc = mbfs_hidden_hide(FS, from, to);
 		if (!rc)
 			mbfs_kcache_gone(FS->kcache, from);
@@ -540,6 +548,7 @@ static int mbfs_open(const char *path, struct fuse_file_info *fi)
 		rc = 0;
 	if (!rc) {
 		fi->fh = (uintptr_t)n;
+		mbfs_node_handle(FS, n, 1);
 		mbfs_warm_open(FS, fi->flags, fi);
 	}
 	return rc;
@@ -559,8 +568,10 @@ static int mbfs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 	}
 	if (rc == -EEXIST && !(fi->flags & O_EXCL))
 		rc = mbfs_node_open(FS, path, fi->flags, &n);
-	if (!rc)
+	if (!rc) {
 		fi->fh = (uintptr_t)n;
+		mbfs_node_handle(FS, n, 1);
+	}
 	return rc;
 }
 
@@ -641,6 +652,7 @@ static int mbfs_release(const char *path, struct fuse_file_info *fi)
 		mbfs_control_release(fi->fh);
 	} else if (fi->fh) {
 		mbfs_warm_count(FS->warm, MBFS_OP_RELEASE);
+		mbfs_node_handle(FS, NODE(fi), -1);
 		mbfs_node_release(FS, NODE(fi));
 	}
 	return 0;

@@ -601,6 +601,46 @@ void mbfs_node_unlinked(struct mbfs *fs, const char *path)
 	mbfs_node_records_sync(fs);
 }
 
+/* libfuse counts a handle open until just after our release returns, and
+ * an unlink in between hides the file: the last paths whose last handle
+ * went count as open a moment longer (a program's own rename to a hidden
+ * name so soon after a close is still taken for a hide). Protected by
+ * fs->nodes_lock. */
+#define LET_GO_N 8
+#define LET_GO_MS 200
+static struct {
+	char path[MB_PATH_MAX];
+	uint64_t at;
+} let_go[LET_GO_N];
+static unsigned let_go_next;
+
+void mbfs_node_handle(struct mbfs *fs, struct mbfs_node *n, int delta)
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	n->handles += delta;
+	if (n->handles <= 0 && delta < 0) {
+		unsigned k = let_go_next++ % LET_GO_N;
+		snprintf(let_go[k].path, sizeof(let_go[k].path), "%s", n->path);
+		let_go[k].at = mb_now_ms();
+	}
+	pthread_mutex_unlock(&fs->nodes_lock);
+}
+
+bool mbfs_node_open_at(struct mbfs *fs, const char *path)
+{
+	uint64_t now = mb_now_ms();
+	pthread_mutex_lock(&fs->nodes_lock);
+	struct mbfs_node *n = NULL;
+	while ((n = mbfs_nodeset_find(fs->nodes, path, n)) && n->handles <= 0)
+		;
+	bool open = n != NULL;
+	for (unsigned k = 0; !open && k < LET_GO_N; k++)
+		open = let_go[k].at && now - let_go[k].at < LET_GO_MS &&
+		       strcmp(let_go[k].path, path) == 0;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	return open;
+}
+
 void mbfs_node_hide(struct mbfs *fs, const char *path, const char *hidden,
 		    struct mbfs_node **out, bool *fresh)
 {

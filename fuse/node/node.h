@@ -147,6 +147,11 @@ void mbfs_node_unlinked(struct mbfs *fs, const char *path);
  * with a reference (drop it with mbfs_node_release), or NULL; *fresh: it
  * was created here and never uploaded, and replaced nothing the guest has
  * (nothing is on the guest under path). */
+/* The kernel opened (delta 1) or released (-1) a handle of n. */
+void mbfs_node_handle(struct mbfs *fs, struct mbfs_node *n, int delta);
+/* Has the kernel a handle open of a file at path (or had it until a
+ * moment ago)? libfuse hides only those (hidden.h). */
+bool mbfs_node_open_at(struct mbfs *fs, const char *path);
 void mbfs_node_hide(struct mbfs *fs, const char *path, const char *hidden,
 		    struct mbfs_node **out, bool *fresh);
 /* Clean nodes are no longer shared with new opens, and their open fds

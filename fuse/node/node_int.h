@@ -20,6 +20,7 @@ struct mbfs_node {
 	struct mbfs_node *hnext;
 	char *path;                 /* changed by mbfs_nodeset_move only */
 	int refs;
+	int handles;           /* of the kernel's, open (mbfs_node_handle) */
 	bool closing;          /* a releaser is finishing this node */
 	bool shared;           /* new opens of path may use this node */
 	bool unlinked;         /* never upload */
