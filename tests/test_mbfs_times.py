@@ -118,3 +118,29 @@ def test_a_time_set_on_a_file_on_the_sandbox_shows_exactly(service, container, m
     assert guest_mtime_ns(service, d, "f") == t
     mbexec(service, d, "true")                  # asked again
     assert os.stat(f).st_mtime_ns == t
+
+
+def test_reading_a_tree_sends_none_of_its_queued_times(service, container, mount):
+    """Times set here wait for the next change of names or sync. A read of
+    the tree meanwhile (grep -r and ls -lR, which take the bulk read, and
+    stat) shows them and sends none: a read never changes the sandbox."""
+    from test_mbfs_helpers import CONTROL, invalidate, sh
+    name = unique("qtimes")
+    rd = "/workspace/" + name
+    sh(service, container, "mkdir -p %s/sub && cd %s && for i in $(seq 1 30); do "
+       "echo hello $i > f$i; echo x > sub/g$i; done" % (rd, rd))
+    invalidate(mount)
+    then = 978307200
+    os.utime(mount.path(name, "f1"), (then, then))
+    os.utime(mount.path(name, "sub"), (then, then))
+    invalidate(mount)     # cold: the reads below take the bulk read
+    theirs = sh(service, container, "stat -c %%Y %s/f1 %s/sub" % (rd, rd))
+    assert str(then) not in theirs
+    r = subprocess.run(["grep", "-r", "hello 7", mount.path(name)], capture_output=True)
+    assert r.returncode == 0, r
+    subprocess.run(["ls", "-lR", mount.path(name)], check=True, capture_output=True)
+    assert os.stat(mount.path(name, "f1")).st_mtime == then
+    assert os.stat(mount.path(name, "sub")).st_mtime == then
+    assert sh(service, container, "stat -c %%Y %s/f1 %s/sub" % (rd, rd)) == theirs
+    sync(mount)
+    assert sh(service, container, "stat -c %%Y %s/f1 %s/sub" % (rd, rd)) == "%d\n%d\n" % (then, then)

@@ -14,7 +14,6 @@
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "fuse/outbox/batch.h"
 #include "fuse/cache/cache.h"
 #include "fuse/durable/data.h"
 #include "fuse/transport/guest_sh.h"
@@ -142,10 +141,9 @@ static int pack(struct job *j, struct mb_err *err)
 			rc = mbfs_sh_arg(&b, j->excl[i]);
 	if (!rc)
 		rc = mbfs_sh_body(&b, mbfs_sh_pack);
-	/* the listings carry their entries' times: queued ones land first,
-	 * as before a list request; a change of ours from now on keeps the
-	 * listings out of the cache */
-	mbfs_batch_flush(fs, j->base, MBFS_BATCH_SELF | MBFS_BATCH_BELOW);
+	/* the listings carry the sandbox's times: queued ones stay queued,
+	 * the view shows them on top (a read never sends); a change of ours
+	 * from now on keeps the listings out of the cache */
 	j->ctr = mbfs_cache_counter(fs->cache);
 	j->stamp = mbfs_data_stamp(fs->data);
 	struct mb_exec_result res;
