@@ -166,7 +166,10 @@ def umount_sync_ok(m):
     return r.returncode == 0
 
 
-def test_u_reports_kept_files_and_unmounts(service, container, need_fuse, tmp_path):
+@pytest.mark.parametrize("n", [1, 30])
+def test_u_reports_kept_files_and_unmounts(service, container, need_fuse, tmp_path, n):
+    """Each kept file is named, up to 10; more are counted, not listed
+    (thousands of lines would hide the cause)."""
     m, cache = mount_with_cache(service, container, tmp_path)
     name = unique("ukept")
     try:
@@ -174,18 +177,22 @@ def test_u_reports_kept_files_and_unmounts(service, container, need_fuse, tmp_pa
         os.mkdir(d)
         assert umount_sync_ok(m)
         refuse_uploads(service)
-        write_file(os.path.join(d, "refused"), b"refused\n")
+        for i in range(n):
+            write_file(os.path.join(d, "refused%02d" % i), b"refused\n")
         r = umount(m)
         assert r.returncode == 1, r
-        assert "/workspace/%s/refused" % name in r.stderr, r.stderr
         assert os.path.join(cache, "kept") in r.stderr, r.stderr
+        shown = [i for i in range(n) if "/workspace/%s/refused%02d\n" % (name, i) in r.stderr]
+        assert len(shown) == min(n, 10), r.stderr
+        assert ("and %d more" % (n - 10) in r.stderr) == (n > 10), r.stderr
+        assert len(r.stderr.splitlines()) < 40, r.stderr
         assert not os.path.ismount(m.mountpoint)
         assert daemon_ended(m) is not None, "mbfs -u returned before the daemon ended"
     finally:
         service.clear_faults()
         done(m)
     kept = kept_files(cache)
-    assert len(kept) == 1 and open(kept[0], "rb").read() == b"refused\n", kept
+    assert len(kept) == n and all(open(k, "rb").read() == b"refused\n" for k in kept), kept
     # told now: the next mount does not tell it again
     assert not os.path.exists(os.path.join(cache, "unsent.json"))
 

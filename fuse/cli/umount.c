@@ -161,12 +161,7 @@ static void say_kept(const struct mbfs_status *f)
 	if (nk)
 		fprintf(stderr, "mbfs: %d file%s could not be uploaded; data "
 			"kept in:\n", nk, nk == 1 ? "" : "s");
-	for (int i = 0; i < nk; i++) {
-		const cJSON *k = cJSON_GetArrayItem(f->kept, i);
-		fprintf(stderr, "  %s\n    -> %s\n    (%s)\n",
-			mbfs_status_str(k, "path"), mbfs_status_str(k, "file"),
-			mbfs_status_str(k, "reason"));
-	}
+	mbfs_unsent_print_kept(stderr, f->kept, "", f->kept_dir);
 }
 
 /* fusermount3 -u mnt: its exit status, or -1 when it cannot run. */

@@ -51,6 +51,10 @@ void mbfs_unsent_release(struct mbfs *fs);
 /* Print rec (such a record) for a person, each line starting with
  * prefix: with head, which mount and when it ended; what stayed pending,
  * what was kept and where. unsent_print.c; no mount state. */
+/* The kept files of a record's or a control file's "kept" list, the
+ * first few with where and why, then how many more under kept_dir. */
+void mbfs_unsent_print_kept(FILE *out, const cJSON *kept, const char *prefix,
+			    const char *kept_dir);
 void mbfs_unsent_print(FILE *out, const cJSON *rec, const char *prefix,
 		       bool head);
 /* Files the record says are not on the sandbox (pending and kept). */

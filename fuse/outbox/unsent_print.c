@@ -65,10 +65,27 @@ void mbfs_unsent_print(FILE *out, const cJSON *rec, const char *prefix,
 	if (nk)
 		fprintf(out, "%s  %d file%s could not be uploaded; data kept in:\n",
 			prefix, nk, nk == 1 ? "" : "s");
-	for (int i = 0; i < nk; i++) {
+	char more[64];
+	snprintf(more, sizeof(more), "%s  ", prefix);
+	mbfs_unsent_print_kept(out, kept, more, str(rec, "keptDir"));
+}
+
+/* A few, then a count: thousands of kept files are a cause to look for,
+ * not a list to scroll. */
+#define KEPT_SHOWN 10
+
+void mbfs_unsent_print_kept(FILE *out, const cJSON *kept, const char *prefix,
+			    const char *kept_dir)
+{
+	int nk = cJSON_IsArray(kept) ? cJSON_GetArraySize(kept) : 0;
+	for (int i = 0; i < nk && i < KEPT_SHOWN; i++) {
 		const cJSON *k = cJSON_GetArrayItem(kept, i);
-		fprintf(out, "%s    %s\n%s      -> %s\n%s      (%s)\n", prefix,
+		fprintf(out, "%s  %s\n%s    -> %s\n%s    (%s)\n", prefix,
 			str(k, "path"), prefix, str(k, "file"), prefix,
 			str(k, "reason"));
 	}
+	if (nk > KEPT_SHOWN)
+		fprintf(out, "%s  ... and %d more, all under %s\n", prefix,
+			nk - KEPT_SHOWN, kept_dir && kept_dir[0] ? kept_dir :
+			"the cache directory's kept/");
 }
