@@ -346,7 +346,7 @@ static void say_silent(struct mbx_exec_state *st, bool launched, uint64_t quiet)
 			 "--attach %s (in this mount, within %u s)",
 			 (unsigned long long)quiet / 1000, left, st->run_id,
 			 mbx_orphan_seconds());
-	mbx_signals_said_silent(st->r);
+	mbx_signals_said_silent(st->r, mb_now_ms() - quiet);
 }
 
 /* Counts the silence while mbexec waits for an answer: a poll answers
@@ -434,7 +434,8 @@ static void *probe_main(void *arg)
 		int rc = mb_containers_list(st->r->client, &v, &n, &err);
 		free(v);
 		pthread_mutex_lock(&st->hb_mu);
-		if (!rc && mb_now_ms() > st->alive_at)
+		/* any HTTP answer, an error too, says the service is there */
+		if ((!rc || err.http_status) && mb_now_ms() > st->alive_at)
 			st->alive_at = mb_now_ms();
 	}
 	pthread_mutex_unlock(&st->hb_mu);

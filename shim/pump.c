@@ -283,10 +283,6 @@ enum mbx_action mbx_signals_early(struct mbx_run *r, int *signo)
 	return a;
 }
 
-/* A Ctrl-C key counts when silence is found this soon after it: the
- * strategies say silence after about 5 s without an answer. */
-#define KEY_WINDOW_MS 10000
-
 /* Silence found while a SIGTERM or SIGHUP (or a second Ctrl-C) waits to
  * be acted on: nobody is left to wait for, give up now. */
 bool mbx_signals_silent(struct mbx_run *r, bool silent)
@@ -313,15 +309,15 @@ bool mbx_signals_silent(struct mbx_run *r, bool silent)
 }
 
 /* Once the silence is said: a Ctrl-C that waits, or a -t Ctrl-C key sent
- * since the silence began, counts as the first Ctrl-C, and the hint says
- * the next one gives up. */
-void mbx_signals_said_silent(struct mbx_run *r)
+ * since the silence began (one before went through), counts as the first
+ * Ctrl-C, and the hint says the next one gives up. */
+void mbx_signals_said_silent(struct mbx_run *r, uint64_t since)
 {
 	bool hint, key;
 
 	pthread_mutex_lock(&r->lock);
 	key = r->silent && !r->abandoned && r->key_int_ms &&
-	      mb_now_ms() - r->key_int_ms < KEY_WINDOW_MS;
+	      r->key_int_ms >= since;
 	r->key_int_ms = 0;
 	hint = r->silent && !r->abandoned && !key &&
 	       unacked == MBX_ACT_INTERRUPT;

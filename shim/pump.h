@@ -49,9 +49,10 @@ enum mbx_action mbx_signals_early(struct mbx_run *r, int *signo);
  * answers again. True when that gave up on the run at once (a SIGTERM,
  * SIGHUP or second Ctrl-C was waiting): nothing more to say. */
 bool mbx_signals_silent(struct mbx_run *r, bool silent);
-/* Call after saying the silence: a Ctrl-C (or -t key) that waits counts
- * as the first, and the hint says so. */
-void mbx_signals_said_silent(struct mbx_run *r);
+/* Call after saying the silence, which began at since (mb_now_ms): a
+ * Ctrl-C that waits, or a -t Ctrl-C key typed since then, counts as the
+ * first, and the hint says so. */
+void mbx_signals_said_silent(struct mbx_run *r, uint64_t since);
 
 /* Bytes a -t run read from the raw local terminal: while the sandbox is
  * silent, a Ctrl-C among them is also taken as the local SIGINT (raw mode

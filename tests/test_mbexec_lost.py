@@ -2,6 +2,7 @@
 service): it says so within a few seconds, keeps trying for the time its
 man page gives ($MBEXEC_LOST_SECONDS here, to keep the tests short), then
 exits 255 with the --attach line (Ctrl-C and SIGTERM: test_mbexec_lost_keys.py)."""
+import signal
 import time
 
 from test_mbexec_helpers import (ATTACH_RE, fake_mount, frozen, mbx, popen, read_until, rmtree,
@@ -51,6 +52,26 @@ def test_the_notice_comes_within_its_documented_time(service, where):
     finally:
         p.kill()
         p.wait()
+
+
+def test_a_probe_answered_with_an_error_is_no_silence(service, mnt):
+    """The probe's GET /containers fails with a 500: the service answered,
+    so nothing is said, and a SIGTERM ends the command as usual (143),
+    not by giving up on a service that is there."""
+    service.fault(route="GET /containers", count=100000, status=500, error="internal_error")
+    try:
+        p = started(service, mnt.mountpoint, "echo started; sleep 9; echo done")
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0 and out == b"done\n", err
+        assert b"has not answered" not in err, err
+        p = started(service, mnt.mountpoint, "echo started; sleep 60")
+        read_until(p.stderr, b"has not answered", 8)     # none comes
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 143, err
+        assert b"gave up" not in err, err
+    finally:
+        service.clear_faults()
 
 
 def test_service_back_in_time_the_command_just_finishes(service, where):
