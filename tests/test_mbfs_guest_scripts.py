@@ -493,16 +493,21 @@ def test_apply_after_a_lost_answer_takes_its_own_directory_and_bytes(run, tmp_pa
     (root / "mine" / "other").write_bytes(b"theirs")
     (root / "theirs").mkdir()
     os.symlink(str(tmp_path), root / "linked")
+    (root / "foreign").mkdir()              # "M", but someone else's name in it
+    (root / "foreign" / "x").write_bytes(b"theirs")
     r = str(root)
     p = apply_batch(run, tmp_path, [
         "M0750 %s/mine" % r, "m0750 %s/theirs" % r, "M0750 %s/linked" % r,
-        "d%s/mine" % r, "b1 1", "fsame", "b1 1", "fother",
-    ], {(0, "same"): b"sent before", (0, "other"): b"mine"})
+        "M0750 %s/foreign" % r,
+        "d%s/mine" % r, "b1 1", "fsame", "b1 1", "fother", "d%s/foreign" % r, "fy",
+    ], {(0, "same"): b"sent before", (0, "other"): b"mine", (1, "y"): b"Y"})
     assert p.returncode == 0, p.stderr
     out = p.stdout.splitlines()
-    assert out[:2] == ["y 1 File exists", "y 2 File exists"], out
-    assert out[2].startswith("x 1 conflict"), out
-    assert out[-1] == "ok 2", out
+    assert out[:3] == ["y 1 File exists", "y 2 File exists", "y 3 File exists"], out
+    assert out[3].startswith("x 1 conflict"), out
+    assert out[4].startswith("x 2 "), out
+    assert not (root / "foreign" / "y").exists()
+    assert out[-1] == "ok 3", out
     assert (root / "mine" / "same").read_bytes() == b"sent before"
     assert (root / "mine" / "other").read_bytes() == b"theirs"
 

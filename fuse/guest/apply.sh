@@ -18,7 +18,8 @@
 # MODE (octal) before anything else; a name that is taken already (even
 # by a directory) fails that line. A line "MMODE DIR" is the same for a
 # directory that an earlier batch whose answer was lost may have made:
-# a real directory there counts as made. Then a line "dDIR" (an absolute guest
+# a real directory there counts as made when it holds nothing but names
+# this batch puts in it. Then a line "dDIR" (an absolute guest
 # directory; "d" alone is /) opens group G (0, 1, ... in list order),
 # followed by a line "fNAME" for each file of the group, NAME a file name
 # in DIR (never a '/' or a newline), maybe after a line "bBASE" that says
@@ -228,6 +229,28 @@ based() {
 	fi
 	[ "$(stat -c '%s %Y' -- "$1" 2>/dev/null)" = "$base" ]
 }
+# Does the directory $1, there already for an "M" line, hold only names
+# this batch puts in it (the files of its group, the directories made in
+# it)? The run whose answer was lost left it so; anything else is someone
+# else's, and the files written in the new one must not land among theirs.
+only_ours() {
+	names=$(D=$1 awk '
+		substr($0, 1, 1) == "d" { g = (substr($0, 2) == ENVIRON["D"]); next }
+		g && substr($0, 1, 1) == "f" { print substr($0, 2); next }
+		/^[mM][0-7]+ / {
+			p = $0
+			sub(/^[mM][0-7]+ /, "", p)
+			n = length(ENVIRON["D"])
+			if (substr(p, 1, n + 1) == ENVIRON["D"] "/" &&
+				index(substr(p, n + 2), "/") == 0)
+				print substr(p, n + 2)
+		}' "$sd/list") || return 1
+	for e in "$1"/* "$1"/.[!.]* "$1"/..?*; do
+		[ -e "$e" ] || [ -L "$e" ] || continue
+		printf '%s\n' "$names" | grep -Fxq -- "${e##*/}" || return 1
+	done
+	return 0
+}
 # Without perl: do the staged $1 and the target $2 (a regular file) hold
 # the same bytes?
 same() {
@@ -322,7 +345,8 @@ while IFS= read -r l; do
 			echo "y $mi a directory above it is a symlink" >>"$sd/made"
 			bad="$bad$md
 "
-		elif [ "$k" = M ] && [ -d "$md" ] && ! [ -L "$md" ]; then
+		elif [ "$k" = M ] && [ -d "$md" ] && ! [ -L "$md" ] &&
+			only_ours "$md"; then
 			: # made by the batch whose answer was lost
 		elif [ -e "$md" ] || [ -L "$md" ]; then
 			echo "y $mi File exists" >>"$sd/made"
