@@ -607,7 +607,7 @@ void mbfs_node_unlinked(struct mbfs *fs, const char *path)
  * name so soon after a close is still taken for a hide). Protected by
  * fs->nodes_lock. */
 #define LET_GO_N 8
-#define LET_GO_MS 200
+#define LET_GO_MS 50
 static struct {
 	char path[MB_PATH_MAX];
 	uint64_t at;
