@@ -425,3 +425,31 @@ def test_git_status_twice_reads_nothing(service, container, mount):
         assert requests(service, GET) < 30
     finally:
         assert m2.unmount() == 0, m2.log()
+
+
+def test_a_listing_is_followed_only_while_it_lasts(service, container, need_fuse):
+    """While a command runs, the mount looks at the directories it lists
+    once a second; a look does not make the listing last longer, so a
+    directory nobody lists again is no longer asked about once its
+    listing expires (here 2 s), and a long quiet command costs its polls
+    only."""
+    m = mbtest.Mount(service, container, options=["dir_timeout=2"])
+    try:
+        d = m.path(unique("followed"))
+        os.mkdir(d)
+        write_file(os.path.join(d, "f"), b"x")
+        sync(m)
+        os.listdir(d)
+        cmd = subprocess.Popen([mbtest.MBEXEC, "sh", "-c", "echo started; sleep 14"], cwd=d,
+                               env=service.env(), stdout=subprocess.PIPE)
+        try:
+            assert cmd.stdout.readline() == b"started\n"
+            time.sleep(4)          # the listing has expired
+            service.reset_stats()
+            time.sleep(6)
+            execs = requests(service, "POST /containers/exec")
+        finally:
+            cmd.wait(60)
+        assert execs <= 2, execs   # a poll, maybe a heartbeat; not one a second
+    finally:
+        assert m.unmount() == 0, m.log()

@@ -57,7 +57,8 @@ static int put_one(void *ud, const char *rel, struct mb_entry_list *list)
 		mb_entry_list_release(list);
 		return 0;       /* too long for a mount path: not kept */
 	}
-	mbfs_cache_put_listing(u->fs, rel[0] ? path : u->base, list, u->ctr);
+	mbfs_cache_put_listing(u->fs, rel[0] ? path : u->base, list, u->ctr,
+			       false);
 	return 0;
 }
 

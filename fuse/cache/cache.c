@@ -153,9 +153,10 @@ static void compare_listing_locked(struct mbfs_cache *c, const char *dir,
 	}
 }
 
-/* Store a listing and its children's attributes. Lock held. */
+/* Store a listing and its children's attributes. Lock held. keep: a
+ * listing held keeps its expiry (a follow round's look, cache.h). */
 static void put_listing_locked(struct mbfs_cache *c, const char *path,
-			       struct child *kids, size_t n)
+			       struct child *kids, size_t n, bool keep)
 {
 	uint64_t now = mb_now_ms();
 	char cpath[MB_PATH_MAX];
@@ -166,6 +167,9 @@ static void put_listing_locked(struct mbfs_cache *c, const char *path,
 			keep_finer_locked(c, cpath, &kids[i].st);
 	}
 	struct centry *old = mbfs_cache_find(c, path);
+	uint64_t until = now + c->dir_ms;
+	if (keep && old && old->dir_until > now && old->dir_until < until)
+		until = old->dir_until;
 	if (old && old->kids)
 		compare_listing_locked(c, path, old, kids, n);
 	for (size_t i = 0; i < n; i++) {
@@ -183,7 +187,7 @@ static void put_listing_locked(struct mbfs_cache *c, const char *path,
 	e->kids = kids;
 	e->nkids = n;
 	e->capkids = n ? n : 1;
-	e->dir_until = now + c->dir_ms;
+	e->dir_until = until;
 }
 
 /* The children of path's listing (released), from the list route or a
@@ -222,11 +226,11 @@ static void free_kids(struct child *kids, size_t n)
 /* Store kids (taken) as path's listing unless the write counter moved
  * from ctr: an answer that raced with our own change is not kept. */
 static void store_listing(struct mbfs_cache *c, const char *path,
-			  struct child *kids, size_t n, uint64_t ctr)
+			  struct child *kids, size_t n, uint64_t ctr, bool keep)
 {
 	pthread_mutex_lock(&c->lock);
 	if (c->counter == ctr) {
-		put_listing_locked(c, path, kids, n);
+		put_listing_locked(c, path, kids, n, keep);
 		kids = NULL;
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -259,7 +263,7 @@ static int fetch_listing(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
 	for (size_t i = 0; fn && i < n; i++)
 		if (fn(ud, kids[i].name, &kids[i].st))
 			break;
-	store_listing(c, path, kids, n, ctr);
+	store_listing(c, path, kids, n, ctr, false);
 	return 0;
 }
 
@@ -272,14 +276,15 @@ uint64_t mbfs_cache_counter(struct mbfs_cache *c)
 }
 
 void mbfs_cache_put_listing(struct mbfs *fs, const char *path,
-			    struct mb_entry_list *list, uint64_t ctr)
+			    struct mb_entry_list *list, uint64_t ctr,
+			    bool follow)
 {
 	struct mbfs_cache *c = fs->cache;
 	struct child *kids;
 	size_t n;
 	if (take_kids(fs, path, list, &kids, &n))
 		return;
-	store_listing(c, path, kids, n, ctr);
+	store_listing(c, path, kids, n, ctr, follow);
 }
 
 int mbfs_cache_readdir(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
@@ -444,7 +449,7 @@ static int lookup_listing(struct mbfs *fs, const char *dir,
 	if (ans == 1)
 		keep_finer_locked(c, path, st);
 	if (c->counter == ctr && rc == 0 && next < 0) {
-		put_listing_locked(c, dir, kids, n);
+		put_listing_locked(c, dir, kids, n, false);
 		kids = NULL;
 	} else if (c->counter == ctr && (rc == 0 || ans == 0)) {
 		/* beyond the first page, or not listable: stat the names

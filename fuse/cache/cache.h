@@ -74,9 +74,13 @@ uint64_t mbfs_cache_counter(struct mbfs_cache *c);
 /* A listing of path the guest gave otherwise (a bulk read's, pack.h),
  * taken (released here): filtered by mbfs_name_filter (name.h: the caller
  * need not check names) and stored as a list request's would be, unless
- * the write counter moved from ctr, read before the guest was asked. */
+ * the write counter moved from ctr, read before the guest was asked.
+ * follow: a follow round's look (follow.h), which keeps the expiry of the
+ * listing held, so that a directory is followed only as long as a
+ * listing someone asked for lasts. */
 void mbfs_cache_put_listing(struct mbfs *fs, const char *path,
-			    struct mb_entry_list *list, uint64_t ctr);
+			    struct mb_entry_list *list, uint64_t ctr,
+			    bool follow);
 
 /* Our own changes, applied in place (no request; each bumps the write
  * counter). Listings keep their expiry: what we did ourselves does not make

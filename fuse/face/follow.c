@@ -171,7 +171,7 @@ static void take_listings(struct mbfs *fs, char *text, char (*dirs)[MB_PATH_MAX]
 			continue;
 		/* compared with the one held: names that changed are dropped
 		 * from the kernel (cache.c); taken */
-		mbfs_cache_put_listing(fs, dirs[i], &lists[i], ctr);
+		mbfs_cache_put_listing(fs, dirs[i], &lists[i], ctr, true);
 		lists[i].v = NULL;
 		lists[i].n = 0;
 	}
