@@ -2,8 +2,8 @@
  *
  * Every op returns 0 (or a count) or -errno and never exits. File handles
  * (fi->fh) hold a struct mbfs_node *, or for the control file a handle
- * with its low bit set (control.h). Once the
- * generation is gone every op but the control file fails with ENOTCONN.
+ * with its low bit set (control.h). Once the generation is gone every op
+ * but the control file fails with ENOTCONN.
  * ownership cannot be changed through the API, and every file shows as the
  * mounting user: chown is accepted and ignored, so tar/rsync/cp -a running
  * as root do not fail on it. st_ino is mbfs_ino() of the path (use_ino).

@@ -80,7 +80,6 @@ struct mbfs_node *mbfs_node_alloc(const char *path)
 	return n;
 }
 
-
 /* Find the shared node of path (ref taken) or insert fresh (if given). */
 static struct mbfs_node *get_or_insert(struct mbfs *fs, const char *path,
 				       struct mbfs_node *fresh)
