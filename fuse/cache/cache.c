@@ -168,8 +168,8 @@ static void put_listing_locked(struct mbfs_cache *c, const char *path,
 	}
 	struct centry *old = mbfs_cache_find(c, path);
 	uint64_t until = now + c->dir_ms;
-	if (keep && old && old->dir_until > now && old->dir_until < until)
-		until = old->dir_until;
+	if (keep)   /* never longer, also for an answer that came late */
+		until = old && old->dir_until < until ? old->dir_until : now;
 	if (old && old->kids)
 		compare_listing_locked(c, path, old, kids, n);
 	for (size_t i = 0; i < n; i++) {
