@@ -189,6 +189,22 @@ int mbx_deliver(struct mbx_run *r, struct mbx_sink *s, uint64_t *off,
 
 /* ---- heartbeat ---- */
 
+/* Wait on hb_cv for at most ms (hb_mu held): the heartbeat, the watchdog
+ * and the probe each wake on a stop, or look again after their period. */
+static void hb_wait(struct mbx_exec_state *st, long ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&st->hb_cv, &st->hb_mu, &ts);
+}
+
 void mbx_contact(struct mbx_exec_state *st)
 {
 	bool told;
@@ -237,7 +253,6 @@ static void *heartbeat_main(void *arg)
 	struct mbx_run *r = arg;
 	struct mbx_exec_state *st = r->priv;
 	struct mbx_report rep;
-	struct timespec ts;
 	struct mb_err err;
 	struct mb_buf b;
 	uint64_t every = MBX_HEARTBEAT_MS;
@@ -249,9 +264,7 @@ static void *heartbeat_main(void *arg)
 	mb_buf_init(&b, 4096);
 	pthread_mutex_lock(&st->hb_mu);
 	while (!st->hb_stop) {
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += 1;
-		pthread_cond_timedwait(&st->hb_cv, &st->hb_mu, &ts);
+		hb_wait(st, 1000);
 		beat = !st->hb_stop && mb_now_ms() - st->last_contact >= every;
 		pthread_mutex_unlock(&st->hb_mu);
 		if (beat) {
@@ -359,18 +372,11 @@ static void *watch_main(void *arg)
 {
 	struct mbx_exec_state *st = arg;
 	uint64_t quiet, lost_ms = mbx_lost_ms();
-	struct timespec ts;
 	bool say, launched;
 
 	pthread_mutex_lock(&st->hb_mu);
 	while (!st->hb_stop && !st->lost) {
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 250 * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&st->hb_cv, &st->hb_mu, &ts);
+		hb_wait(st, 250);
 		uint64_t now = mb_now_ms();
 		if (st->hb_stop || !st->waiting_since)
 			continue;
@@ -408,17 +414,10 @@ static void *watch_main(void *arg)
 static void *probe_main(void *arg)
 {
 	struct mbx_exec_state *st = arg;
-	struct timespec ts;
 
 	pthread_mutex_lock(&st->hb_mu);
 	while (!st->hb_stop && !st->lost) {
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 250 * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&st->hb_cv, &st->hb_mu, &ts);
+		hb_wait(st, 250);
 		uint64_t now = mb_now_ms();
 		if (st->hb_stop || !st->waiting_since ||
 		    now - st->alive_at < MBX_PROBE_MS ||

@@ -143,6 +143,21 @@ static bool escape(const struct mbx_run *r, enum mbx_action a, int sig)
 	return r->silent && sig != SIGINT;
 }
 
+/* Give up on the sandbox for sig (r->lock held): whatever waits for the
+ * service is then cancelled by the caller, once it let go of the lock. */
+static void abandon_locked(struct mbx_run *r, int sig)
+{
+	r->abandoned = true;
+	r->abandoned_by = sig;
+	pthread_cond_broadcast(&act_cv);
+}
+
+static void say_hint(void)
+{
+	mbx_note("the sandbox does not answer: Ctrl-C again to give up on it "
+		 "(the command may go on running there)");
+}
+
 static void *signal_main(void *arg)
 {
 	struct mbx_run *r = arg;
@@ -162,9 +177,7 @@ static void *signal_main(void *arg)
 			continue;
 		}
 		if (escape(r, a, sig)) {
-			r->abandoned = true;
-			r->abandoned_by = sig;
-			pthread_cond_broadcast(&act_cv);
+			abandon_locked(r, sig);
 			pthread_mutex_unlock(&r->lock);
 			mb_log(MB_LOG_DEBUG, "signal %d: giving up on the sandbox", sig);
 			/* whatever waits for the service returns now */
@@ -190,8 +203,7 @@ static void *signal_main(void *arg)
 		pthread_cond_broadcast(&act_cv);
 		pthread_mutex_unlock(&r->lock);
 		if (hint)
-			mbx_note("the sandbox does not answer: Ctrl-C again to give up "
-				 "on it (the command may go on running there)");
+			say_hint();
 	}
 	return NULL;
 }
@@ -293,11 +305,8 @@ bool mbx_signals_silent(struct mbx_run *r, bool silent)
 	r->silent = silent;
 	give_up = silent && !r->finished && !r->abandoned &&
 		  unacked == MBX_ACT_TERMINATE;
-	if (give_up) {
-		r->abandoned = true;
-		r->abandoned_by = r->terminated_by ? r->terminated_by : SIGTERM;
-		pthread_cond_broadcast(&act_cv);
-	}
+	if (give_up)
+		abandon_locked(r, r->terminated_by ? r->terminated_by : SIGTERM);
 	if (!silent)
 		r->key_int_ms = 0;
 	pthread_mutex_unlock(&r->lock);
@@ -325,8 +334,7 @@ void mbx_signals_said_silent(struct mbx_run *r, uint64_t since)
 	if (key)
 		kill(getpid(), SIGINT);   /* the signal thread hints */
 	if (hint)
-		mbx_note("the sandbox does not answer: Ctrl-C again to give up "
-			 "on it (the command may go on running there)");
+		say_hint();
 }
 
 int mbx_signals_abandoned(struct mbx_run *r)
