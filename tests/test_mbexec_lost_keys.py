@@ -14,6 +14,21 @@ from test_mbexec_helpers import ATTACH_RE, frozen, popen, read_until, started
 from test_mbexec_helpers import mnt, where  # noqa: F401 (fixtures)
 
 
+def started_on_a_pty(service, mnt, rest):
+    """mbexec -t of `echo started; REST` on a fresh pty, once it printed
+    started: (process, master fd, slave fd, master file, output so far,
+    the terminal's attributes before mbexec, which it must restore)."""
+    master, slave = os.openpty()
+    before = termios.tcgetattr(slave)
+    p = subprocess.Popen([mbtest.MBEXEC, "-t", "sh", "-c", "echo started; " + rest],
+                         cwd=mnt.mountpoint, env=service.env(), stdin=slave, stdout=slave,
+                         stderr=slave, start_new_session=True)
+    master_f = os.fdopen(master, "rb", buffering=0)
+    out = read_until(master_f, b"started", 60)
+    assert b"started" in out, out
+    return p, master, slave, master_f, out, before
+
+
 def test_ctrl_c_twice_ends_it_at_once_when_the_sandbox_is_silent(service, where):
     p = started(service, where, "echo started; sleep 30")
     with frozen(service):
@@ -70,15 +85,8 @@ def test_sigterm_ends_it_at_once_when_the_sandbox_is_silent(service, mnt):
 def test_ctrl_c_keys_twice_end_a_tty_session_when_the_sandbox_is_silent(service, mnt):
     # in -t, Ctrl-C is a byte for the remote terminal; while the sandbox
     # does not answer it is also the local escape
-    master, slave = os.openpty()
-    before = termios.tcgetattr(slave)
-    p = subprocess.Popen([mbtest.MBEXEC, "-t", "sh", "-c", "echo started; sleep 30"],
-                         cwd=mnt.mountpoint, env=service.env(), stdin=slave, stdout=slave,
-                         stderr=slave, start_new_session=True)
-    master_f = os.fdopen(master, "rb", buffering=0)
+    p, master, slave, master_f, out, before = started_on_a_pty(service, mnt, "sleep 30")
     try:
-        out = read_until(master_f, b"started", 60)
-        assert b"started" in out, out
         with frozen(service):
             out += read_until(master_f, b"has not answered for", 30)
             assert b"has not answered for" in out, out
@@ -123,14 +131,8 @@ def test_a_ctrl_c_key_before_the_notice_counts_as_the_first(service, mnt):
     which does not answer. Once mbexec knows it is silent, that key counts
     as the first Ctrl-C: the hint comes without another, and the next one
     gives up."""
-    master, slave = os.openpty()
-    p = subprocess.Popen([mbtest.MBEXEC, "-t", "sh", "-c", "echo started; sleep 120"],
-                         cwd=mnt.mountpoint, env=service.env(), stdin=slave, stdout=slave,
-                         stderr=slave, start_new_session=True)
-    master_f = os.fdopen(master, "rb", buffering=0)
+    p, master, slave, master_f, out, _ = started_on_a_pty(service, mnt, "sleep 120")
     try:
-        out = read_until(master_f, b"started", 60)
-        assert b"started" in out, out
         with frozen(service):
             os.write(master, b"\x03")
             out += read_until(master_f, b"Ctrl-C again", 40)
