@@ -264,6 +264,9 @@ $(foreach t,numbers report_cut report_pack report_df report_apply,\
   $(eval FUZZ_MAIN_$(t) := $(FUZZ_DIR)/obj/fuzz_report_$(t).o $(FUZZ_DIR)/obj/fuse/transport/report.o))
 
 -include $(shell find $(FUZZ_DIR)/obj -name '*.d' 2>/dev/null)
+# the dependency files are made by the compiler, never remade by a rule
+# (make's built-in "%: %.o" would try fuzz_report_X.d.o)
+$(FUZZ_DIR)/obj/%.d: ;
 
 $(FUZZ_DIR)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

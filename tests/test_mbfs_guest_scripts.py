@@ -636,6 +636,50 @@ def test_apply_removes_first_in_order_never_through_a_symlink(run, tmp_path, app
     assert (root / "full" / "x").exists()
 
 
+def test_apply_moves_in_order_with_the_removals_never_through_a_symlink(run, tmp_path, apply_env):
+    """v and V lines rename a file over a name, in order with the r lines:
+    a chain of moves (a swap through a third name), a move over a file, a
+    move of a symlink itself; a gone source, a directory on either side and
+    a way through a swapped symlink are refused with their index; two
+    names of one file are left as they are ("w": rename(2) does that)."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "victim").write_bytes(b"keep")
+    root = tmp_path / "root"
+    (root / "d" / "dir").mkdir(parents=True)
+    for n in ("x", "y", "over", "old"):
+        (root / "d" / n).write_bytes(n.encode())
+    os.symlink("x", root / "d" / "ln")
+    os.link(root / "d" / "old", root / "d" / "hard")
+    os.symlink(str(elsewhere), root / "swapped")
+    d = str(root / "d")
+    r = str(root)
+    p = apply_batch(run, tmp_path, [
+        "v%s/x" % d, "V%s/t" % d,                     # 0-2: x and y swap
+        "v%s/y" % d, "V%s/x" % d,
+        "v%s/t" % d, "V%s/y" % d,
+        "v%s/over" % d, "V%s/old2" % d,               # 3: a plain move
+        "r%s/old2" % d,                               # 4: then removed
+        "v%s/ln" % d, "V%s/ln2" % d,                  # 5: the link itself
+        "v%s/gone" % d, "V%s/g" % d,                  # 6: gone
+        "v%s/dir" % d, "V%s/dir2" % d,                # 7: a directory
+        "v%s/y" % d, "V%s/dir" % d,                   # 8: over a directory
+        "v%s/x" % d, "V%s/swapped/victim" % r,        # 9: through a symlink
+        "v%s/old" % d, "V%s/hard" % d,                # 10: one file
+        "d%s" % d, "fnew",
+    ], {(0, "new"): b"N"})
+    assert p.returncode == 0, p.stderr
+    out = p.stdout.splitlines()
+    assert [x.split()[1] for x in out if x.startswith("z ")] == ["6", "7", "8", "9"], out
+    assert [x for x in out if x.startswith("w ")] == ["w 10"], out
+    assert out[-1] == "ok 1", out
+    assert sorted(os.listdir(root / "d")) == ["dir", "hard", "ln2", "new", "old", "x", "y"]
+    assert (root / "d" / "x").read_bytes() == b"y"
+    assert (root / "d" / "y").read_bytes() == b"x"
+    assert os.readlink(root / "d" / "ln2") == "x"
+    assert (elsewhere / "victim").read_bytes() == b"keep"
+
+
 def test_follow_lists_files_and_directories(run, tmp_path):
     d = tmp_path / "d"
     d.mkdir()

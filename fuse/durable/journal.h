@@ -107,8 +107,9 @@ int mbfs_journal_leftovers(struct mbfs_journal *j, char ***paths,
  * DIR/run.<hex>/outbox, so that a kill -9 or a crash loses none of them. */
 struct mbfs_jop {
 	char kind;                 /* 'M' mkdir, 'T' mtime, 'C' chmod,
-	                              'r' unlink, 'R' rmdir */
+	                              'r' unlink, 'R' rmdir, 'v' move */
 	char rpath[MB_PATH_MAX];   /* guest path */
+	char rto[MB_PATH_MAX];     /* v: the guest path it moves to */
 	unsigned mode;             /* M, C: permission bits */
 	struct timespec mtime;     /* T */
 	bool base_known;           /* r: the file it removes */

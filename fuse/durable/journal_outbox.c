@@ -3,7 +3,8 @@
  *
  * The file starts with a line "o" and the owner's JSON; then "+ID K MODE
  * SEC NSEC BASEKNOWN BSIZE BMTIME PATH" notes a change (a later "+" of
- * the same ID replaces it in place) and "-ID" says it is done. Appends
+ * the same ID replaces it in place; a move's PATH is "LEN FROMTO", LEN
+ * the bytes of FROM) and "-ID" says it is done. Appends
  * are single write(2)s with O_APPEND: a kill -9 leaves whole lines, a
  * power cut at worst a torn last line, which the reader drops. Once
  * nothing is pending the file is emptied, so it never grows for long. */
@@ -23,7 +24,7 @@
 #include "fuse/durable/journal.h"
 #include "fuse/durable/journal_int.h"
 
-#define OP_LINE_MAX (MB_PATH_MAX + 160)
+#define OP_LINE_MAX (2 * MB_PATH_MAX + 180)
 
 static int write_all(int fd, const char *s, size_t len)
 {
@@ -84,9 +85,12 @@ int mbfs_journal_op(struct mbfs_journal *j, const struct mbfs_jop *op,
 {
 	if (!j)
 		return 0;
-	if (strchr(op->rpath, '\n'))
+	bool move = op->kind == 'v';
+	if (strchr(op->rpath, '\n') || (move && strchr(op->rto, '\n')))
 		return -EINVAL;
-	char line[OP_LINE_MAX];
+	char line[OP_LINE_MAX], len_from[24] = "";
+	if (move)
+		snprintf(len_from, sizeof(len_from), "%zu ", strlen(op->rpath));
 	pthread_mutex_lock(&j->oplock);
 	bool fresh = *id == 0;
 	if (fresh) {
@@ -95,10 +99,11 @@ int mbfs_journal_op(struct mbfs_journal *j, const struct mbfs_jop *op,
 		pthread_mutex_unlock(&j->lock);
 	}
 	int len = snprintf(line, sizeof(line), "+%u %c %o %lld %ld %d %" PRIu64
-			   " %lld %s\n", *id, op->kind, op->mode & 07777,
+			   " %lld %s%s%s\n", *id, op->kind, op->mode & 07777,
 			   (long long)op->mtime.tv_sec, op->mtime.tv_nsec,
 			   op->base_known, op->base_size,
-			   (long long)op->base_mtime, op->rpath);
+			   (long long)op->base_mtime, len_from, op->rpath,
+			   move ? op->rto : "");
 	int rc = len < 0 || len >= (int)sizeof(line) ? -ENAMETOOLONG
 						     : open_log(j);
 	if (!rc)
@@ -149,10 +154,23 @@ static bool parse_add(const char *s, struct oplist *l)
 	memset(&op, 0, sizeof(op));
 	if (sscanf(s, "+%u %c %o %lld %ld %d %" SCNu64 " %lld %n", &id,
 		   &op.kind, &mode, &sec, &nsec, &bk, &bsize, &bmt, &used) < 8 ||
-	    !used || !strchr("MTCrR", op.kind) || s[used] != '/' ||
-	    strlen(s + used) >= sizeof(op.rpath))
+	    !used || !op.kind || !strchr("MTCrRv", op.kind))
 		return false;
-	snprintf(op.rpath, sizeof(op.rpath), "%s", s + used);
+	size_t flen = 0;
+	int more = 0;
+	if (op.kind == 'v' &&
+	    (sscanf(s + used, "%zu %n", &flen, &more) < 1 || !more ||
+	     flen >= sizeof(op.rpath) || strlen(s + used + more) <= flen))
+		return false;
+	used += more;
+	size_t plen = op.kind == 'v' ? flen : strlen(s + used);
+	if (s[used] != '/' || plen >= sizeof(op.rpath) ||
+	    (op.kind == 'v' && (s[used + plen] != '/' ||
+				strlen(s + used + plen) >= sizeof(op.rto))))
+		return false;
+	snprintf(op.rpath, sizeof(op.rpath), "%.*s", (int)plen, s + used);
+	if (op.kind == 'v')
+		snprintf(op.rto, sizeof(op.rto), "%s", s + used + plen);
 	op.mode = mode & 07777;
 	op.mtime.tv_sec = (time_t)sec;
 	op.mtime.tv_nsec = nsec >= 0 && nsec < 1000000000L ? nsec : 0;

@@ -482,6 +482,8 @@ static int mbfs_link(const char *from, const char *to)
 		return rc;   /* both names still queued here */
 	if (!rc)
 		rc = mbfs_node_sync_path(FS, from);
+	if (!rc)   /* from may be a file whose move here is queued */
+		rc = mbfs_wbq_need_dir(FS, from);
 	if (!rc)
 		rc = mbfs_wbq_need_dir(FS, to);
 	if (!rc) {

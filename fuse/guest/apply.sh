@@ -12,7 +12,10 @@
 # MTIME", as below; otherwise it is a conflict and the file stays), and a
 # line "RPATH" removes the empty directory PATH; a PATH gone already counts
 # as removed, one whose way passes through a symlink below the mounted
-# directory is refused. Then comes a line "mMODE DIR" for each directory
+# directory is refused. A line "vFROM" followed by a line "VTO" renames
+# the file FROM over TO (rename(2), in order with the removals; a TO that
+# is a directory, a FROM that is gone or a directory, or one of them
+# whose way passes through such a symlink, fails it). Then comes a line "mMODE DIR" for each directory
 # to make (an absolute guest
 # path; its parent exists or is made by an earlier line), made with mode
 # MODE (octal) before anything else; a name that is taken already (even
@@ -43,7 +46,9 @@
 # a directory, or a DIR that is gone, fails that file alone; so does a
 # symlink target without perl (with it, the symlink itself is replaced).
 #
-# Prints "z I WHY" for each removal I (0-based, in list order) not done,
+# Prints "z I WHY" for each removal or move I (0-based, in list order)
+# not done, "w I" for a move whose two names are one file (hard links:
+# like rename(2), it leaves both),
 # "y I WHY" for each directory I (0-based, in list order) not made,
 # "x I conflict: ..." for each file whose base did not hold,
 # "x I WHY" for each file I not put in place, then "ok COUNT" (the files). The report is left in PARTS.done too: a rerun
@@ -62,6 +67,8 @@
 # (a live mount's, mid-transfer, changes with every part), and the
 # legacy wb-*.done reports an hour old; never through a symlink.
 export LC_ALL=C
+NL='
+'
 p=$1 np=$2 sd=$3 prev=$4
 if [ -L "${p%/*}" ] || ! [ -d "${p%/*}" ]; then
 	# swapped for a link since the mount made it: the PUTs followed it;
@@ -256,8 +263,8 @@ only_ours() {
 same() {
 	[ -f "$2" ] && ! [ -L "$2" ] && cmp -s -- "$1" "$2"
 }
-# The removals, in order, all before the rest of the list: with perl one
-# process does them all; without it, one rm or rmdir each.
+# The removals and moves, in order, all before the rest of the list: with
+# perl one process does them all; without it, one rm, rmdir or mv each.
 if [ -n "$byperl" ]; then
 	perl -e 'my ($root, $list, $out) = @ARGV;
 	open(my $in, "<", $list) or die; open(my $o, ">>", $out) or die;
@@ -266,16 +273,41 @@ if [ -n "$byperl" ]; then
 		chomp $l;
 		my ($k, $p) = (substr($l, 0, 1), substr($l, 1));
 		if ($k eq "b") { $base = $p; next; }
-		last unless $k eq "r" || $k eq "R";
+		last unless $k eq "r" || $k eq "R" || $k eq "v";
 		my ($b, $why, $s) = ($base, "", $p);
 		$base = "";
-		$s =~ s{/[^/]*\z}{};
-		while (length($s) > length($root)) {
-			if (-l $s) { $why = "a directory above it is a symlink"; last; }
-			$s =~ s{/[^/]*\z}{};
+		my $to = "";
+		if ($k eq "v") {
+			my $t = <$in>;
+			chomp $t if defined $t;
+			die "a move without its target\n"
+			    unless defined $t && substr($t, 0, 1) eq "V";
+			$to = substr($t, 1);
+		}
+		for my $w ($k eq "v" ? ($p, $to) : ($p)) {
+			($s = $w) =~ s{/[^/]*\z}{};
+			while ($why eq "" && length($s) > length($root)) {
+				$why = "a directory above it is a symlink" if -l $s;
+				$s =~ s{/[^/]*\z}{};
+			}
 		}
 		my @st = $why eq "" ? lstat($p) : ();
-		if (!@st) {
+		if ($k eq "v") {
+			my $dir = @st && -d _;
+			my @tt = @st ? lstat($to) : ();
+			if ($why ne "") {
+			} elsif (!@st) {
+				$why = "No such file or directory";
+			} elsif ($dir) {
+				$why = "Is a directory";
+			} elsif (@tt && -d _) {
+				$why = "Is a directory";
+			} elsif (@tt && $tt[0] == $st[0] && $tt[1] == $st[1]) {
+				print $o "w $i\n";   # rename(2) leaves both
+			} else {
+				rename($p, $to) or $why = "$!";
+			}
+		} elsif (!@st) {
 		} elsif ($k eq "R") {
 			rmdir($p) or $why = "$!";
 		} elsif (-d _) {
@@ -298,7 +330,30 @@ else
 			base=$v
 			continue
 		fi
-		[ "$k" = r ] || [ "$k" = R ] || break
+		if [ "$k" = v ]; then
+			from=$v
+			continue
+		fi
+		[ "$k" = r ] || [ "$k" = R ] || [ "$k" = V ] || break
+		if [ "$k" = V ]; then
+			t=$(stat -c %d:%i -- "$from" "$v" 2>/dev/null) || t=
+			if swapped "${from%/*}" || swapped "${v%/*}"; then
+				echo "z $ri a directory above it is a symlink"
+			elif ! [ -e "$from" ] && ! [ -L "$from" ]; then
+				echo "z $ri No such file or directory"
+			elif [ -d "$from" ] && ! [ -L "$from" ]; then
+				echo "z $ri Is a directory"
+			elif [ -d "$v" ] && ! [ -L "$v" ]; then
+				echo "z $ri Is a directory"
+			elif [ -n "$t" ] && [ "${t%%"$NL"*}" = "${t#*"$NL"}" ]; then
+				echo "w $ri" # rename(2) leaves both
+			else
+				err=$(mv -fT -- "$from" "$v" 2>&1) ||
+					echo "z $ri ${err##*: }"
+			fi
+			ri=$((ri + 1))
+			continue
+		fi
 		if swapped "${v%/*}"; then
 			echo "z $ri a directory above it is a symlink"
 		elif ! [ -e "$v" ] && ! [ -L "$v" ]; then
@@ -377,7 +432,7 @@ while IFS= read -r l; do
 	elif [ "$k" = b ]; then
 		base=$v
 		continue
-	elif [ "$k" = r ] || [ "$k" = R ]; then
+	elif [ "$k" = r ] || [ "$k" = R ] || [ "$k" = v ] || [ "$k" = V ]; then
 		: # done above
 	elif [ -z "$why" ] && { ! [ -d "$dir/$v" ] || [ -L "$dir/$v" ]; } &&
 		{ [ -n "$byperl" ] || ! [ -L "$dir/$v" ]; }; then
@@ -413,7 +468,7 @@ g=-1
 			refusal
 			continue
 		fi
-		case $k in [mMtcbrR]) continue ;; esac
+		case $k in [mMtcbrRvV]) continue ;; esac
 		i=$((i + 1))
 		s=$sd/$g/$v
 		[ -e "$s" ] || [ -L "$s" ] || continue

@@ -133,6 +133,8 @@ static void follow_guest(struct mbfs *fs, struct mbfs_node *n);
 int mbfs_node_open(struct mbfs *fs, const char *path, int flags,
 		   struct mbfs_node **out)
 {
+	if (mbfs_wbq_need_moved(fs, path))
+		return -EIO;
 	struct mbfs_node *n = get_or_insert(fs, path, NULL);
 	if (n && outdated(fs, n, path)) {
 		/* the sandbox changed the file: the node follows it, with the
@@ -638,6 +640,14 @@ bool mbfs_node_open_at(struct mbfs *fs, const char *path)
 		       strcmp(let_go[k].path, path) == 0;
 	pthread_mutex_unlock(&fs->nodes_lock);
 	return open;
+}
+
+bool mbfs_node_at(struct mbfs *fs, const char *path)
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	bool any = mbfs_nodeset_find(fs->nodes, path, NULL) != NULL;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	return any;
 }
 
 void mbfs_node_hide(struct mbfs *fs, const char *path, const char *hidden,

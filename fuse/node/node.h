@@ -152,6 +152,9 @@ void mbfs_node_handle(struct mbfs *fs, struct mbfs_node *n, int delta);
 /* Has the kernel a handle open of a file at path (or had it until a
  * moment ago)? libfuse hides only those (hidden.h). */
 bool mbfs_node_open_at(struct mbfs *fs, const char *path);
+/* Is there any node at path (open, closing, queued, or replaced and
+ * still held)? */
+bool mbfs_node_at(struct mbfs *fs, const char *path);
 void mbfs_node_hide(struct mbfs *fs, const char *path, const char *hidden,
 		    struct mbfs_node **out, bool *fresh);
 /* Clean nodes are no longer shared with new opens, and their open fds

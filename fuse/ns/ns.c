@@ -1,5 +1,6 @@
 /* ns.c: namespace changes (see ns.h): queued for the next write-back
- * batch where they can be (mkdir, unlink, rmdir of an empty directory),
+ * batch where they can be (mkdir, unlink, rmdir of an empty directory,
+ * rename of a file no one holds open),
  * else one checked command each (remote.h:
  * fuse/guest/ns.sh refuses a path that a symlink on the sandbox leads out
  * of the mounted directory; the metadata routes would follow it).
@@ -219,6 +220,40 @@ int mbfs_ns_rmdir(struct mbfs *fs, const char *path)
 	return remove_path(fs, path, true);
 }
 
+/* The rename of from over to through the write-back queue (wbq.h): a
+ * regular file the mount knows, with one link, over a free name or such
+ * a file, no node at either name (an open file's bytes may still be
+ * fetched by its name): then the guest can only refuse it by a race with
+ * another client, which is reported. A rename storm costs a batch, not a
+ * command per file. true when queued. */
+static bool queue_move(struct mbfs *fs, const char *from, const char *to,
+		       unsigned flags)
+{
+	struct stat fst, tst;
+	if (fs->sync_close || !fs->wbq || flags ||
+	    mbfs_view_getattr(fs, from, &fst) || !S_ISREG(fst.st_mode) ||
+	    fst.st_nlink > 1)
+		return false;
+	int rc = mbfs_view_getattr(fs, to, &tst);
+	if (rc ? rc != -ENOENT : !S_ISREG(tst.st_mode) || tst.st_nlink > 1)
+		return false;
+	if (mbfs_node_at(fs, from) || mbfs_node_at(fs, to))
+		return false;
+	/* times queued for either name or their directories land first:
+	 * the move carries or replaces the one, and moves the others */
+	mbfs_batch_flush(fs, from, MBFS_BATCH_SELF | MBFS_BATCH_PARENT);
+	mbfs_batch_flush(fs, to, MBFS_BATCH_SELF | MBFS_BATCH_PARENT);
+	if (!mbfs_wbq_move(fs, from, to, &fst))
+		return false;
+	mbfs_wbq_parent_changes(fs, from, false);
+	mbfs_wbq_parent_changes(fs, to, false);
+	mbfs_cache_renamed(fs->cache, from, to);
+	mbfs_data_drop(fs->data, from);
+	mbfs_data_drop(fs->data, to);
+	mbfs_ino_renamed(fs, from, to);
+	return true;
+}
+
 /* After a rename attempt: caches follow a confirmed one, forget the paths
  * of any other outcome. */
 static void renamed(struct mbfs *fs, const char *from, const char *to,
@@ -254,6 +289,9 @@ int mbfs_ns_rename(struct mbfs *fs, const char *from, const char *to,
 		rc = mbfs_remote_path(fs, to, rto);
 	if (rc)
 		return rc;
+	/* in order with what is queued: no barrier */
+	if (queue_move(fs, from, to, flags))
+		return 0;
 	rc = mbfs_wbq_flush_removals(fs, to);
 	if (rc == -EAGAIN)
 		return -EIO;

@@ -14,12 +14,14 @@ struct nd_entry {
 	struct nd_entry *next;
 	char *path;
 	struct stat st;
+	uint64_t id;                /* a moved file's (add_file), else 0 */
 };
 
 struct mbfs_newdirs {
 	pthread_mutex_t lock;
 	struct nd_entry *head;      /* protected by lock, oldest first */
 	atomic_size_t count;        /* read without the lock: none pending */
+	uint64_t next_id;           /* protected by lock */
 };
 
 struct mbfs_newdirs *mbfs_newdirs_new(void)
@@ -63,6 +65,61 @@ int mbfs_newdir_add(struct mbfs_newdirs *nd, const char *path,
 	return 0;
 }
 
+uint64_t mbfs_newdir_add_file(struct mbfs_newdirs *nd, const char *path,
+			      const struct stat *st)
+{
+	struct nd_entry *e = calloc(1, sizeof(*e));
+	if (!e || !(e->path = strdup(path))) {
+		free(e);
+		return 0;
+	}
+	e->st = *st;
+	pthread_mutex_lock(&nd->lock);
+	e->id = ++nd->next_id;
+	struct nd_entry **pp = &nd->head;
+	while (*pp) {
+		struct nd_entry *o = *pp;
+		if (strcmp(o->path, path) != 0) {
+			pp = &o->next;
+			continue;
+		}
+		/* an older move onto the name: this one is what it shows */
+		*pp = o->next;
+		atomic_fetch_sub(&nd->count, 1);
+		free(o->path);
+		free(o);
+	}
+	*pp = e;
+	atomic_fetch_add(&nd->count, 1);
+	uint64_t id = e->id;
+	pthread_mutex_unlock(&nd->lock);
+	return id;
+}
+
+bool mbfs_newdir_remove_id(struct mbfs_newdirs *nd, uint64_t id,
+			   struct stat *st)
+{
+	bool found = false;
+	if (!id)
+		return false;
+	pthread_mutex_lock(&nd->lock);
+	for (struct nd_entry **pp = &nd->head; *pp; pp = &(*pp)->next) {
+		struct nd_entry *e = *pp;
+		if (e->id == id) {
+			*pp = e->next;
+			atomic_fetch_sub(&nd->count, 1);
+			if (st)
+				*st = e->st;
+			free(e->path);
+			free(e);
+			found = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&nd->lock);
+	return found;
+}
+
 void mbfs_newdir_remove(struct mbfs_newdirs *nd, const char *path)
 {
 	pthread_mutex_lock(&nd->lock);
@@ -86,7 +143,8 @@ bool mbfs_newdir_set_perm(struct mbfs_newdirs *nd, const char *path,
 	pthread_mutex_lock(&nd->lock);
 	for (struct nd_entry *e = nd->head; e && !found; e = e->next) {
 		if (strcmp(e->path, path) == 0) {
-			e->st.st_mode = S_IFDIR | (perm & 07777);
+			e->st.st_mode = (e->st.st_mode & S_IFMT) |
+					(perm & 07777);
 			found = true;
 		}
 	}
@@ -105,7 +163,8 @@ int mbfs_newdir_stat(struct mbfs_newdirs *nd, const char *path,
 		if (strcmp(e->path, path) == 0) {
 			*st = e->st;
 			rc = 1;
-		} else if (mbfs_path_selects(path, e->path,
+		} else if (S_ISDIR(e->st.st_mode) &&
+			   mbfs_path_selects(path, e->path,
 					      MBFS_BATCH_BELOW)) {
 			rc = -ENOENT;   /* unless a deeper one is path */
 		}

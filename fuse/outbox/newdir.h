@@ -1,5 +1,7 @@
 /* newdir.h: directories made here whose mkdir waits in the write-back
- * queue (wbq.h), as the mount shows them until they reach the guest.
+ * queue (wbq.h), as the mount shows them until they reach the guest; and
+ * files moved here whose move waits there, shown under the new name the
+ * same way (add_file).
  *
  * A mkdir queued for the next batch returns at once; until the batch has
  * made it on the guest, the guest knows nothing of the directory, so what
@@ -17,6 +19,7 @@
 #define MBFS_NEWDIR_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/stat.h>
 
 struct mbfs_newdirs;
@@ -27,7 +30,17 @@ void mbfs_newdirs_free(struct mbfs_newdirs *nd);
 /* path (mount-relative) was made here with attributes st. 0 or -ENOMEM. */
 int mbfs_newdir_add(struct mbfs_newdirs *nd, const char *path,
 		    const struct stat *st);
-/* path's mkdir ran (or failed): the guest answers for it from now on. */
+/* A file (st) moved to path here, the move queued: shown until
+ * mbfs_newdir_remove_id of the id returned (0: no memory), or a newer
+ * add_file or remove of path. */
+uint64_t mbfs_newdir_add_file(struct mbfs_newdirs *nd, const char *path,
+			      const struct stat *st);
+/* The entry id (still there: true, its attributes into st when not
+ * NULL) goes: its move landed or failed. */
+bool mbfs_newdir_remove_id(struct mbfs_newdirs *nd, uint64_t id,
+			   struct stat *st);
+/* path's mkdir ran (or failed), or it was removed here again: the guest
+ * answers for it from now on. */
 void mbfs_newdir_remove(struct mbfs_newdirs *nd, const char *path);
 /* Give the pending path permission bits perm (a chmod that travels with
  * its mkdir). false when path is not pending. */
@@ -41,8 +54,8 @@ bool mbfs_newdir_set_perm(struct mbfs_newdirs *nd, const char *path,
 int mbfs_newdir_stat(struct mbfs_newdirs *nd, const char *path,
 		     struct stat *st);
 
-/* The outermost pending directory at or above path into out (MB_PATH_MAX
- * bytes); false when there is none. */
+/* The outermost pending name (a directory, or a moved file) at or above
+ * path into out (MB_PATH_MAX bytes); false when there is none. */
 bool mbfs_newdir_above(struct mbfs_newdirs *nd, const char *path, char *out);
 
 /* Call fn for each pending directory directly in dir (name, attributes),

@@ -274,7 +274,9 @@ static bool selects(const struct mbfs_wbq *q, const struct mbfs_wbq_entry *e,
 	if (which & MBFS_WBQ_REMOVALS)
 		return !e->n && mbfs_wbdir_removes(e->kind) &&
 		       (mbfs_path_at_or_below(path, e->dpath) ||
-			mbfs_path_at_or_below(e->dpath, path));
+			mbfs_path_at_or_below(e->dpath, path) ||
+			(e->dto && (mbfs_path_at_or_below(path, e->dto) ||
+				    mbfs_path_at_or_below(e->dto, path))));
 	if (e->n)
 		return mbfs_path_selects(q->files->where(e->n), path, which);
 	switch (e->kind) {
@@ -282,6 +284,11 @@ static bool selects(const struct mbfs_wbq *q, const struct mbfs_wbq_entry *e,
 		return mbfs_path_selects(path, e->dpath,
 					  MBFS_BATCH_SELF | MBFS_BATCH_BELOW) ||
 		       mbfs_path_selects(e->dpath, path, which);
+	case MBFS_WBDIR_MV:   /* either name, as a removal's */
+		if (mbfs_path_at_or_below(path, e->dto) ||
+		    mbfs_path_at_or_below(e->dto, path))
+			return true;
+		/* fall through */
 	case MBFS_WBDIR_RM:
 	case MBFS_WBDIR_RMDIR:
 		/* anything made at or below it, or a move or removal of

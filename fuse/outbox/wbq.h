@@ -142,16 +142,35 @@ bool mbfs_wbq_dir_mode(struct mbfs *fs, const char *path, unsigned perm);
 bool mbfs_wbq_remove(struct mbfs *fs, const char *path, bool dir,
 		     const struct stat *base);
 
+/* The file from (attributes st, as the mount shows it) is renamed over
+ * to here, and the move travels in order with the rest, as a removal
+ * does (wbsend.h). Until it lands from shows as gone (gone.h) and to as
+ * st (newdir.h), with no request; a change of either on the guest that
+ * is not a batch sends it first (mbfs_wbq_need_dir), as does an open of
+ * to (its data is still under from there). A failure is reported as a
+ * batch's, and both names show again as the sandbox has them. false when
+ * refused (stopped, no memory, a name a batch cannot carry): rename it
+ * now. For a regular file no one holds open; called without node
+ * locks. */
+bool mbfs_wbq_move(struct mbfs *fs, const char *from, const char *to,
+		   const struct stat *st);
+
 /* Before a change of path on the guest that is not a batch (a symlink, a
  * large upload, a rename): a queued mkdir at or above path, and a queued
- * removal at, below or above it, are sent first, and this waits for
- * them. 0, or -EIO when the mkdir failed (the guest has no such
+ * removal or move at, below or above it, are sent first, and this waits
+ * for them. 0, or -EIO when the mkdir failed (the guest has no such
  * directory; the failure is reported as a batch's) or they could not be
  * sent (the sandbox does not answer: they stay queued, and what would
  * overtake them must not go). Never with a node lock held (the flusher
  * takes node locks). Returns at once when nothing of the kind is
  * queued. */
 int mbfs_wbq_need_dir(struct mbfs *fs, const char *path);
+
+/* Before path's bytes are read from the guest (an open): a queued move
+ * of a file onto path lands first, and this waits for it (its bytes are
+ * under the old name there until then). need_dir's returns; at once
+ * when none is queued. */
+int mbfs_wbq_need_moved(struct mbfs *fs, const char *path);
 
 /* Is n in the queue (queued, or in a batch being sent)? */
 bool mbfs_wbq_holds(struct mbfs *fs, const struct mbfs_node *n);

@@ -30,11 +30,12 @@ static void note(struct mbfs *fs, struct mbfs_wbq_entry *e)
 	static const char kinds[] = {
 		[MBFS_WBDIR_TIME] = 'T', [MBFS_WBDIR_MAKE] = 'M',
 		[MBFS_WBDIR_MODE] = 'C', [MBFS_WBDIR_RM] = 'r',
-		[MBFS_WBDIR_RMDIR] = 'R',
+		[MBFS_WBDIR_RMDIR] = 'R', [MBFS_WBDIR_MV] = 'v',
 	};
 	struct mbfs_jop op;
 	memset(&op, 0, sizeof(op));
-	if (!fs->journal || mbfs_remote_path(fs, e->dpath, op.rpath))
+	if (!fs->journal || mbfs_remote_path(fs, e->dpath, op.rpath) ||
+	    (e->dto && mbfs_remote_path(fs, e->dto, op.rto)))
 		return;
 	op.kind = kinds[e->kind];
 	op.mode = e->dmode;
@@ -136,6 +137,15 @@ int mbfs_wbq_need_dir(struct mbfs *fs, const char *path)
 	return 0;
 }
 
+int mbfs_wbq_need_moved(struct mbfs *fs, const char *path)
+{
+	struct stat st;
+	if (mbfs_newdir_stat(fs->newdirs, path, &st) != 1 ||
+	    S_ISDIR(st.st_mode))
+		return 0;
+	return mbfs_wbq_need_dir(fs, path);
+}
+
 bool mbfs_wbq_dir_time(struct mbfs *fs, const char *dir,
 		       const struct timespec *mtime)
 {
@@ -154,7 +164,9 @@ bool mbfs_wbq_dir_time(struct mbfs *fs, const char *dir,
 			   ((e->kind == MBFS_WBDIR_MAKE ||
 			     mbfs_wbdir_removes(e->kind)) &&
 			    mbfs_path_selects(e->dpath, dir,
-					       MBFS_BATCH_CHILDREN))) {
+					       MBFS_BATCH_CHILDREN)) ||
+			   (e->dto && mbfs_path_selects(e->dto, dir,
+						       MBFS_BATCH_CHILDREN))) {
 			pending = true;
 			if (!e->n && e->kind == MBFS_WBDIR_TIME &&
 			    !e->inflight)
@@ -289,10 +301,11 @@ bool mbfs_wbq_remove(struct mbfs *fs, const char *path, bool dir,
 						   dir ? MBFS_WBDIR_RMDIR : MBFS_WBDIR_RM);
 		if (!e)
 			mbfs_gone_remove(fs->gone, path);
-		/* a mkdir of it still on its way: the view no longer shows
-		 * it as made here (the removal is newer), and its landing
-		 * tells the cache nothing (wbq_land.c) */
-		if (e && dir)
+		/* a mkdir of it (a move onto it) still on its way: the
+		 * view no longer shows it as made here (the removal is
+		 * newer), and its landing tells the cache nothing
+		 * (wbq_land.c) */
+		if (e)
 			mbfs_newdir_remove(fs->newdirs, path);
 		if (e && base && !dir) {
 			e->base_known = true;
@@ -308,3 +321,38 @@ bool mbfs_wbq_remove(struct mbfs *fs, const char *path, bool dir,
 	return queued;
 }
 
+
+bool mbfs_wbq_move(struct mbfs *fs, const char *from, const char *to,
+		   const struct stat *st)
+{
+	struct mbfs_wbq *q = fs->wbq;
+	if (!q || !mbfs_wbsend_fits(from) || !mbfs_wbsend_fits(to))
+		return false;
+	struct mbfs_wbq_entry *e = NULL;
+	char *dto = strdup(to);
+	pthread_mutex_lock(&q->lock);
+	mbfs_wbq_start_locked(fs, q);
+	if (dto && q->running && !q->stop &&
+	    mbfs_gone_add(fs->gone, from) == 0) {
+		e = mbfs_wbq_append_dir_locked(q, from, MBFS_WBDIR_MV);
+		if (e) {
+			e->dto = dto;
+			dto = NULL;
+		} else {
+			mbfs_gone_remove(fs->gone, from);
+		}
+	}
+	free(dto);
+	if (e) {
+		/* a move onto from still on its way shows it no more; to
+		 * shows the file, newer than anything queued for it */
+		mbfs_newdir_remove(fs->newdirs, from);
+		struct stat now = *st;
+		clock_gettime(CLOCK_REALTIME, &now.st_ctim);
+		e->shown = mbfs_newdir_add_file(fs->newdirs, to, &now);
+		note(fs, e);
+	}
+	pthread_cond_broadcast(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+	return e != NULL;
+}

@@ -18,12 +18,15 @@ struct mbfs_node;
 struct mbfs_wbq_files;
 
 /* An entry is a file (n) or a change of another name (dpath): a
- * directory's mkdir, mtime or mode, or a removal. */
+ * directory's mkdir, mtime or mode, a removal, or a file's move. */
 struct mbfs_wbq_entry {
 	struct mbfs_wbq_entry *next;
 	struct mbfs_node *n;     /* the queue's reference; NULL: a directory */
 	enum mbfs_wbdir_kind kind;   /* a directory's change */
-	char *dpath;             /* the directory */
+	char *dpath;             /* the directory (MV: the file moved) */
+	char *dto;               /* MV: its new name */
+	uint64_t shown;          /* MV: the new name's entry in newdir.h
+	                            (mbfs_newdir_add_file), 0 once gone */
 	struct timespec dtime;   /* TIME: its mtime (mbfs_wbq_dir_time) */
 	unsigned dmode;          /* MAKE, MODE: its permission bits */
 	bool base_known;         /* RM: the file it removes (wbsend.h) */
@@ -52,7 +55,7 @@ struct mbfs_wbq {
 	size_t inflight;
 	uint64_t inflight_bytes;
 	size_t dirs;             /* TIME and MODE entries, queued or not */
-	size_t removes;          /* RM and RMDIR entries, queued or not */
+	size_t removes;          /* RM, RMDIR and MV entries, queued or not */
 	bool running, stop;
 	pthread_t thread;
 	/* totals since mount */
@@ -94,6 +97,10 @@ void mbfs_wbq_made(struct mbfs *fs, const char *path, int rc, const char *why);
 /* After a batch that ran: a directory's time or mode in it is set, or a
  * removal in it is done (d->rc 0) or failed (reported here). */
 void mbfs_wbq_dir_landed(struct mbfs *fs, const struct mbfs_wbdir *d);
+/* The move of entry e (d: its outcome) is done or failed: the view
+ * shows what the sandbox has from now on. */
+void mbfs_wbq_moved(struct mbfs *fs, struct mbfs_wbq_entry *e,
+		    const struct mbfs_wbdir *d);
 
 /* Entry e (not a file) leaves the queue: its counters and its journal
  * line go, and it is freed. q->lock held. */

@@ -1,7 +1,7 @@
 /* wbq_land.c: what the write-back queue does once a batch has carried
  * an entry that is not a file (wbq_int.h): a mkdir made or failed, a
- * directory's time or mode set, a removal done or refused, and the entry
- * leaving the queue and the journal's outbox log. */
+ * directory's time or mode set, a removal or a move done or refused, and
+ * the entry leaving the queue and the journal's outbox log. */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -69,12 +69,42 @@ void mbfs_wbq_drop_dir_locked(struct mbfs *fs, struct mbfs_wbq *q,
 		q->removes--;
 		if (!e->landed)
 			mbfs_gone_remove(fs->gone, e->dpath);
+		if (!e->landed)
+			mbfs_newdir_remove_id(fs->newdirs, e->shown, NULL);
 	}
 	else if (e->kind != MBFS_WBDIR_MAKE)
 		q->dirs--;
 	mbfs_journal_op_done(fs->journal, e->jid);
 	free(e->dpath);
+	free(e->dto);
 	free(e);
+}
+
+void mbfs_wbq_moved(struct mbfs *fs, struct mbfs_wbq_entry *e,
+		    const struct mbfs_wbdir *d)
+{
+	struct stat st;
+	bool shown = mbfs_newdir_remove_id(fs->newdirs, e->shown, &st);
+	e->shown = 0;
+	if (!d->rc && d->one_file) {
+		/* hard links: rename(2) leaves both names */
+		mbfs_cache_invalidate(fs->cache, d->path);
+		mbfs_cache_invalidate(fs->cache, d->to);
+		return;
+	}
+	if (!d->rc) {
+		/* a listing the cache took from the sandbox meanwhile still
+		 * had from and not to (the view showed them as moved) */
+		mbfs_cache_removed(fs->cache, d->path, false);
+		if (shown)
+			mbfs_cache_put(fs->cache, d->to, &st);
+		return;
+	}
+	mb_log(MB_LOG_WARN, "the sandbox refused to rename '%s' to '%s': %s; "
+	       "both show as they are there", d->path, d->to,
+	       d->why);
+	mbfs_cache_invalidate_tree(fs->cache, d->path);
+	mbfs_cache_invalidate_tree(fs->cache, d->to);
 }
 
 void mbfs_wbq_dir_landed(struct mbfs *fs, const struct mbfs_wbdir *d)

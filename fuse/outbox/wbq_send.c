@@ -123,6 +123,7 @@ static bool gather_locked(struct mbfs_wbq *q, struct batch *b)
 		/* the entry keeps the path while in flight */
 		struct mbfs_wbdir *d = &b->dv[b->nd++];
 		d->path = e->dpath;
+		d->to = e->dto;
 		d->kind = e->kind;
 		d->mode = e->dmode;
 		d->doubt = e->doubt;
@@ -203,8 +204,9 @@ static void retry_later(struct mbfs_wbq *q, struct batch *b,
 	pthread_cond_broadcast(&q->cond);
 }
 
-/* The removals went first, and so are told first: a file of the batch
- * may be at a removed name again; one the sandbox refused shows again.
+/* The removals and moves went first, and so are told first: a file of
+ * the batch may be at a removed name again; one the sandbox refused shows
+ * again.
  * Then the directories made: what the batch put in them is told to the
  * cache after their (empty) listings. rc: the batch's as a whole. */
 static void land_names(struct mbfs *fs, struct batch *b, int rc,
@@ -221,7 +223,10 @@ static void land_names(struct mbfs *fs, struct batch *b, int rc,
 			d->rc = rc;
 			snprintf(d->why, sizeof(d->why), "%.150s", err->msg);
 		}
-		mbfs_wbq_dir_landed(fs, d);
+		if (d->kind == MBFS_WBDIR_MV)
+			mbfs_wbq_moved(fs, b->ev[j], d);
+		else
+			mbfs_wbq_dir_landed(fs, d);
 		/* done or refused there: the view shows what the sandbox has
 		 * (a mkdir of the batch may show the name again at once) */
 		mbfs_gone_remove(fs->gone, d->path);

@@ -182,7 +182,8 @@ static int by_dir(const void *a, const void *b, void *base)
 	return c;
 }
 
-/* The archive of v in order (list: an "r" or "R" line for each removal,
+/* The archive of v in order (list: an "r" or "R" line for each removal
+ * and a "v" and a "V" line for each move,
  * an "m" line for each directory to make ("M" when in doubt), groups of files, then a group with a "t" or "c" line for each
  * directory time or mode of dv), into b. */
 static int build(struct mbfs *fs, struct mbfs_wbfile *v, const size_t *order,
@@ -198,6 +199,14 @@ static int build(struct mbfs *fs, struct mbfs_wbfile *v, const size_t *order,
 		if (!mbfs_wbdir_removes(dv[k].kind))
 			continue;
 		rc = mbfs_remote_path(fs, dv[k].path, rdir);
+		if (!rc && dv[k].kind == MBFS_WBDIR_MV) {
+			char rto[MB_PATH_MAX];
+			rc = mbfs_remote_path(fs, dv[k].to, rto);
+			if (!rc)
+				rc = mb_buf_appendf(&list, "v%s\nV%s\n", rdir,
+						    rto);
+			continue;
+		}
 		if (!rc && dv[k].kind == MBFS_WBDIR_RM && dv[k].base_known)
 			rc = mb_buf_appendf(&list, "b%" PRIu64 " %lld\n",
 					    dv[k].base_size,
@@ -336,7 +345,7 @@ static int put_part(struct send *s, size_t i, const char *data, size_t len,
 	}
 }
 
-/* The i-th MAKE (removes: the i-th RM or RMDIR) of dv, or NULL. */
+/* The i-th MAKE (removes: the i-th RM, RMDIR or MV) of dv, or NULL. */
 static struct mbfs_wbdir *nth_dir(struct mbfs_wbdir *dv, size_t nd,
 				  uint64_t i, bool removes)
 {
@@ -366,6 +375,11 @@ static int land(void *ud, char kind, uint64_t i, const char *why,
 	if (kind == 'x' && i < l->n) {
 		rc = &l->v[l->order[i]].rc;
 		w = l->v[l->order[i]].why;
+	} else if (kind == 'w' && i < l->nd &&
+		   (d = nth_dir(l->dv, l->nd, i, true)) &&
+		   d->kind == MBFS_WBDIR_MV) {
+		d->one_file = true;
+		return 0;
 	} else if ((kind == 'y' || kind == 'z') && i < l->nd &&
 		   (d = nth_dir(l->dv, l->nd, i, kind == 'z'))) {
 		rc = &d->rc;

@@ -57,18 +57,22 @@ enum mbfs_wbdir_kind {
 	MBFS_WBDIR_RM,       /* unlink a file or symlink, before everything
 	                        else of the batch */
 	MBFS_WBDIR_RMDIR,    /* rmdir, likewise (after the removes before it) */
+	MBFS_WBDIR_MV,       /* rename the file path over to, likewise */
 };
 
-/* Does an entry of kind go before everything else of its batch? A batch
- * keeps the order of its entries only when its removals come first, so
- * one is never sent after an entry of another kind in the same batch. */
+/* Does an entry of kind go before everything else of its batch (a
+ * removal or a move)? A batch keeps the order of its entries only when
+ * these come first, so one is never sent after an entry of another kind
+ * in the same batch. */
 static inline bool mbfs_wbdir_removes(enum mbfs_wbdir_kind kind)
 {
-	return kind == MBFS_WBDIR_RM || kind == MBFS_WBDIR_RMDIR;
+	return kind == MBFS_WBDIR_RM || kind == MBFS_WBDIR_RMDIR ||
+	       kind == MBFS_WBDIR_MV;
 }
 
 struct mbfs_wbdir {
 	char *path;          /* mount-relative, the caller's */
+	char *to;            /* MV: the new name, likewise */
 	enum mbfs_wbdir_kind kind;
 	struct timespec mtime;   /* TIME */
 	unsigned mode;           /* MAKE, MODE: permission bits */
@@ -80,9 +84,12 @@ struct mbfs_wbdir {
 	bool base_known;
 	uint64_t base_size;
 	time_t base_mtime;       /* whole seconds */
-	int rc;              /* MAKE, RM, RMDIR: 0 done (made, or there
+	bool one_file;       /* MV, by mbfs_wbsend: the two names were one
+	                        file (hard links), so both stay (rc 0) */
+	int rc;              /* MAKE, RM, RMDIR, MV: 0 done (made, or there
 	                        already as a directory; removed, or gone
-	                        already), else -errno; by mbfs_wbsend */
+	                        already; moved), else -errno; by
+	                        mbfs_wbsend */
 	char why[160];       /* for a failure: what the guest said */
 };
 
@@ -91,8 +98,8 @@ struct mbfs_wbdir {
 bool mbfs_wbsend_fits(const char *path);
 
 /* Send the n files of v (distinct paths) as one batch with the nd
- * directory changes of dv: the RMs and RMDIRs first, in dv's order (each
- * path's way checked for symlinks as a file's is), then the MAKEs, in
+ * directory changes of dv: the RMs, RMDIRs and MVs first, in dv's order
+ * (each path's way checked for symlinks as a file's is), then the MAKEs, in
  * dv's order (a parent before what is made in it), then the files, then the TIMEs and MODEs in dv's
  * order (best effort: `touch -c`, `chmod`; a failure is not reported).
  * 0 when the guest ran it: v[i].rc and the MAKEs', RMs' and RMDIRs' rc

@@ -480,7 +480,8 @@ static int send_ops(struct mbfs *fs, struct mbfs_wbdir *dv, size_t nd)
 			mb_log(MB_LOG_WARN, "'%s' was %s before mbfs stopped; "
 			       "that cannot be done on the sandbox now: %s",
 			       dv[i].path, dv[i].kind == MBFS_WBDIR_MAKE
-			       ? "made" : "removed", dv[i].why);
+			       ? "made" : dv[i].kind == MBFS_WBDIR_MV
+			       ? "renamed" : "removed", dv[i].why);
 	return 0;
 }
 
@@ -493,12 +494,15 @@ static enum mbfs_jact on_outbox(void *ud, const struct mbfs_jrec *owner,
 		return MBFS_J_DONE;   /* that sandbox is gone */
 	struct mbfs_wbdir *dv = calloc(count, sizeof(*dv));
 	char (*rel)[MB_PATH_MAX] = calloc(count, sizeof(*rel));
+	char (*rel_to)[MB_PATH_MAX] = calloc(count, sizeof(*rel_to));
 	enum mbfs_jact act = MBFS_J_LEAVE;
 	size_t n = 0, start = 0;
-	if (!dv || !rel)
+	if (!dv || !rel || !rel_to)
 		goto out;
 	for (size_t i = 0; i < count; i++) {
-		if (!mount_path(fs, ops[i].rpath, rel[i])) {
+		if (!mount_path(fs, ops[i].rpath, rel[i]) ||
+		    (ops[i].kind == 'v' &&
+		     !mount_path(fs, ops[i].rto, rel_to[i]))) {
 			mb_log(MB_LOG_INFO, "changes queued by a mount of another "
 			       "directory wait for a mount of it ('%s')",
 			       ops[i].rpath);
@@ -509,10 +513,11 @@ static enum mbfs_jact on_outbox(void *ud, const struct mbfs_jrec *owner,
 		static const enum mbfs_wbdir_kind kinds[128] = {
 			['T'] = MBFS_WBDIR_TIME, ['M'] = MBFS_WBDIR_MAKE,
 			['C'] = MBFS_WBDIR_MODE, ['r'] = MBFS_WBDIR_RM,
-			['R'] = MBFS_WBDIR_RMDIR,
+			['R'] = MBFS_WBDIR_RMDIR, ['v'] = MBFS_WBDIR_MV,
 		};
 		struct mbfs_wbdir *d = &dv[n];
 		d->path = rel[i];
+		d->to = rel_to[i];
 		d->kind = kinds[(unsigned char)ops[i].kind & 127];
 		d->mode = ops[i].mode;
 		d->mtime = ops[i].mtime;
@@ -542,13 +547,14 @@ static enum mbfs_jact on_outbox(void *ud, const struct mbfs_jrec *owner,
 	if (n > start && send_ops(fs, dv + start, n - start))
 		goto out;
 	if (n)
-		mb_log(MB_LOG_INFO, "%zu mkdir%s and removal%s queued before "
-		       "mbfs stopped: sent now", n, n == 1 ? "" : "s",
-		       n == 1 ? "" : "s");
+		mb_log(MB_LOG_INFO, "%zu mkdir%s, removal%s and move%s queued "
+		       "before mbfs stopped: sent now", n, n == 1 ? "" : "s",
+		       n == 1 ? "" : "s", n == 1 ? "" : "s");
 	act = MBFS_J_DONE;
 out:
 	free(dv);
 	free(rel);
+	free(rel_to);
 	return act;
 }
 

@@ -177,7 +177,7 @@ int mbfs_report_apply(const char *out,
 		if (ok)
 			return mb_err_set(err, EIO, "apply.sh's report goes on "
 					  "after its \"ok\" line");
-		if (ll > 2 && (l[0] == 'x' || l[0] == 'y' || l[0] == 'z') && l[1] == ' ' &&
+		if (ll > 2 && strchr("wxyz", l[0]) && l[1] == ' ' &&
 		    dec(&p, NUM_MAX, &i) == 0 && (p == l + ll || *p == ' ')) {
 			const char *why = p < l + ll ? p + 1 : p;
 			if (fn(ud, l[0], i, why, (size_t)(l + ll - why)))

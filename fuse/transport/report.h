@@ -57,9 +57,10 @@ int mbfs_report_df(const char *out, struct statvfs *sv, struct mb_err *err);
 int mbfs_report_sha256(const char *out, size_t len, char hex[65],
 		       struct mb_err *err);
 
-/* apply.sh's report: "z I WHY" per removal not done, "y I WHY" per
- * directory not made, "x I WHY" per file not put in place, then "ok
- * COUNT". fn(ud, kind, I, why, whylen) for each x, y or z line (why not NUL-ended, may be empty); a non-zero return of fn
+/* apply.sh's report: "z I WHY" per removal or move not done, "w I" per
+ * move between two names of one file (rename(2) leaves both), "y I WHY"
+ * per directory not made, "x I WHY" per file not put in place, then "ok
+ * COUNT". fn(ud, kind, I, why, whylen) for each w, x, y or z line (why not NUL-ended, may be empty); a non-zero return of fn
  * (I out of range) makes the report bad. 0 with *count, or -EIO when a
  * line is not understood, fn refused one, or "ok" is missing, not last or
  * bad. */

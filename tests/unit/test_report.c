@@ -149,7 +149,7 @@ static void df(void)
 }
 
 struct marks {
-	int x, y, z;
+	int w, x, y, z;
 	char why[64];
 };
 
@@ -159,7 +159,8 @@ static int mark(void *ud, char kind, uint64_t i, const char *why,
 	struct marks *m = ud;
 	if (i >= 3)
 		return -1;
-	kind == 'x' ? m->x++ : kind == 'y' ? m->y++ : m->z++;
+	kind == 'w' ? m->w++ : kind == 'x' ? m->x++ : kind == 'y' ? m->y++
+							      : m->z++;
 	snprintf(m->why, sizeof(m->why), "%.*s", (int)whylen, why);
 	return 0;
 }
@@ -200,9 +201,13 @@ static void apply_report(void)
 	CHECK_INT(apply("z 0 Directory not empty\nx 1 gone\nok 2\n", &m, &count), 0);
 	CHECK_INT(m.z, 1);
 	CHECK_INT(m.x, 1);
+	/* a move between two names of one file, which stay: told */
+	CHECK_INT(apply("w 2\nok 0\n", &m, &count), 0);
+	CHECK_INT(m.w, 1);
 	static const char *const bad[] = {
 		"", NULL, "ok\n", "ok -1\n", "ok 1x\n", "x 9 gone\nok 1\n",
-		"x -1 no\nok 1\n", "w 1 what\nok 1\n", "ok 1\nx 0 late\n",
+		"x -1 no\nok 1\n", "v 1 what\nok 1\n", "ok 1\nx 0 late\n",
+		"w 7\nok 0\n",
 		"x 99999999999999999999 a\nok 1\n", "x1 a\nok 1\n",
 		"ok 1\nok 1\n", "garbage\nok 1\n",
 	};

@@ -1,0 +1,176 @@
+"""Renames through the write-back queue: a rename of a file already on the
+sandbox that no one holds open travels in the next batch, in order with
+the removals, mkdirs and files queued around it, and is journaled so that
+a kill -9 loses none of it. Until it lands the old name shows gone and the
+new one shows the file, even to a listing taken from the sandbox again;
+an open of the new name waits for it (its bytes are under the old name
+there until then).
+
+Tests that need a move to stay queued hold the queue with a first batch
+the service answers slowly (hold_writeback): no timing is asserted."""
+import errno
+import os
+
+import pytest
+
+import mbtest
+from test_mbfs_helpers import (control, finish, guest_tree_digest, hold_writeback, invalidate,
+                               read_file, requests_of, sh, sync, tree_digest, unique, write_file)
+
+EXEC = "POST /containers/exec"
+MOVE = "POST /containers/files/move"
+
+pytestmark = pytest.mark.usefixtures("no_faults_left")
+
+
+def guest_ls(service, container, path):
+    return sorted(sh(service, container, "ls -A %s 2>/dev/null; true" % path).split())
+
+
+def sandbox_files(service, container, name, count):
+    """count files f0 ... made by the sandbox in /workspace/name: the mount
+    knows them only as the sandbox shows them."""
+    sh(service, container, "mkdir -p /workspace/%s && cd /workspace/%s && "
+       "for i in $(seq 0 %d); do echo v$i > f$i; done" % (name, name, count - 1))
+
+
+def test_a_rename_storm_goes_in_a_few_batches(service, container, wb):
+    name = unique("storm")
+    n = 200
+    sandbox_files(service, container, name, n)
+    d = wb.path(name)
+    assert len(os.listdir(d)) == n
+    service.reset_stats()
+    for i in range(n):
+        os.rename(os.path.join(d, "f%d" % i), os.path.join(d, "g%d" % i))
+    # shown at once, and as the files they were
+    assert sorted(os.listdir(d)) == sorted("g%d" % i for i in range(n))
+    assert os.stat(os.path.join(d, "g17")).st_size == len("v17\n")
+    sync(wb)
+    # one command a file before; now a batch (a PUT and a command) leaves
+    # every 30 ms while the renames run, at most a few on a slow machine
+    assert requests_of(service, MOVE) == 0, service.stats()
+    assert requests_of(service, EXEC) <= n // 8, service.stats()
+    assert guest_ls(service, container, "/workspace/" + name) == sorted("g%d" % i for i in range(n))
+    assert sh(service, container, "cat /workspace/%s/g17 /workspace/%s/g199" % (name, name)) == \
+        "v17\nv199\n"
+    assert control(wb)["writeback"]["pendingRemoves"] == 0
+    assert read_file(os.path.join(d, "g5")) == b"v5\n"
+
+
+def test_a_queued_move_shows_until_it_lands(service, container, wb):
+    name = unique("shown")
+    sandbox_files(service, container, name, 3)
+    d = wb.path(name)
+    assert sorted(os.listdir(d)) == ["f0", "f1", "f2"]
+    hold_writeback(service, wb, d)
+    os.rename(os.path.join(d, "f0"), os.path.join(d, "new"))
+    os.rename(os.path.join(d, "f1"), os.path.join(d, "f2"))     # over a file
+    assert control(wb)["writeback"]["pendingRemoves"] == 2
+    # the sandbox still has the old names, and a listing taken from it
+    # again does not bring them back
+    assert guest_ls(service, container, "/workspace/" + name) == ["f0", "f1", "f2"]
+    invalidate(wb)
+    assert sorted(os.listdir(d)) == ["blocker", "f2", "new"]
+    for gone in ("f0", "f1"):
+        with pytest.raises(FileNotFoundError):
+            os.stat(os.path.join(d, gone))
+    assert os.stat(os.path.join(d, "new")).st_size == 3
+    assert os.stat(os.path.join(d, "f2")).st_size == 3
+    # an open waits for the move (its bytes are still under f1 there)
+    service.release_held()
+    assert read_file(os.path.join(d, "f2")) == b"v1\n"
+    assert read_file(os.path.join(d, "new")) == b"v0\n"
+    sync(wb)
+    assert guest_ls(service, container, "/workspace/" + name) == ["blocker", "f2", "new"]
+    assert sh(service, container, "cat /workspace/%s/f2" % name) == "v1\n"
+
+
+def test_moves_keep_their_order_with_what_comes_around_them(service, container, wb):
+    name = unique("order")
+    sandbox_files(service, container, name, 3)
+    root = wb.path(name)
+    os.listdir(root)
+    hold_writeback(service, wb, root)
+    f = lambda n: os.path.join(root, n)   # noqa: E731
+    os.rename(f("f0"), f("t"))              # a swap through a third name
+    os.rename(f("f1"), f("f0"))
+    os.rename(f("t"), f("f1"))
+    os.unlink(f("f1"))                      # a removal after them
+    write_file(f("f1"), b"made again\n")    # made again
+    os.mkdir(f("sub"))                      # a mkdir, then a move into it
+    os.rename(f("f2"), f("sub/f2"))
+    os.rename(f("sub/f2"), f("back"))       # and out again
+    service.release_held()
+    with open(f("back"), "ab") as out:      # an open waits for the moves
+        out.write(b"more\n")
+    sync(wb)
+    want = tree_digest(root)
+    assert guest_tree_digest(service, container, "/workspace/" + name) == want
+    invalidate(wb)
+    assert tree_digest(root) == want
+    assert read_file(f("f0")) == b"v1\n"
+    assert read_file(f("f1")) == b"made again\n"
+    assert read_file(f("back")) == b"v2\nmore\n"
+    assert os.listdir(f("sub")) == []
+    assert control(wb)["writeback"]["failedFiles"] == 0
+
+
+def test_a_move_the_sandbox_refuses_is_reported_and_both_show_again(service, container, wb):
+    name = unique("refused")
+    sandbox_files(service, container, name, 1)
+    d = wb.path(name)
+    with pytest.raises(FileNotFoundError):
+        os.stat(os.path.join(d, "to"))      # the mount knows the name is free
+    hold_writeback(service, wb, d)
+    # another client makes a directory there meanwhile
+    sh(service, container, "mkdir /workspace/%s/to" % name)
+    os.rename(os.path.join(d, "f0"), os.path.join(d, "to"))
+    with pytest.raises(OSError) as e:
+        sync(wb)
+    assert e.value.errno == errno.EIO
+    assert "the sandbox refused to rename '/%s/f0' to '/%s/to'" % (name, name) in wb.log(), \
+        wb.log()[-2000:]
+    assert read_file(os.path.join(d, "f0")) == b"v0\n"
+    assert os.path.isdir(os.path.join(d, "to"))
+    assert guest_ls(service, container, "/workspace/%s/to" % name) == []
+
+
+def test_an_open_file_is_renamed_at_once(service, container, wb):
+    """A file someone holds open is renamed by its own command, as before:
+    its open node's bytes may still be fetched under its name."""
+    name = unique("open")
+    sandbox_files(service, container, name, 1)
+    d = wb.path(name)
+    with open(os.path.join(d, "f0"), "rb") as held:
+        service.reset_stats()
+        os.rename(os.path.join(d, "f0"), os.path.join(d, "g"))
+        assert requests_of(service, EXEC) == 1, service.stats()
+        assert guest_ls(service, container, "/workspace/" + name) == ["g"]
+        assert held.read() == b"v0\n"
+
+
+def test_queued_moves_survive_kill9(service, container, need_fuse, tmp_path):
+    cache = str(tmp_path / "cache")
+    name = unique("crashmv")
+    sandbox_files(service, container, name, 3)
+    m = mbtest.Mount(service, container, options=["cache_dir=" + cache])
+    d = m.path(name)
+    os.listdir(d)
+    hold_writeback(service, m, d)
+    os.rename(os.path.join(d, "f0"), os.path.join(d, "g0"))
+    os.rename(os.path.join(d, "f1"), os.path.join(d, "f2"))
+    os.unlink(os.path.join(d, "f2"))        # after the move onto it
+    assert control(m)["writeback"]["pendingRemoves"] == 3
+    m.kill9()
+    assert not mbtest.sanitizer_report(m.log()), m.log()
+    g = "/workspace/" + name
+    assert guest_ls(service, container, g) == ["f0", "f1", "f2"]   # not sent before the kill
+    m2 = mbtest.Mount(service, container, options=["cache_dir=" + cache])
+    try:
+        assert guest_ls(service, container, g) == ["blocker", "g0"]
+        assert sh(service, container, "cat %s/g0" % g) == "v0\n"
+        assert "mbfs stopped: sent now" in m2.log(), m2.log()
+        assert sorted(os.listdir(m2.path(name))) == ["blocker", "g0"]
+    finally:
+        finish(m2)
