@@ -910,6 +910,56 @@ def rmrf_npm_one(ctx, b, r):
     return [rm_tree(ctx, b, r, "rmrf-npm", ctx.data.npm_files)]
 
 
+def renames_one(ctx, b, r):
+    """A rename storm: every file of the small-file tree, which the remote
+    side made (put in behind the mount, a remount, then a walk: untimed),
+    renamed one by one by rename(2) from this process, as mv in a loop or
+    a refactoring tool does, until it is on the remote side. Stopped at
+    --cap; the share done is the files renamed."""
+    sub = "renames-%d" % r
+    b.seed_tar(ctx.data.tree_tar, sub)
+    b.remount()
+    files = [os.path.join(dp, f) for dp, _, fs in os.walk(b.path(sub)) for f in fs]
+    b.settle()
+    b.reset_stats()
+    t0 = time.perf_counter()
+    for done, f in enumerate(files):
+        if time.perf_counter() - t0 > ctx.cap:
+            return [capped_sample(ctx, b, done, len(files), "files renamed")]
+        os.rename(f, f + ".moved")
+    b.settle()
+    sample = sample_of(b, time.perf_counter() - t0)
+    if r == 0 and b.count_files(sub) != len(files):  # untimed: none lost
+        sample.note = "%d of %d files behind the mount after the renames" % (b.count_files(sub), len(files))
+    return [sample]
+
+
+def rmrf_exec_one(ctx, b, r):
+    """rm -rf of the small-file tree the remote side made, right after a
+    remote command, as `mbexec npm install` then `rm -rf node_modules`
+    does (untimed: the tree put in behind the mount, one remote `true`):
+    the removal and its settle are timed."""
+    sub = "rmrf-exec-%d" % r
+    b.seed_tar(ctx.data.tree_tar, sub)
+    argv, cwd, env = b.exec_true()
+    run(argv, cwd=cwd, env=env)
+    b.settle()
+    b.reset_stats()
+    d = b.path(sub)
+    try:
+        seconds = run(["rm", "-rf", d], timeout=ctx.cap)
+        seconds += b.settle()
+    except Timeout:
+        sample = capped_sample(ctx, b, ctx.data.files - count_local_files(d), ctx.data.files,
+                               "files removed")
+        run(["rm", "-rf", d], timeout=3600)
+        return [sample]
+    sample = sample_of(b, seconds)
+    if r == 0 and b.count_files(sub):  # untimed: gone on the other side?
+        sample.note = "%d files still behind the mount after rm -rf" % b.count_files(sub)
+    return [sample]
+
+
 GIT_IDENTITY = ["-c", "user.name=bench", "-c", "user.email=bench@localhost", "-c", "gc.auto=0",
                 "-c", "maintenance.auto=false", "-c", "commit.gpgSign=false"]
 
@@ -1186,6 +1236,8 @@ WORKLOADS = [
     Workload("npm", ["npm"], npm_one),
     Workload("rmrf", ["rmrf"], rmrf_one),
     Workload("rmrfnpm", ["rmrf-npm"], rmrf_npm_one),
+    Workload("rmrfexec", ["rmrf-exec"], rmrf_exec_one),
+    Workload("renames", ["renames"], renames_one),
     Workload("ls", ["ls"], ls_one, tree_setup),
     Workload("find", ["find"], find_one, tree_setup),
     Workload("grep", ["grep-cold", "grep-warm"], grep_one, tree_setup),
@@ -1229,6 +1281,8 @@ def label(ctx, key):
         "npm": "npm-like: cp -r of %d files of 1-4 KB" % d.npm_files,
         "rmrf": "rm -rf, %d small files in %d directories" % (d.files, len(d.tree_dirs) + d.files // 200 + 1),
         "rmrf-npm": "rm -rf of the npm-like tree, %d files in %d directories" % (d.npm_files, d.npm_dirs),
+        "rmrf-exec": "rm -rf of %d small files the remote side made, right after a remote `true`" % d.files,
+        "renames": "rename storm: rename(2) of each of %d small files the remote side made" % d.files,
         "exec": "%d x remote `true` (mbexec / ssh)" % ctx.exec_count,
         "exec-stdout": "%d MiB of stdout: `X head -c %dM /dev/zero \\| wc -c`, X = mbexec / ssh"
                        % (ctx.stdout_mib, ctx.stdout_mib),
@@ -1376,6 +1430,12 @@ def target_rows(ctx, result):
         abs_target("11", "cold grep -r %d files at %d ms: <= 3 s" % (ctx.data.files, lat),
                    med(result, lat, "grep-cold", "mbfs"), 3)
     if 0 in lats:
+        for lat in lats:
+            for key, what in (("rmrf-exec", "rm -rf after a command"), ("renames", "rename storm")):
+                if lat:
+                    ratio_target("30", "%s at %d ms: mbfs <= %dx sshfs at 0 ms" % (what, lat, 1 if lat <= 20 else 2),
+                                 med(result, lat, key, "mbfs"), med(result, 0, key, "sshfs"),
+                                 1 if lat <= 20 else 2)
         ratio_target("11", "git add + commit at 0 ms: mbfs <= sshfs",
                      med(result, 0, "commit", "mbfs"), med(result, 0, "commit", "sshfs"), 1)
     for lat in lats:
