@@ -321,9 +321,49 @@ def test_kill9_after_a_link_of_a_queued_file_replays_both(service, container, ne
             "shared\nshared\nthird\nthird\nchanged\n"
     finally:
         log = finish(m2)
-    sent = re.findall(r"(\d+) new files? written before mbfs stopped: uploaded now in one batch", log)
+    sent = re.findall(r"(\d+) files? written before mbfs stopped: uploaded now in one batch", log)
     assert sent and int(sent[0]) >= 4, log
     assert [x for x in os.listdir(cache_dir) if x.startswith("run.")] == []
+
+
+def test_kill9_with_many_rewrites_queued_replays_them_in_a_batch(service, container, need_fuse, cache_dir):
+    """Rewrites of files the sandbox has, queued at a kill -9, go up at the
+    next mount in a batch that checks each one's base on the sandbox, not a
+    stat, a PUT and a command each (2,000 of them held the mount for 175 s at
+    20 ms). Each keeps the sandbox's mode; one the sandbox changed meanwhile
+    is kept, not written over."""
+    name = unique("crash-rewrites")
+    g = "/workspace/" + name
+    sh(service, container, "mkdir -p %s && cd %s && for i in $(seq 0 199); do echo old$i > f$i; "
+       "chmod $((i %% 2 ? 600 : 755)) f$i; done" % (g, g))
+    m = mount_with(service, container, cache_dir)
+    d = m.path(name)
+    os.listdir(d)
+    hold_writeback(service, m, d)
+    for i in range(200):
+        with open(os.path.join(d, "f%d" % i), "r+b") as f:
+            f.truncate(0)
+            f.write(b"new%d\n" % i)
+    kill9(m)
+    sh(service, container, "echo theirs > %s/f7" % g)    # changed meanwhile
+    service.clear_faults()
+    service.reset_stats()
+    m2 = mount_with(service, container, cache_dir)
+    try:
+        stats = service.stats()
+        out = sh(service, container, "cd %s && for i in $(seq 0 199); do printf '%%s %%s\\n' "
+                 "$(stat -c %%a f$i) $(cat f$i); done" % g).splitlines()
+        for i in range(200):
+            want = "theirs" if i == 7 else "new%d" % i
+            assert out[i] == "%s %s" % ("600" if i % 2 else "755", want), (i, out[i])
+        assert mbtest.requests_for(stats, "PUT /containers/files") <= 3, stats
+        assert mbtest.requests_for(stats, "POST /containers/exec") <= 10, stats
+        assert mbtest.requests_for(stats, "GET /containers/files/stat") <= 3, stats
+    finally:
+        log = finish(m2)
+    kept = kept_of(log, g + "/f7")
+    assert len(kept) == 1 and "changed on the sandbox" in kept[0][0], log
+    assert read_file(kept[0][1]) == b"new7\n"
 
 
 def test_kill9_with_many_new_files_queued_replays_them_in_a_batch(service, container, need_fuse, cache_dir):

@@ -636,8 +636,29 @@ def test_apply_removes_first_in_order_never_through_a_symlink(run, tmp_path, app
     assert (root / "full" / "x").exists()
 
 
+def test_apply_keeps_the_mode_of_the_file_replaced_after_a_k_line(run, tmp_path, apply_env):
+    """A replay after a crash does not know the sandbox's mode: a "k" line
+    keeps the replaced file's (its base holds), and a file with nothing to
+    replace takes its member's (0640 here)."""
+    root = tmp_path / "root"
+    (root / "d").mkdir(parents=True)
+    for n, mode in (("a", 0o600), ("b", 0o755), ("c", 0o604)):
+        (root / "d" / n).write_bytes(b"12345")
+        os.chmod(root / "d" / n, mode)
+        os.utime(root / "d" / n, (1600000000, 1600000000))
+    r = str(root)
+    p = apply_batch(run, tmp_path, ["d%s/d" % r, "b5 1600000000", "k", "fa", "k", "b5 1600000000",
+                                    "fb", "fc", "k", "fnew"],
+                    {(0, "a"): b"A", (0, "b"): b"B", (0, "c"): b"C", (0, "new"): b"N"})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[-1] == "ok 4", p.stdout
+    modes = {n: os.stat(root / "d" / n).st_mode & 0o7777 for n in ("a", "b", "c", "new")}
+    assert modes == {"a": 0o600, "b": 0o755, "c": 0o640, "new": 0o640}, modes
+    assert (root / "d" / "a").read_bytes() == b"A"
+
+
 def test_apply_moves_in_order_with_the_removals_never_through_a_symlink(run, tmp_path, apply_env):
-    """v and V lines rename a file over a name, in order with the r lines:
+    """i, v and V lines rename a file over a name, in order with the r lines:
     a chain of moves (a swap through a third name), a move over a file, a
     move of a symlink itself; a gone source, a directory on either side and
     a way through a swapped symlink are refused with their index; two
@@ -654,20 +675,21 @@ def test_apply_moves_in_order_with_the_removals_never_through_a_symlink(run, tmp
     os.symlink(str(elsewhere), root / "swapped")
     d = str(root / "d")
     r = str(root)
-    p = apply_batch(run, tmp_path, [
-        "v%s/x" % d, "V%s/t" % d,                     # 0-2: x and y swap
-        "v%s/y" % d, "V%s/x" % d,
-        "v%s/t" % d, "V%s/y" % d,
-        "v%s/over" % d, "V%s/old2" % d,               # 3: a plain move
-        "r%s/old2" % d,                               # 4: then removed
-        "v%s/ln" % d, "V%s/ln2" % d,                  # 5: the link itself
-        "v%s/gone" % d, "V%s/g" % d,                  # 6: gone
-        "v%s/dir" % d, "V%s/dir2" % d,                # 7: a directory
-        "v%s/y" % d, "V%s/dir" % d,                   # 8: over a directory
-        "v%s/x" % d, "V%s/swapped/victim" % r,        # 9: through a symlink
-        "v%s/old" % d, "V%s/hard" % d,                # 10: one file
-        "d%s" % d, "fnew",
-    ], {(0, "new"): b"N"})
+
+    def mv(i, a, b):
+        return ["i%016x -" % i, "v" + a, "V" + b]
+    p = apply_batch(run, tmp_path,
+                    mv(1, d + "/x", d + "/t") + mv(2, d + "/y", d + "/x") +      # 0-2: a swap
+                    mv(3, d + "/t", d + "/y") +
+                    mv(4, d + "/over", d + "/old2") +                            # 3: a plain move
+                    ["r%s/old2" % d] +                                           # 4: then removed
+                    mv(5, d + "/ln", d + "/ln2") +                               # 5: the link itself
+                    mv(6, d + "/gone", d + "/g") +                               # 6: gone
+                    mv(7, d + "/dir", d + "/dir2") +                             # 7: a directory
+                    mv(8, d + "/y", d + "/dir") +                                # 8: over a directory
+                    mv(9, d + "/x", r + "/swapped/victim") +                     # 9: through a symlink
+                    mv(10, d + "/old", d + "/hard") +                            # 10: one file
+                    ["d%s" % d, "fnew"], {(0, "new"): b"N"})
     assert p.returncode == 0, p.stderr
     out = p.stdout.splitlines()
     assert [x.split()[1] for x in out if x.startswith("z ")] == ["6", "7", "8", "9"], out
@@ -678,6 +700,44 @@ def test_apply_moves_in_order_with_the_removals_never_through_a_symlink(run, tmp
     assert (root / "d" / "y").read_bytes() == b"x"
     assert os.readlink(root / "d" / "ln2") == "x"
     assert (elsewhere / "victim").read_bytes() == b"keep"
+    # the moves done are in the ledger of the batch directory
+    assert sorted((tmp_path / "up" / "moves").read_text().split()) == \
+        ["%016x" % i for i in (1, 2, 3, 4, 5)], out
+
+
+def test_apply_does_no_move_twice(run, tmp_path, apply_env):
+    """A rerun after a lost answer comes in a new batch (another archive,
+    the same batch directory), a replay after a crash in another batch
+    directory naming the killed mount's: the ledger of either says which
+    moves are done, and those are not done again (x and y would swap
+    back, or t's content would go)."""
+    root = tmp_path / "root"
+    (root / "d").mkdir(parents=True)
+    for n in ("x", "y"):
+        (root / "d" / n).write_bytes(n.encode())
+    d = str(root / "d")
+    swap = ["iaaaaaaaaaaaaaa01 -", "v%s/x" % d, "V%s/t" % d,
+            "iaaaaaaaaaaaaaa02 -", "v%s/y" % d, "V%s/x" % d,
+            "iaaaaaaaaaaaaaa03 -", "v%s/t" % d, "V%s/y" % d]
+    for _ in range(2):
+        p = apply_batch(run, tmp_path, swap, {})
+        assert p.returncode == 0 and p.stdout.splitlines() == ["ok 0"], (p.stdout, p.stderr)
+        assert (root / "d" / "x").read_bytes() == b"y"
+        assert (root / "d" / "y").read_bytes() == b"x"
+        assert sorted(os.listdir(root / "d")) == ["x", "y"]
+    # a replay: another batch directory; the killed mount's is named
+    killed = "/tmp/.mbfs-wb-%s" % os.urandom(6).hex()
+    os.makedirs(killed)
+    try:
+        shutil.copy(tmp_path / "up" / "moves", killed + "/moves")
+        os.unlink(tmp_path / "up" / "moves")
+        p = apply_batch(run, tmp_path, [x.replace(" -", " " + killed) if x.startswith("i") else x
+                                        for x in swap], {})
+        assert p.returncode == 0 and p.stdout.splitlines() == ["ok 0"], (p.stdout, p.stderr)
+        assert (root / "d" / "x").read_bytes() == b"y"
+        assert sorted(os.listdir(root / "d")) == ["x", "y"]
+    finally:
+        shutil.rmtree(killed)
 
 
 def test_follow_lists_files_and_directories(run, tmp_path):

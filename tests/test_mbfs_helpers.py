@@ -187,3 +187,14 @@ def guest_tree_digest(service, ident, root):
         else:
             out[rel] = ("file", parts[2], int(parts[3], 8))
     return out
+
+
+def until(pred, what, timeout=30):
+    """Wait for pred() to hold (an event the test cannot be told of),
+    failing after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.1)
+    raise AssertionError("timed out waiting for " + what)

@@ -16,7 +16,7 @@ import time
 import pytest
 
 import mbtest
-from test_mbfs_helpers import read_file, sh, sync, unique, write_file
+from test_mbfs_helpers import read_file, sh, sync, unique, until, write_file
 
 MiB = 1 << 20
 
@@ -28,15 +28,6 @@ def digest(service, container, rpath):
     return sh(service, container,
               "cd '%s' && find . -printf '%%p %%y %%m %%s %%T@\\n' | sort && "
               "find . -type f -exec sha256sum {} + | sort" % rpath)
-
-
-def until(pred, what, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting for " + what)
 
 
 @pytest.fixture

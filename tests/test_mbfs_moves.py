@@ -15,7 +15,8 @@ import pytest
 
 import mbtest
 from test_mbfs_helpers import (control, finish, guest_tree_digest, hold_writeback, invalidate,
-                               read_file, requests_of, sh, sync, tree_digest, unique, write_file)
+                               read_file, requests_of, sh, sync, tree_digest, unique, until,
+                               write_file)
 
 EXEC = "POST /containers/exec"
 MOVE = "POST /containers/files/move"
@@ -172,5 +173,109 @@ def test_queued_moves_survive_kill9(service, container, need_fuse, tmp_path):
         assert sh(service, container, "cat %s/g0" % g) == "v0\n"
         assert "mbfs stopped: sent now" in m2.log(), m2.log()
         assert sorted(os.listdir(m2.path(name))) == ["blocker", "g0"]
+    finally:
+        finish(m2)
+
+
+def test_a_move_through_a_directory_made_and_removed_here_lands(service, container, wb):
+    """mkdir s, a file moved into it and out again, rmdir s, all queued:
+    s's mkdir is not dropped as never sent, since the moves need it."""
+    name = unique("through")
+    sandbox_files(service, container, name, 2)
+    d = wb.path(name)
+    os.listdir(d)
+    hold_writeback(service, wb, d)
+    p = lambda *a: os.path.join(d, *a)    # noqa: E731
+    os.mkdir(p("s"))
+    os.rename(p("f0"), p("s", "f0"))
+    os.rename(p("s", "f0"), p("g"))
+    os.rmdir(p("s"))
+    os.mkdir(p("s2"))
+    os.rename(p("f1"), p("s2", "f1"))
+    os.unlink(p("s2", "f1"))
+    os.rmdir(p("s2"))
+    assert sorted(os.listdir(d)) == ["blocker", "g"]
+    service.release_held()
+    sync(wb)
+    assert guest_ls(service, container, "/workspace/" + name) == ["blocker", "g"]
+    invalidate(wb)
+    assert sorted(os.listdir(d)) == ["blocker", "g"]
+    assert read_file(p("g")) == b"v0\n"
+
+
+def test_a_file_moved_over_a_directory_removed_while_its_mkdir_travels(service, container, wb):
+    """The mkdir of x is in the batch on its way; rmdir x, then a file moved
+    to x: when the mkdir lands it leaves the moved file's entry alone, and x
+    shows as the file throughout."""
+    name = unique("overdir")
+    sandbox_files(service, container, name, 1)
+    d = wb.path(name)
+    x = os.path.join(d, "x")
+    os.listdir(d)
+    sync(wb)
+    service.fault(route="PUT /containers/files", count=1, match="wb-", heldMs=45000)
+    os.mkdir(x)
+    write_file(os.path.join(d, "blocker"), b"b\n")
+    until(lambda: service.held() >= 1, "the mkdir's batch held")
+    os.rmdir(x)
+    os.rename(os.path.join(d, "f0"), x)
+    assert os.path.isfile(x)
+    service.release_held()
+    sync(wb)
+    assert os.path.isfile(x) and read_file(x) == b"v0\n"
+    assert sorted(os.listdir(d)) == ["blocker", "x"]
+    assert sh(service, container, "cat /workspace/%s/x" % name) == "v0\n"
+
+
+def test_moves_whose_answer_was_lost_are_not_done_again(service, container, need_fuse):
+    """The batch ran on the sandbox, its answer lost until the batch gave
+    up, so its moves went again in a new batch: its ledger there says they
+    are done (a swap back would lose v0)."""
+    name = unique("lost")
+    sandbox_files(service, container, name, 2)
+    m = mbtest.Mount(service, container, options=["op_timeout=1"])
+    try:
+        d = m.path(name)
+        os.listdir(d)
+        service.fault(route="POST /containers/exec", count=5, status=503, error="unavailable",
+                      when="after")
+        os.rename(os.path.join(d, "f0"), os.path.join(d, "g"))
+        os.rename(os.path.join(d, "f1"), os.path.join(d, "f0"))
+        until(lambda: control(m)["writeback"]["pendingRemoves"] == 0, "the moves landed")
+        service.clear_faults()
+        sync(m)
+        assert sh(service, container, "cd /workspace/%s && grep . *" % name) == "f0:v1\ng:v0\n"
+        assert read_file(os.path.join(d, "g")) == b"v0\n"
+        assert read_file(os.path.join(d, "f0")) == b"v1\n"
+    finally:
+        finish(m)
+
+
+def test_a_replay_after_kill9_does_no_move_twice(service, container, need_fuse, tmp_path):
+    """The moves' batch ran on the sandbox, its answer held, when the mount
+    was killed: the next mount replays them from the journal, and the
+    killed mount's ledger says they are done."""
+    cache = str(tmp_path / "cache")
+    name = unique("replay")
+    sandbox_files(service, container, name, 2)
+    m = mbtest.Mount(service, container, options=["cache_dir=" + cache])
+    d = m.path(name)
+    os.listdir(d)
+    sync(m)
+    service.fault(route="POST /containers/exec", count=1, heldMs=60000)
+    os.rename(os.path.join(d, "f0"), os.path.join(d, "g"))
+    os.rename(os.path.join(d, "f1"), os.path.join(d, "f0"))
+    # (a file read, not a command: the fault holds the next command)
+    until(lambda: service.get_file(container, "/workspace/%s/g" % name) == (200, b"v0\n"),
+          "the moves done on the sandbox")
+    until(lambda: service.held() >= 1, "their answer held")
+    m.kill9()
+    assert not mbtest.sanitizer_report(m.log()), m.log()
+    service.release_held()
+    service.clear_faults()
+    m2 = mbtest.Mount(service, container, options=["cache_dir=" + cache])
+    try:
+        assert sh(service, container, "cd /workspace/%s && grep . *" % name) == "f0:v1\ng:v0\n"
+        assert "cannot be done on the sandbox now" not in m2.log(), m2.log()
     finally:
         finish(m2)

@@ -110,6 +110,9 @@ struct mbfs_jop {
 	                              'r' unlink, 'R' rmdir, 'v' move */
 	char rpath[MB_PATH_MAX];   /* guest path */
 	char rto[MB_PATH_MAX];     /* v: the guest path it moves to */
+	char mv_id[17];            /* v: its name for good (hex) */
+	char ledger[64];           /* v: the batch directory whose ledger
+	                              says it is done (wbsend.h) */
 	unsigned mode;             /* M, C: permission bits */
 	struct timespec mtime;     /* T */
 	bool base_known;           /* r: the file it removes */

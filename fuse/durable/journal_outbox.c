@@ -3,8 +3,8 @@
  *
  * The file starts with a line "o" and the owner's JSON; then "+ID K MODE
  * SEC NSEC BASEKNOWN BSIZE BMTIME PATH" notes a change (a later "+" of
- * the same ID replaces it in place; a move's PATH is "LEN FROMTO", LEN
- * the bytes of FROM) and "-ID" says it is done. Appends
+ * the same ID replaces it in place; a move's PATH is "LEN MVID LEDGER
+ * FROMTO", LEN the bytes of FROM) and "-ID" says it is done. Appends
  * are single write(2)s with O_APPEND: a kill -9 leaves whole lines, a
  * power cut at worst a torn last line, which the reader drops. Once
  * nothing is pending the file is emptied, so it never grows for long. */
@@ -88,9 +88,14 @@ int mbfs_journal_op(struct mbfs_journal *j, const struct mbfs_jop *op,
 	bool move = op->kind == 'v';
 	if (strchr(op->rpath, '\n') || (move && strchr(op->rto, '\n')))
 		return -EINVAL;
-	char line[OP_LINE_MAX], len_from[24] = "";
+	char line[OP_LINE_MAX], len_from[120] = "";
+	if (move && (strspn(op->mv_id, "0123456789abcdef") != 16 ||
+		     strncmp(op->ledger, "/tmp/", 5) != 0 ||
+		     strpbrk(op->ledger, " \n")))
+		return -EINVAL;
 	if (move)
-		snprintf(len_from, sizeof(len_from), "%zu ", strlen(op->rpath));
+		snprintf(len_from, sizeof(len_from), "%zu %s %s ",
+			 strlen(op->rpath), op->mv_id, op->ledger);
 	pthread_mutex_lock(&j->oplock);
 	bool fresh = *id == 0;
 	if (fresh) {
@@ -159,8 +164,10 @@ static bool parse_add(const char *s, struct oplist *l)
 	size_t flen = 0;
 	int more = 0;
 	if (op.kind == 'v' &&
-	    (sscanf(s + used, "%zu %n", &flen, &more) < 1 || !more ||
-	     flen >= sizeof(op.rpath) || strlen(s + used + more) <= flen))
+	    (sscanf(s + used, "%zu %16[0-9a-f] %63s %n", &flen, op.mv_id,
+		    op.ledger, &more) < 3 || !more ||
+	     strlen(op.mv_id) != 16 || flen >= sizeof(op.rpath) ||
+	     strlen(s + used + more) <= flen))
 		return false;
 	used += more;
 	size_t plen = op.kind == 'v' ? flen : strlen(s + used);

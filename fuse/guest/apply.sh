@@ -12,10 +12,15 @@
 # MTIME", as below; otherwise it is a conflict and the file stays), and a
 # line "RPATH" removes the empty directory PATH; a PATH gone already counts
 # as removed, one whose way passes through a symlink below the mounted
-# directory is refused. A line "vFROM" followed by a line "VTO" renames
-# the file FROM over TO (rename(2), in order with the removals; a TO that
-# is a directory, a FROM that is gone or a directory, or one of them
-# whose way passes through such a symlink, fails it). Then comes a line "mMODE DIR" for each directory
+# directory is refused. A line "iID LEDGER", a line "vFROM" and a line
+# "VTO" rename the file FROM over TO (rename(2), in order with the
+# removals; a TO that is a directory, a FROM that is gone or a directory,
+# or one of them whose way passes through such a symlink, fails it). ID
+# names the move for good: once done it goes in the ledger "moves" of
+# PARTS's directory, and a move the ledger there or in LEDGER (a killed
+# mount's batch directory, or "-") holds is not done again (a rerun after
+# a lost answer, or a replay after a crash, would move what took FROM's
+# name since). Then comes a line "mMODE DIR" for each directory
 # to make (an absolute guest
 # path; its parent exists or is made by an earlier line), made with mode
 # MODE (octal) before anything else; a name that is taken already (even
@@ -30,7 +35,9 @@
 # there) or "SIZE MTIME" (bytes and whole seconds); otherwise it is a
 # conflict: the sandbox's file stays and this one is reported, unless it
 # holds the same bytes as this one (an earlier batch whose answer was
-# lost put it there): then this one goes in place. Or by a
+# lost put it there): then this one goes in place. A line "k" before a
+# "f" line says the file keeps the mode of the file it replaces (a
+# replay after a crash, which does not know it), not its member's. Or by a
 # line "tTIME": give DIR the
 # modification time TIME (a touch -d value), or by a line "cMODE": give DIR
 # the mode MODE, each after the files before it are in place (their
@@ -182,8 +189,9 @@ mkdirs() {
 # $sd/pairs (source, target, NUL-ended); without it, one mv per directory,
 # its files piled up in "$@". Both are a rename(2) each. A rename that
 # fails leaves its file staged, which the report says.
-# Each pair carries the file's base ("" for none): a target that no
-# longer matches it is not replaced, and its staged name goes to
+# Each pair carries the file's base ("" for none) and its "k" mark ("" for
+# none): a target that no longer matches the base is not replaced, and its
+# staged name goes to
 # $sd/conflicts (one a line) for the report.
 : >"$sd/conflicts"
 byperl=
@@ -194,13 +202,15 @@ if command -v perl >/dev/null 2>&1; then
 		exec 3>&-
 		perl -0 -e 'open(my $c, ">>", $ARGV[0]) or die;
 		while (defined(my $s = <STDIN>)) {
-			my $t = <STDIN>; my $b = <STDIN>; chomp($s, $t, $b);
+			my $t = <STDIN>; my $b = <STDIN>; my $k = <STDIN>;
+			chomp($s, $t, $b, $k);
 			my @st = lstat($t);
 			my $now = @st ? "$st[7] $st[9]" : "-";
 			if ($b ne "" && $b ne $now && !same($s, $t)) {
 				print $c "$s\n";
 				next;
 			}
+			chmod($st[2] & 07777, $s) if $k ne "" && @st && -f _;
 			rename($s, $t);
 		}
 		# do $src (staged) and $dst (the target, a regular file) hold
@@ -266,13 +276,29 @@ same() {
 # The removals and moves, in order, all before the rest of the list: with
 # perl one process does them all; without it, one rm, rmdir or mv each.
 if [ -n "$byperl" ]; then
-	perl -e 'my ($root, $list, $out) = @ARGV;
+	perl -e 'my ($root, $list, $out, $cur) = @ARGV;
 	open(my $in, "<", $list) or die; open(my $o, ">>", $out) or die;
-	my ($i, $base) = (0, "");
+	my ($i, $base, $mid) = (0, "", "");
+	# the moves a run of this mount (or of the killed one an "i" line
+	# names) did already: a rerun after a lost answer does none twice
+	my (%done, %read);
+	my $ledger = sub {
+		my $d = shift;
+		return if $read{$d}++ || -l $d || !-d _;
+		open(my $f, "<", "$d/moves") or return;
+		while (my $x = <$f>) { chomp $x; $done{$x} = 1; }
+	};
+	$ledger->($cur);
 	while (my $l = <$in>) {
 		chomp $l;
 		my ($k, $p) = (substr($l, 0, 1), substr($l, 1));
 		if ($k eq "b") { $base = $p; next; }
+		if ($k eq "i") {
+			my $d;
+			($mid, $d) = split(/ /, $p, 2);
+			$ledger->($d) if $d =~ m{\A/tmp/\.mbfs-wb-[0-9a-f]+\z};
+			next;
+		}
 		last unless $k eq "r" || $k eq "R" || $k eq "v";
 		my ($b, $why, $s) = ($base, "", $p);
 		$base = "";
@@ -292,7 +318,9 @@ if [ -n "$byperl" ]; then
 			}
 		}
 		my @st = $why eq "" ? lstat($p) : ();
-		if ($k eq "v") {
+		if ($k eq "v" && $done{$mid}) {
+			# done by the run whose answer was lost
+		} elsif ($k eq "v") {
 			my $dir = @st && -d _;
 			my @tt = @st ? lstat($to) : ();
 			if ($why ne "") {
@@ -304,8 +332,13 @@ if [ -n "$byperl" ]; then
 				$why = "Is a directory";
 			} elsif (@tt && $tt[0] == $st[0] && $tt[1] == $st[1]) {
 				print $o "w $i\n";   # rename(2) leaves both
+			} elsif (rename($p, $to)) {
+				if ($mid ne "" && open(my $m, ">>", "$cur/moves")) {
+					print $m "$mid\n";
+					close($m);
+				}
 			} else {
-				rename($p, $to) or $why = "$!";
+				$why = "$!";
 			}
 		} elsif (!@st) {
 		} elsif ($k eq "R") {
@@ -320,14 +353,22 @@ if [ -n "$byperl" ]; then
 		}
 		print $o "z $i $why\n" if $why ne "";
 		$i++;
-	}' "$root" "$sd/list" "$sd/made"
+	}' "$root" "$sd/list" "$sd/made" "${p%/*}"
 else
 	ri=0
+	mid=
+	mdir=${p%/*}
 	base=
 	while IFS= read -r l; do
 		k=${l%"${l#?}"} v=${l#?}
 		if [ "$k" = b ]; then
 			base=$v
+			continue
+		fi
+		if [ "$k" = i ]; then
+			mid=${v%% *} mdir=${v#* }
+			case $mdir in /tmp/.mbfs-wb-*) ;; *) mdir=${p%/*} ;; esac
+			[ -d "$mdir" ] && ! [ -L "$mdir" ] || mdir=${p%/*}
 			continue
 		fi
 		if [ "$k" = v ]; then
@@ -337,7 +378,9 @@ else
 		[ "$k" = r ] || [ "$k" = R ] || [ "$k" = V ] || break
 		if [ "$k" = V ]; then
 			t=$(stat -c %d:%i -- "$from" "$v" 2>/dev/null) || t=
-			if swapped "${from%/*}" || swapped "${v%/*}"; then
+			if grep -Fxqs -- "$mid" "${p%/*}/moves" "$mdir/moves"; then
+				: # done by the run whose answer was lost
+			elif swapped "${from%/*}" || swapped "${v%/*}"; then
 				echo "z $ri a directory above it is a symlink"
 			elif ! [ -e "$from" ] && ! [ -L "$from" ]; then
 				echo "z $ri No such file or directory"
@@ -347,9 +390,10 @@ else
 				echo "z $ri Is a directory"
 			elif [ -n "$t" ] && [ "${t%%"$NL"*}" = "${t#*"$NL"}" ]; then
 				echo "w $ri" # rename(2) leaves both
+			elif err=$(mv -fT -- "$from" "$v" 2>&1); then
+				printf '%s\n' "$mid" >>"${p%/*}/moves"
 			else
-				err=$(mv -fT -- "$from" "$v" 2>&1) ||
-					echo "z $ri ${err##*: }"
+				echo "z $ri ${err##*: }"
 			fi
 			ri=$((ri + 1))
 			continue
@@ -379,6 +423,7 @@ why=
 mi=0
 mmode=
 base=
+keep=
 while IFS= read -r l; do
 	k=${l%"${l#?}"} v=${l#?}
 	if [ "$k" != m ] && [ "$k" != M ] && [ -n "$pend" ]; then
@@ -432,21 +477,31 @@ while IFS= read -r l; do
 	elif [ "$k" = b ]; then
 		base=$v
 		continue
-	elif [ "$k" = r ] || [ "$k" = R ] || [ "$k" = v ] || [ "$k" = V ]; then
+	elif [ "$k" = k ]; then
+		keep=1
+		continue
+	elif [ "$k" = r ] || [ "$k" = R ] || [ "$k" = i ] || [ "$k" = v ] ||
+		[ "$k" = V ]; then
 		: # done above
 	elif [ -z "$why" ] && { ! [ -d "$dir/$v" ] || [ -L "$dir/$v" ]; } &&
 		{ [ -n "$byperl" ] || ! [ -L "$dir/$v" ]; }; then
 		# perl's rename(2) replaces a symlink itself (a file renamed
 		# over one on the mount); mv into DIR would follow it
 		if [ -n "$byperl" ]; then
-			printf '%s\0%s\0%s\0' "$sd/$g/$v" "$dir/$v" "$base" >&3
+			printf '%s\0%s\0%s\0%s\0' "$sd/$g/$v" "$dir/$v" "$base" \
+				"$keep" >&3
 		elif based "$dir/$v" || same "$sd/$g/$v" "$dir/$v"; then
+			if [ -n "$keep" ] && [ -f "$dir/$v" ] && ! [ -L "$dir/$v" ] &&
+				km=$(stat -c %a -- "$dir/$v" 2>/dev/null); then
+				chmod "$km" -- "$sd/$g/$v" 2>/dev/null || :
+			fi
 			set -- "$@" "$sd/$g/$v"
 		else
 			printf '%s\n' "$sd/$g/$v" >>"$sd/conflicts"
 		fi
 	fi
 	base=
+	keep=
 done <"$sd/list"
 if [ -n "$pend" ]; then
 	mkdirs "$@"
@@ -468,7 +523,7 @@ g=-1
 			refusal
 			continue
 		fi
-		case $k in [mMtcbrRvV]) continue ;; esac
+		case $k in [mMtcbkrRivV]) continue ;; esac
 		i=$((i + 1))
 		s=$sd/$g/$v
 		[ -e "$s" ] || [ -L "$s" ] || continue

@@ -35,8 +35,10 @@ static void note(struct mbfs *fs, struct mbfs_wbq_entry *e)
 	struct mbfs_jop op;
 	memset(&op, 0, sizeof(op));
 	if (!fs->journal || mbfs_remote_path(fs, e->dpath, op.rpath) ||
-	    (e->dto && mbfs_remote_path(fs, e->dto, op.rto)))
+	    (e->dto && mbfs_remote_path(fs, e->dto, op.rto)) ||
+	    (e->dto && mbfs_wbsend_ledger(fs, op.ledger)))
 		return;
+	memcpy(op.mv_id, e->mv_id, sizeof(op.mv_id));
 	op.kind = kinds[e->kind];
 	op.mode = e->dmode;
 	op.mtime = e->dtime;
@@ -270,9 +272,16 @@ bool mbfs_wbq_remove(struct mbfs *fs, const char *path, bool dir,
 	pthread_mutex_lock(&q->lock);
 	mbfs_wbq_start_locked(fs, q);
 	struct mbfs_wbq_entry *make = NULL;
-	for (struct mbfs_wbq_entry *e = q->head; e && dir; e = e->next)
+	for (struct mbfs_wbq_entry *e = q->head; e && dir; e = e->next) {
 		if (!e->n && strcmp(e->dpath, path) == 0)
 			make = e->kind == MBFS_WBDIR_MAKE && !e->inflight ? e : NULL;
+		/* a move through it after its mkdir needs it made on the
+		 * sandbox: then it is made, and removed, in order */
+		else if (make && !e->n && e->kind == MBFS_WBDIR_MV &&
+			 (mbfs_path_at_or_below(e->dpath, path) ||
+			  mbfs_path_at_or_below(e->dto, path)))
+			make = NULL;
+	}
 	if (!q->running || q->stop) {
 		/* refused: the caller removes it now */
 	} else if (make) {
@@ -329,7 +338,13 @@ bool mbfs_wbq_move(struct mbfs *fs, const char *from, const char *to,
 	if (!q || !mbfs_wbsend_fits(from) || !mbfs_wbsend_fits(to))
 		return false;
 	struct mbfs_wbq_entry *e = NULL;
-	char *dto = strdup(to);
+	char *dto = strdup(to), id[17], ledger[64];
+	/* named (and noted) now, not under the queue's lock: the move's
+	 * journal line names it */
+	if (mb_random_hex(id, 8) || mbfs_wbsend_ledger(fs, ledger)) {
+		free(dto);
+		return false;
+	}
 	pthread_mutex_lock(&q->lock);
 	mbfs_wbq_start_locked(fs, q);
 	if (dto && q->running && !q->stop &&
@@ -338,6 +353,7 @@ bool mbfs_wbq_move(struct mbfs *fs, const char *from, const char *to,
 		if (e) {
 			e->dto = dto;
 			dto = NULL;
+			memcpy(e->mv_id, id, sizeof(id));
 		} else {
 			mbfs_gone_remove(fs->gone, from);
 		}

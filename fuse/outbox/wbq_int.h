@@ -25,6 +25,7 @@ struct mbfs_wbq_entry {
 	enum mbfs_wbdir_kind kind;   /* a directory's change */
 	char *dpath;             /* the directory (MV: the file moved) */
 	char *dto;               /* MV: its new name */
+	char mv_id[17];          /* MV: its name for good (wbsend.h) */
 	uint64_t shown;          /* MV: the new name's entry in newdir.h
 	                            (mbfs_newdir_add_file), 0 once gone */
 	struct timespec dtime;   /* TIME: its mtime (mbfs_wbq_dir_time) */

@@ -51,13 +51,18 @@ void mbfs_wbq_made(struct mbfs *fs, const char *path, int rc, const char *why)
 			       "the sandbox: %s", path, why);
 		return;
 	}
-	if (!rc && mbfs_newdir_stat(fs->newdirs, path, &st) == 1)
+	/* a file moved to the name since (the directory removed here
+	 * again) owns the table's entry: its move lands later */
+	bool mine = mbfs_newdir_stat(fs->newdirs, path, &st) == 1 &&
+		    S_ISDIR(st.st_mode);
+	if (!rc && mine)
 		mbfs_cache_put_dir(fs->cache, path, &st);
 	else if (rc)
 		mb_log(MB_LOG_WARN, "cannot make the directory '%s' on the "
 		       "sandbox: %s; the files written in it are kept", path,
 		       why);
-	mbfs_newdir_remove(fs->newdirs, path);
+	if (mine)
+		mbfs_newdir_remove(fs->newdirs, path);
 	if (rc)
 		mbfs_cache_invalidate_tree(fs->cache, path);
 }

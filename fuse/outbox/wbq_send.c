@@ -124,6 +124,7 @@ static bool gather_locked(struct mbfs_wbq *q, struct batch *b)
 		struct mbfs_wbdir *d = &b->dv[b->nd++];
 		d->path = e->dpath;
 		d->to = e->dto;
+		memcpy(d->mv_id, e->mv_id, sizeof(d->mv_id));
 		d->kind = e->kind;
 		d->mode = e->dmode;
 		d->doubt = e->doubt;

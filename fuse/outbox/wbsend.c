@@ -61,6 +61,11 @@ static int stage_name(struct mbfs *fs, char out[64])
 	return rc;
 }
 
+int mbfs_wbsend_ledger(struct mbfs *fs, char out[64])
+{
+	return stage_name(fs, out);
+}
+
 /* The batch directory was swapped for a symlink after the mount made it
  * (apply.sh removed what the PUTs left through it): forget it, so that
  * the next batch makes a fresh one; the link is not ours to remove. */
@@ -203,7 +208,9 @@ static int build(struct mbfs *fs, struct mbfs_wbfile *v, const size_t *order,
 			char rto[MB_PATH_MAX];
 			rc = mbfs_remote_path(fs, dv[k].to, rto);
 			if (!rc)
-				rc = mb_buf_appendf(&list, "v%s\nV%s\n", rdir,
+				rc = mb_buf_appendf(&list, "i%s %s\nv%s\nV%s\n",
+						    dv[k].mv_id, dv[k].ledger ?
+						    dv[k].ledger : "-", rdir,
 						    rto);
 			continue;
 		}
@@ -244,6 +251,8 @@ static int build(struct mbfs *fs, struct mbfs_wbfile *v, const size_t *order,
 			rc = mb_buf_appendf(&list, "b%" PRIu64 " %lld\n",
 					    f->base_size,
 					    (long long)f->base_mtime);
+		if (!rc && f->keep_mode)
+			rc = mb_buf_appendf(&list, "k\n");
 		if (!rc)
 			rc = mb_buf_appendf(&list, "f%s\n", f->path + dl + 1);
 	}

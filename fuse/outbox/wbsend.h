@@ -36,6 +36,9 @@ struct mbfs_wbfile {
 	char *data;          /* len bytes, malloc'd by the caller */
 	size_t len;
 	unsigned mode;       /* permission bits it gets */
+	bool keep_mode;      /* unless it replaces a file: then that one's
+	                        (a replay after a crash, which does not know
+	                        the sandbox's mode) */
 	struct timespec mtime;   /* exact: it travels in a pax record */
 	/* what the guest's file must still be for this one to replace it
 	 * (else it is a conflict: the guest's stays, this one fails) */
@@ -73,6 +76,10 @@ static inline bool mbfs_wbdir_removes(enum mbfs_wbdir_kind kind)
 struct mbfs_wbdir {
 	char *path;          /* mount-relative, the caller's */
 	char *to;            /* MV: the new name, likewise */
+	char mv_id[17];      /* MV: its name for good (hex), so that no
+	                        rerun does it twice (apply.sh's ledger) */
+	const char *ledger;  /* MV: a killed mount's batch directory, whose
+	                        ledger may hold it already; NULL: none */
 	enum mbfs_wbdir_kind kind;
 	struct timespec mtime;   /* TIME */
 	unsigned mode;           /* MAKE, MODE: permission bits */
@@ -108,6 +115,12 @@ bool mbfs_wbsend_fits(const char *path);
  * place; err says why, after mbfs_fail). */
 int mbfs_wbsend(struct mbfs *fs, struct mbfs_wbfile *v, size_t n,
 		struct mbfs_wbdir *dv, size_t nd, struct mb_err *err);
+
+/* The mount's batch directory (/tmp/.mbfs-wb-RANDOM, whose ledger the
+ * moves a batch does go in) into out, named and noted in the journal now
+ * if not yet: a move queued now notes it, for a replay after a crash. 0
+ * or -errno. */
+int mbfs_wbsend_ledger(struct mbfs *fs, char out[64]);
 
 /* At unmount, after the last batch: remove the mount's batch directory
  * (/tmp/.mbfs-wb-RANDOM: the report the last batch left for a rerun, and

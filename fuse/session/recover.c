@@ -26,8 +26,8 @@
 #include "fuse/outbox/wbsend.h"
 #include "fuse/transport/xfer.h"
 
-/* A new small file whose upload waits for the end of its run directory,
- * to go in a batch with the others (flush). */
+/* A small file whose upload waits for the end of its run directory, to
+ * go in a batch with the others (flush). */
 struct small {
 	char *local;
 	struct mbfs_jrec r;
@@ -281,14 +281,15 @@ static enum mbfs_jact one_dirty(struct replay *x, const char *local,
 	return MBFS_J_DONE;
 }
 
-/* Can r's copy local wait for a batch of new files (flush)? A new file
- * (no guest file to look at: the batch checks none is there) small
+/* Can r's copy local wait for a batch (flush)? A new file, or a rewrite
+ * whose base is known (the batch checks on the guest that nothing is
+ * there, or that the file is still that one: no stat of its own), small
  * enough for a batch, under this mount's directory. */
 static bool batchable(struct mbfs *fs, const char *local,
 		      const struct mbfs_jrec *r, char rel[MB_PATH_MAX])
 {
 	struct stat st;
-	return r->fresh && stat(local, &st) == 0 &&
+	return (r->fresh || r->base_known) && stat(local, &st) == 0 &&
 	       (uint64_t)st.st_size <= MBFS_WBQ_FILE_MAX &&
 	       mount_path(fs, r->rpath, rel) && mbfs_wbsend_fits(rel);
 }
@@ -326,10 +327,12 @@ static enum mbfs_jact on_dirty(void *ud, const char *local,
 	return MBFS_J_LATER;
 }
 
-/* A batch of the new small files v[0..n) (wbsend.h): each lands with its
- * mode and the time its copy kept, where no file is yet. Those that did
- * not go in it get their own turn (one_dirty), unless the sandbox could
- * not be reached: then they wait for the next mount. */
+/* A batch of the small files v[0..n) (wbsend.h): each lands with the
+ * time its copy kept, a new one with its mode where no file is yet, a
+ * rewrite over the file it was written against, keeping that one's mode.
+ * Those that did not go in it (a conflict, say) get their own turn
+ * (one_dirty: it looks, then keeps them), unless the sandbox could not be
+ * reached: then they wait for the next mount. */
 static void send_smalls(struct replay *x, struct small *v, size_t n,
 			enum mbfs_jact *acts)
 {
@@ -347,9 +350,18 @@ static void send_smalls(struct replay *x, struct small *v, size_t n,
 			fv[i].path = strdup(v[i].rel);
 			fv[i].len = (size_t)st.st_size;
 			fv[i].data = malloc(fv[i].len ? fv[i].len : 1);
-			fv[i].mode = v[i].r.mode & 07777;
 			fv[i].mtime = st.st_mtim;
-			fv[i].base = MBFS_BASE_ABSENT;
+			if (v[i].r.fresh) {
+				fv[i].mode = v[i].r.mode & 07777;
+				fv[i].base = MBFS_BASE_ABSENT;
+			} else {
+				/* the sandbox's file keeps its mode */
+				fv[i].mode = 0644;
+				fv[i].keep_mode = true;
+				fv[i].base = MBFS_BASE_STAT;
+				fv[i].base_size = v[i].r.base_size;
+				fv[i].base_mtime = v[i].r.base_mtime;
+			}
 			rc = fv[i].path && fv[i].data
 			     ? mbfs_pread_all(fd, fv[i].data, fv[i].len, 0) : -ENOMEM;
 		}
@@ -378,10 +390,10 @@ static void send_smalls(struct replay *x, struct small *v, size_t n,
 	free(fv);
 	x->uploaded += sent;
 	if (sent)
-		mb_log(MB_LOG_INFO, "%u new file%s written before mbfs stopped: "
+		mb_log(MB_LOG_INFO, "%u file%s written before mbfs stopped: "
 		       "uploaded now in one batch", sent, sent == 1 ? "" : "s");
 	if (away)
-		mb_log(MB_LOG_WARN, "%zu new file%s written before mbfs stopped "
+		mb_log(MB_LOG_WARN, "%zu file%s written before mbfs stopped "
 		       "wait for the next mount: %s", n, n == 1 ? "" : "s",
 		       err.msg);
 }
@@ -518,6 +530,8 @@ static enum mbfs_jact on_outbox(void *ud, const struct mbfs_jrec *owner,
 		struct mbfs_wbdir *d = &dv[n];
 		d->path = rel[i];
 		d->to = rel_to[i];
+		memcpy(d->mv_id, ops[i].mv_id, sizeof(d->mv_id));
+		d->ledger = ops[i].ledger[0] ? ops[i].ledger : NULL;
 		d->kind = kinds[(unsigned char)ops[i].kind & 127];
 		d->mode = ops[i].mode;
 		d->mtime = ops[i].mtime;
