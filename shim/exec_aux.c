@@ -359,7 +359,7 @@ static void say_silent(struct mbx_exec_state *st, bool launched, uint64_t quiet)
 			 "--attach %s (in this mount, within %u s)",
 			 (unsigned long long)quiet / 1000, left, st->run_id,
 			 mbx_orphan_seconds());
-	mbx_signals_said_silent(st->r, mb_now_ms() - quiet);
+	mbx_signals_said_silent(st->r);
 }
 
 /* Counts the silence while mbexec waits for an answer: a poll answers

@@ -146,7 +146,10 @@ struct mbx_run {
 	int terminated_by;       /* our signal that made us end the command */
 	bool silent;             /* the sandbox stopped answering (strategy) */
 	uint64_t key_int_ms;     /* a -t Ctrl-C key went to the sandbox then,
-	                            before it was known silent (pump.c) */
+	                            before it was known silent, and its stdin
+	                            chunk key_chunk is not there yet
+	                            (pump.c) */
+	long key_chunk;
 	bool abandoned;          /* a signal gave up on it (pump.h) */
 	int abandoned_by;        /* that signal */
 	void *priv;              /* the strategy's state */

@@ -317,16 +317,16 @@ bool mbx_signals_silent(struct mbx_run *r, bool silent)
 	return give_up;
 }
 
-/* Once the silence is said: a Ctrl-C that waits, or a -t Ctrl-C key sent
- * since the silence began (one before went through), counts as the first
- * Ctrl-C, and the hint says the next one gives up. */
-void mbx_signals_said_silent(struct mbx_run *r, uint64_t since)
+/* Once the silence is said: a Ctrl-C that waits, or a -t Ctrl-C key
+ * whose chunk never got to the sandbox (one that did went through; an
+ * answer read after the key does not tell), counts as the first Ctrl-C,
+ * and the hint says the next one gives up. */
+void mbx_signals_said_silent(struct mbx_run *r)
 {
 	bool hint, key;
 
 	pthread_mutex_lock(&r->lock);
-	key = r->silent && !r->abandoned && r->key_int_ms &&
-	      r->key_int_ms >= since;
+	key = r->silent && !r->abandoned && r->key_int_ms;
 	r->key_int_ms = 0;
 	hint = r->silent && !r->abandoned && !key &&
 	       unacked == MBX_ACT_INTERRUPT;
@@ -347,7 +347,8 @@ int mbx_signals_abandoned(struct mbx_run *r)
 	return by;
 }
 
-void mbx_signals_keys(struct mbx_run *r, const void *p, size_t n)
+void mbx_signals_keys(struct mbx_run *r, const void *p, size_t n,
+		      long chunk)
 {
 	bool silent;
 
@@ -355,11 +356,21 @@ void mbx_signals_keys(struct mbx_run *r, const void *p, size_t n)
 		return;
 	pthread_mutex_lock(&r->lock);
 	silent = r->silent;
-	if (!silent)
+	if (!silent) {
 		r->key_int_ms = mb_now_ms();
+		r->key_chunk = chunk;
+	}
 	pthread_mutex_unlock(&r->lock);
 	if (silent)
 		kill(getpid(), SIGINT);   /* to the signal thread */
+}
+
+void mbx_signals_keys_sent(struct mbx_run *r, long chunk)
+{
+	pthread_mutex_lock(&r->lock);
+	if (r->key_int_ms && chunk == r->key_chunk)
+		r->key_int_ms = 0;
+	pthread_mutex_unlock(&r->lock);
 }
 
 void mbx_signals_stop(struct mbx_run *r)

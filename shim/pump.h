@@ -49,16 +49,20 @@ enum mbx_action mbx_signals_early(struct mbx_run *r, int *signo);
  * answers again. True when that gave up on the run at once (a SIGTERM,
  * SIGHUP or second Ctrl-C was waiting): nothing more to say. */
 bool mbx_signals_silent(struct mbx_run *r, bool silent);
-/* Call after saying the silence, which began at since (mb_now_ms): a
- * Ctrl-C that waits, or a -t Ctrl-C key typed since then, counts as the
- * first, and the hint says so. */
-void mbx_signals_said_silent(struct mbx_run *r, uint64_t since);
+/* Call after saying the silence: a Ctrl-C that waits, or a -t Ctrl-C key
+ * whose stdin chunk the sandbox never took (mbx_signals_keys_sent), counts
+ * as the first, and the hint says so. */
+void mbx_signals_said_silent(struct mbx_run *r);
 
 /* Bytes a -t run read from the raw local terminal: while the sandbox is
  * silent, a Ctrl-C among them is also taken as the local SIGINT (raw mode
  * made it a byte for the remote program, which cannot get it now), so
  * that Ctrl-C twice gives up there too. */
-void mbx_signals_keys(struct mbx_run *r, const void *p, size_t n);
+void mbx_signals_keys(struct mbx_run *r, const void *p, size_t n,
+		      long chunk);
+/* The stdin chunk chunk is on the sandbox: a -t Ctrl-C key in it went
+ * through (chunk: the index mbx_signals_keys was given). */
+void mbx_signals_keys_sent(struct mbx_run *r, long chunk);
 
 /* The signal that abandoned the run, or 0. */
 int mbx_signals_abandoned(struct mbx_run *r);

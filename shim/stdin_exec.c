@@ -191,6 +191,7 @@ static void *send_main(void *arg)
 			pthread_cond_broadcast(&u->cv);
 			break;
 		}
+		mbx_signals_keys_sent(u->r, pick->idx);
 		pthread_mutex_lock(&u->mu);
 		pick->state = SLOT_FREE;
 		u->sent++;
@@ -315,8 +316,15 @@ static void *read_main(void *arg)
 		if (got <= 0) {
 			u->in_eof = true;
 		} else {
-			if (u->r->pty && u->r->stdin_tty)
-				mbx_signals_keys(u->r, cur->buf + cur->len, (size_t)got);
+			if (u->r->pty && u->r->stdin_tty) {
+				/* the filling chunk's index once queued: only
+				 * this thread numbers them */
+				pthread_mutex_lock(&u->mu);
+				long idx = u->next;
+				pthread_mutex_unlock(&u->mu);
+				mbx_signals_keys(u->r, cur->buf + cur->len,
+						 (size_t)got, idx);
+			}
 			cur->len += (size_t)got;
 		}
 	}
