@@ -224,8 +224,8 @@ def test_a_profile_that_never_runs_our_command_fails_loudly(service, need_fuse_m
                 with open(m.path("big"), "wb") as f:
                     f.write(data)
             assert e.value.errno == errno.EIO, e.value
-            with pytest.raises(OSError) as e:
-                os.chmod(m.path("d", "f"), 0o600)
+            with pytest.raises(OSError) as e:   # a command of its own
+                os.symlink("f", m.path("d", "l"))
             assert e.value.errno == errno.EIO, e.value
             with open(m.path("d", "small"), "wb") as f:
                 f.write(b"small\n")

@@ -705,6 +705,37 @@ def test_apply_moves_in_order_with_the_removals_never_through_a_symlink(run, tmp
         ["%016x" % i for i in (1, 2, 3, 4, 5)], out
 
 
+def test_apply_gives_files_modes_in_order_never_through_a_symlink(run, tmp_path, apply_env):
+    """p lines chmod a file in order with the moves (after a move, its new
+    name); a file gone, a symlink in its place and a way through a swapped
+    symlink are refused with their index, the symlink's target untouched."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "victim").write_bytes(b"keep")
+    os.chmod(elsewhere / "victim", 0o644)
+    root = tmp_path / "root"
+    (root / "d").mkdir(parents=True)
+    (root / "d" / "a").write_bytes(b"a")
+    (root / "d" / "b").write_bytes(b"b")
+    os.symlink(str(elsewhere / "victim"), root / "d" / "ln")
+    os.symlink(str(elsewhere), root / "swapped")
+    d, r = str(root / "d"), str(root)
+    p = apply_batch(run, tmp_path, [
+        "p0600 %s/a" % d,                                     # 0
+        "i00000000000000b1 -", "v%s/b" % d, "V%s/c" % d,      # 1
+        "p0751 %s/c" % d,                                     # 2: its new name
+        "p0600 %s/gone" % d,                                  # 3: gone
+        "p0777 %s/ln" % d,                                    # 4: a symlink
+        "p0777 %s/swapped/victim" % r,                        # 5: through a symlink
+    ], {})
+    assert p.returncode == 0, p.stderr
+    out = p.stdout.splitlines()
+    assert [x.split()[1] for x in out if x.startswith("z ")] == ["3", "4", "5"], out
+    assert os.stat(root / "d" / "a").st_mode & 0o7777 == 0o600
+    assert os.stat(root / "d" / "c").st_mode & 0o7777 == 0o751
+    assert os.stat(elsewhere / "victim").st_mode & 0o7777 == 0o644
+
+
 def test_apply_does_no_move_twice(run, tmp_path, apply_env):
     """A rerun after a lost answer comes in a new batch (another archive,
     the same batch directory), a replay after a crash in another batch

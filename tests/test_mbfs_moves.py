@@ -1,7 +1,7 @@
-"""Renames through the write-back queue: a rename of a file already on the
-sandbox that no one holds open travels in the next batch, in order with
-the removals, mkdirs and files queued around it, and is journaled so that
-a kill -9 loses none of it. Until it lands the old name shows gone and the
+"""Renames (and chmods) through the write-back queue: a rename or chmod of
+a file already on the sandbox that no one holds open travels in the next
+batch, in order with the removals, mkdirs and files queued around it, and
+is journaled so that a kill -9 loses none of it. Until it lands the old name shows gone and the
 new one shows the file, even to a listing taken from the sandbox again;
 an open of the new name waits for it (its bytes are under the old name
 there until then).
@@ -10,6 +10,7 @@ Tests that need a move to stay queued hold the queue with a first batch
 the service answers slowly (hold_writeback): no timing is asserted."""
 import errno
 import os
+import subprocess
 
 import pytest
 
@@ -279,3 +280,60 @@ def test_a_replay_after_kill9_does_no_move_twice(service, container, need_fuse, 
         assert "cannot be done on the sandbox now" not in m2.log(), m2.log()
     finally:
         finish(m2)
+
+
+def test_a_chmod_storm_goes_in_a_few_batches_and_shows_at_once(service, container, wb):
+    name = unique("chmod")
+    n = 200
+    sandbox_files(service, container, name + "/s", n)
+    d = wb.path(name, "s")
+    os.listdir(d)
+    hold_writeback(service, wb, wb.path(name))   # its blocker is beside s
+    service.reset_stats()
+    subprocess.run(["chmod", "-R", "u=rwx,go=", d], check=True)
+    assert requests_of(service, EXEC) == 0, service.stats()
+    # shown at once, also over a listing taken from the sandbox again
+    invalidate(wb)
+    assert {os.stat(os.path.join(d, "f%d" % i)).st_mode & 0o777 for i in range(n)} == {0o700}
+    service.release_held()
+    sync(wb)
+    assert requests_of(service, EXEC) <= 4, service.stats()
+    modes = sh(service, container, "stat -c %%a /workspace/%s/s /workspace/%s/s/f* | sort -u"
+               % (name, name))
+    assert modes == "700\n", modes
+    assert control(wb)["writeback"]["failedFiles"] == 0
+
+
+def test_a_queued_chmod_survives_kill9(service, container, need_fuse, tmp_path):
+    cache = str(tmp_path / "cache")
+    name = unique("crashchmod")
+    sandbox_files(service, container, name, 2)
+    m = mbtest.Mount(service, container, options=["cache_dir=" + cache])
+    d = m.path(name)
+    os.listdir(d)
+    hold_writeback(service, m, d)
+    os.chmod(os.path.join(d, "f0"), 0o751)
+    m.kill9()
+    assert not mbtest.sanitizer_report(m.log()), m.log()
+    m2 = mbtest.Mount(service, container, options=["cache_dir=" + cache])
+    try:
+        assert sh(service, container, "stat -c %%a /workspace/%s/f0" % name) == "751\n"
+        assert os.stat(m2.path(name, "f0")).st_mode & 0o777 == 0o751
+    finally:
+        finish(m2)
+
+
+def test_a_time_set_after_a_queued_chmod_keeps_the_mode(service, container, wb):
+    """utime after a queued chmod: the times batch reads the file's
+    attributes back from the sandbox, which must not bring the old mode
+    back (the random stress test caught it)."""
+    name = unique("chtime")
+    sandbox_files(service, container, name, 1)
+    p = os.path.join(wb.path(name), "f0")
+    os.stat(p)
+    os.chmod(p, 0o600)
+    os.utime(p, (1500000000, 1500000000))
+    sync(wb)
+    st = os.stat(p)
+    assert (st.st_mode & 0o777, int(st.st_mtime)) == (0o600, 1500000000)
+    assert sh(service, container, "stat -c '%%a %%Y' /workspace/%s/f0" % name) == "600 1500000000\n"

@@ -157,6 +157,8 @@ def test_chmod_and_exec_bits(service, container, mount, d):
     sync(mount)     # still queued: the chmod of a new file travels with it
     assert sh(service, container, rel(mount, p)) == "ran\n"
     os.chmod(p, 0o600)
+    assert os.stat(p).st_mode & 0o777 == 0o600
+    sync(mount)     # queued too, in order with the rest
     assert sh(service, container, "stat -c %a " + rel(mount, p)).strip() == "600"
     # content changes keep the mode
     write_file(p, b"#!/bin/sh\necho again\n")

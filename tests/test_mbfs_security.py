@@ -346,7 +346,7 @@ def daemon_unmount(mnt, pid):
 
 
 def provoke_warning(service, container, mnt):
-    """A chmod refused because the sandbox swapped the file's directory
+    """A truncate refused because the sandbox swapped the file's directory
     (still shown by the mount) for a symlink: one warning line naming the
     file."""
     d = unique("swapped")
@@ -356,7 +356,7 @@ def provoke_warning(service, container, mnt):
     assert os.listdir(os.path.join(mnt, d))
     sh(service, container, "rm -rf /workspace/%s && ln -s /root/%s /workspace/%s" % (d, d, d))
     with pytest.raises(OSError) as e:
-        os.chmod(os.path.join(mnt, name), 0o640)
+        os.truncate(os.path.join(mnt, name), 1)
     assert e.value.errno == errno.ELOOP
     sh(service, container, "rm -rf /workspace/%s /root/%s" % (d, d))
     return name

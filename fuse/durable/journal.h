@@ -107,13 +107,14 @@ int mbfs_journal_leftovers(struct mbfs_journal *j, char ***paths,
  * DIR/run.<hex>/outbox, so that a kill -9 or a crash loses none of them. */
 struct mbfs_jop {
 	char kind;                 /* 'M' mkdir, 'T' mtime, 'C' chmod,
-	                              'r' unlink, 'R' rmdir, 'v' move */
+	                              'r' unlink, 'R' rmdir, 'v' move,
+	                              'p' a file's chmod */
 	char rpath[MB_PATH_MAX];   /* guest path */
 	char rto[MB_PATH_MAX];     /* v: the guest path it moves to */
 	char mv_id[17];            /* v: its name for good (hex) */
 	char ledger[64];           /* v: the batch directory whose ledger
 	                              says it is done (wbsend.h) */
-	unsigned mode;             /* M, C: permission bits */
+	unsigned mode;             /* M, C, p: permission bits */
 	struct timespec mtime;     /* T */
 	bool base_known;           /* r: the file it removes */
 	uint64_t base_size;

@@ -159,7 +159,7 @@ static bool parse_add(const char *s, struct oplist *l)
 	memset(&op, 0, sizeof(op));
 	if (sscanf(s, "+%u %c %o %lld %ld %d %" SCNu64 " %lld %n", &id,
 		   &op.kind, &mode, &sec, &nsec, &bk, &bsize, &bmt, &used) < 8 ||
-	    !used || !op.kind || !strchr("MTCrRv", op.kind))
+	    !used || !op.kind || !strchr("MTCrRvp", op.kind))
 		return false;
 	size_t flen = 0;
 	int more = 0;

@@ -228,7 +228,7 @@ static int mbfs_getattr(const char *path, struct stat *st,
 	}
 	if (!rc && S_ISREG(st->st_mode))
 		mbfs_node_getattr(FS, path, st);
-	if (!rc && S_ISDIR(st->st_mode))
+	if (!rc)   /* a directory's queued time and mode, a file's mode */
 		mbfs_wbq_apply_dir_time(FS, path, st);
 	if (!rc) {
 		st->st_ino = (ino_t)mbfs_ino(FS, path);
@@ -278,8 +278,7 @@ static int fill(struct dirfill *d, const char *name, const struct stat *st)
 		if (mbfs_hidden_pending(FS, path))
 			return 0;   /* removed here while open */
 		mbfs_batch_apply(FS, path, &s);
-		if (S_ISDIR(s.st_mode))
-			mbfs_wbq_apply_dir_time(FS, path, &s);
+		mbfs_wbq_apply_dir_time(FS, path, &s);
 		s.st_ino = (ino_t)mbfs_ino(FS, path);
 		mbfs_kcache_seen(FS->kcache, path, s.st_mode);   /* readdirplus */
 	}

@@ -20,7 +20,9 @@
 # PARTS's directory, and a move the ledger there or in LEDGER (a killed
 # mount's batch directory, or "-") holds is not done again (a rerun after
 # a lost answer, or a replay after a crash, would move what took FROM's
-# name since). Then comes a line "mMODE DIR" for each directory
+# name since). A line "pMODE PATH" gives the file PATH the mode MODE
+# (octal), in order with them; a PATH gone, a symlink in its place or a
+# way through a swapped symlink fails it. Then comes a line "mMODE DIR" for each directory
 # to make (an absolute guest
 # path; its parent exists or is made by an earlier line), made with mode
 # MODE (octal) before anything else; a name that is taken already (even
@@ -299,7 +301,9 @@ if [ -n "$byperl" ]; then
 			$ledger->($d) if $d =~ m{\A/tmp/\.mbfs-wb-[0-9a-f]+\z};
 			next;
 		}
-		last unless $k eq "r" || $k eq "R" || $k eq "v";
+		last unless $k eq "r" || $k eq "R" || $k eq "v" || $k eq "p";
+		my $pm;
+		($pm, $p) = split(/ /, $p, 2) if $k eq "p";
 		my ($b, $why, $s) = ($base, "", $p);
 		$base = "";
 		my $to = "";
@@ -318,7 +322,16 @@ if [ -n "$byperl" ]; then
 			}
 		}
 		my @st = $why eq "" ? lstat($p) : ();
-		if ($k eq "v" && $done{$mid}) {
+		if ($k eq "p") {
+			if ($why ne "") {
+			} elsif (!@st) {
+				$why = "No such file or directory";
+			} elsif (-l _) {
+				$why = "a symlink is in its place";
+			} else {
+				chmod(oct($pm), $p) or $why = "$!";
+			}
+		} elsif ($k eq "v" && $done{$mid}) {
 			# done by the run whose answer was lost
 		} elsif ($k eq "v") {
 			my $dir = @st && -d _;
@@ -375,7 +388,21 @@ else
 			from=$v
 			continue
 		fi
-		[ "$k" = r ] || [ "$k" = R ] || [ "$k" = V ] || break
+		[ "$k" = r ] || [ "$k" = R ] || [ "$k" = V ] || [ "$k" = p ] || break
+		if [ "$k" = p ]; then
+			pm=${v%% *} v=${v#* }
+			if swapped "${v%/*}"; then
+				echo "z $ri a directory above it is a symlink"
+			elif [ -L "$v" ]; then
+				echo "z $ri a symlink is in its place"
+			elif ! [ -e "$v" ]; then
+				echo "z $ri No such file or directory"
+			else
+				err=$(chmod "$pm" -- "$v" 2>&1) || echo "z $ri ${err##*: }"
+			fi
+			ri=$((ri + 1))
+			continue
+		fi
 		if [ "$k" = V ]; then
 			t=$(stat -c %d:%i -- "$from" "$v" 2>/dev/null) || t=
 			if grep -Fxqs -- "$mid" "${p%/*}/moves" "$mdir/moves"; then
@@ -481,7 +508,7 @@ while IFS= read -r l; do
 		keep=1
 		continue
 	elif [ "$k" = r ] || [ "$k" = R ] || [ "$k" = i ] || [ "$k" = v ] ||
-		[ "$k" = V ]; then
+		[ "$k" = V ] || [ "$k" = p ]; then
 		: # done above
 	elif [ -z "$why" ] && { ! [ -d "$dir/$v" ] || [ -L "$dir/$v" ]; } &&
 		{ [ -n "$byperl" ] || ! [ -L "$dir/$v" ]; }; then
@@ -523,7 +550,7 @@ g=-1
 			refusal
 			continue
 		fi
-		case $k in [mMtcbkrRivV]) continue ;; esac
+		case $k in [mMtcbkrRivVp]) continue ;; esac
 		i=$((i + 1))
 		s=$sd/$g/$v
 		[ -e "$s" ] || [ -L "$s" ] || continue

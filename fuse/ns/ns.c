@@ -367,6 +367,15 @@ int mbfs_ns_chmod(struct mbfs *fs, const char *path, mode_t mode)
 		mbfs_cache_set_perm(fs->cache, path, perm);
 		return 0;
 	}
+	/* a file's too, in order with the removals and moves, when no one
+	 * holds it open (an open copy's upload carries a mode): a chmod -R
+	 * costs a batch, not a command per file */
+	if (!fs->sync_close && mbfs_view_getattr(fs, path, &st) == 0 &&
+	    S_ISREG(st.st_mode) && !mbfs_node_at(fs, path) &&
+	    mbfs_wbq_chmod(fs, path, perm)) {
+		mbfs_cache_set_perm(fs->cache, path, perm);
+		return 0;
+	}
 	int rc = mbfs_wbq_need_dir(fs, path);
 	if (rc)
 		return rc;

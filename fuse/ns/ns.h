@@ -25,7 +25,8 @@ int mbfs_ns_rmdir(struct mbfs *fs, const char *path);
 int mbfs_ns_rename(struct mbfs *fs, const char *from, const char *to,
 		   unsigned flags);
 /* A directory's mode goes in the next write-back batch, like its mkdir;
- * a file's is set now (or travels with its queued copy). */
+ * so does a file's that no one holds open (wbq.h: mbfs_wbq_chmod); an
+ * open file's is set now (or travels with its queued copy). */
 int mbfs_ns_chmod(struct mbfs *fs, const char *path, mode_t mode);
 /* truncate(2) by path (no open handle). */
 int mbfs_ns_truncate(struct mbfs *fs, const char *path, off_t size);

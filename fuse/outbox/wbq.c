@@ -289,6 +289,7 @@ static bool selects(const struct mbfs_wbq *q, const struct mbfs_wbq_entry *e,
 		    mbfs_path_at_or_below(e->dto, path))
 			return true;
 		/* fall through */
+	case MBFS_WBDIR_CHMOD:   /* as a removal's: the file's other changes */
 	case MBFS_WBDIR_RM:
 	case MBFS_WBDIR_RMDIR:
 		/* anything made at or below it, or a move or removal of

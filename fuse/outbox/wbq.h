@@ -100,9 +100,11 @@ bool mbfs_wbq_add(struct mbfs *fs, struct mbfs_node *n, uint64_t bytes);
 bool mbfs_wbq_dir_time(struct mbfs *fs, const char *dir,
 		       const struct timespec *mtime);
 
-/* The newest time and mode queued above for the directory path, if any,
- * into st: until it lands, the batches before it (their renames) would
- * show moving the directory's mtime. For getattr; no lock held. */
+/* The newest time and mode queued above for the directory path, or mode
+ * for the file path (mbfs_wbq_chmod), if any, into st: until it lands,
+ * the batches before it (their renames) would show moving the
+ * directory's mtime, and a listing from the sandbox the old mode. For
+ * getattr; no lock held. */
 void mbfs_wbq_apply_dir_time(struct mbfs *fs, const char *path,
 			     struct stat *st);
 
@@ -154,6 +156,14 @@ bool mbfs_wbq_remove(struct mbfs *fs, const char *path, bool dir,
  * locks. */
 bool mbfs_wbq_move(struct mbfs *fs, const char *from, const char *to,
 		   const struct stat *st);
+
+/* The file path (a regular file no one holds open) gets permission bits
+ * perm here, and the chmod travels in order with the removals and moves
+ * (wbsend.h): the cache shows perm from now on (the caller sets it), and
+ * a queued one is shown over what the sandbox says until it lands
+ * (mbfs_wbq_apply_dir_time). A failure is reported as a batch's, and the
+ * sandbox's mode shows again. false when refused: chmod it now. */
+bool mbfs_wbq_chmod(struct mbfs *fs, const char *path, unsigned perm);
 
 /* Before a change of path on the guest that is not a batch (a symlink, a
  * large upload, a rename): a queued mkdir at or above path, and a queued

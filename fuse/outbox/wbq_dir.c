@@ -31,6 +31,7 @@ static void note(struct mbfs *fs, struct mbfs_wbq_entry *e)
 		[MBFS_WBDIR_TIME] = 'T', [MBFS_WBDIR_MAKE] = 'M',
 		[MBFS_WBDIR_MODE] = 'C', [MBFS_WBDIR_RM] = 'r',
 		[MBFS_WBDIR_RMDIR] = 'R', [MBFS_WBDIR_MV] = 'v',
+		[MBFS_WBDIR_CHMOD] = 'p',
 	};
 	struct mbfs_jop op;
 	memset(&op, 0, sizeof(op));
@@ -60,6 +61,8 @@ struct mbfs_wbq_entry *mbfs_wbq_append_dir_locked(struct mbfs_wbq *q, const char
 	mbfs_wbq_append_locked(q, e);
 	if (mbfs_wbdir_removes(kind))
 		q->removes++;
+	if (kind == MBFS_WBDIR_CHMOD)
+		q->chmods++;
 	else if (kind != MBFS_WBDIR_MAKE)
 		q->dirs++;
 	pthread_cond_broadcast(&q->cond);
@@ -160,9 +163,11 @@ bool mbfs_wbq_dir_time(struct mbfs *fs, const char *dir,
 	pthread_mutex_lock(&q->lock);
 	for (struct mbfs_wbq_entry *e = q->head; e; e = e->next) {
 		/* a file or a directory made in dir moves its mtime */
+		/* (a file's own removal, move or chmod is no directory's) */
 		if (e->n ? mbfs_path_selects(q->files->where(e->n), dir,
 					      MBFS_BATCH_CHILDREN)
-			 : strcmp(e->dpath, dir) == 0 ||
+			 : (!mbfs_wbdir_removes(e->kind) &&
+			    strcmp(e->dpath, dir) == 0) ||
 			   ((e->kind == MBFS_WBDIR_MAKE ||
 			     mbfs_wbdir_removes(e->kind)) &&
 			    mbfs_path_selects(e->dpath, dir,
@@ -249,13 +254,15 @@ void mbfs_wbq_apply_dir_time(struct mbfs *fs, const char *path,
 		return;
 	pthread_mutex_lock(&q->lock);
 	/* in queue order: the last one is the newest */
-	for (const struct mbfs_wbq_entry *e = q->head; e && q->dirs; e = e->next) {
+	for (const struct mbfs_wbq_entry *e = q->head;
+	     e && (q->dirs || q->chmods); e = e->next) {
 		if (e->n || strcmp(e->dpath, path) != 0)
 			continue;
 		if (e->kind == MBFS_WBDIR_TIME) {
 			st->st_mtim = e->dtime;
 			st->st_ctim = e->dtime;
-		} else if (e->kind == MBFS_WBDIR_MODE) {
+		} else if (e->kind == MBFS_WBDIR_MODE ||
+			   e->kind == MBFS_WBDIR_CHMOD) {
 			st->st_mode = (st->st_mode & S_IFMT) | e->dmode;
 		}
 	}
@@ -366,6 +373,25 @@ bool mbfs_wbq_move(struct mbfs *fs, const char *from, const char *to,
 		struct stat now = *st;
 		clock_gettime(CLOCK_REALTIME, &now.st_ctim);
 		e->shown = mbfs_newdir_add_file(fs->newdirs, to, &now);
+		note(fs, e);
+	}
+	pthread_cond_broadcast(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+	return e != NULL;
+}
+
+bool mbfs_wbq_chmod(struct mbfs *fs, const char *path, unsigned perm)
+{
+	struct mbfs_wbq *q = fs->wbq;
+	if (!q || !mbfs_wbsend_fits(path))
+		return false;
+	struct mbfs_wbq_entry *e = NULL;
+	pthread_mutex_lock(&q->lock);
+	mbfs_wbq_start_locked(fs, q);
+	if (q->running && !q->stop)
+		e = mbfs_wbq_append_dir_locked(q, path, MBFS_WBDIR_CHMOD);
+	if (e) {
+		e->dmode = perm & 07777;
 		note(fs, e);
 	}
 	pthread_cond_broadcast(&q->cond);

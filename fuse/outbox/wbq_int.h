@@ -56,7 +56,9 @@ struct mbfs_wbq {
 	size_t inflight;
 	uint64_t inflight_bytes;
 	size_t dirs;             /* TIME and MODE entries, queued or not */
-	size_t removes;          /* RM, RMDIR and MV entries, queued or not */
+	size_t removes;          /* RM, RMDIR, MV and CHMOD entries, queued or
+	                            not */
+	size_t chmods;           /* CHMOD entries of them */
 	bool running, stop;
 	pthread_t thread;
 	/* totals since mount */

@@ -72,8 +72,10 @@ void mbfs_wbq_drop_dir_locked(struct mbfs *fs, struct mbfs_wbq *q,
 {
 	if (mbfs_wbdir_removes(e->kind)) {
 		q->removes--;
-		if (!e->landed)
+		if (!e->landed && e->kind != MBFS_WBDIR_CHMOD)
 			mbfs_gone_remove(fs->gone, e->dpath);
+		if (e->kind == MBFS_WBDIR_CHMOD)
+			q->chmods--;
 		if (!e->landed)
 			mbfs_newdir_remove_id(fs->newdirs, e->shown, NULL);
 	}
@@ -114,6 +116,18 @@ void mbfs_wbq_moved(struct mbfs *fs, struct mbfs_wbq_entry *e,
 
 void mbfs_wbq_dir_landed(struct mbfs *fs, const struct mbfs_wbdir *d)
 {
+	if (d->kind == MBFS_WBDIR_CHMOD) {
+		/* done: a stat taken meanwhile (a time set) had the old
+		 * mode; a refusal shows the sandbox's again */
+		if (!d->rc)
+			mbfs_cache_set_perm(fs->cache, d->path, d->mode);
+		if (d->rc) {
+			mb_log(MB_LOG_WARN, "the sandbox refused to change the "
+			       "mode of '%s': %s", d->path, d->why);
+			mbfs_cache_invalidate(fs->cache, d->path);
+		}
+		return;
+	}
 	if (mbfs_wbdir_removes(d->kind)) {
 		/* gone there now: a listing the cache took from the sandbox
 		 * meanwhile still had it (the view hid it until now) */

@@ -230,7 +230,8 @@ static void land_names(struct mbfs *fs, struct batch *b, int rc,
 			mbfs_wbq_dir_landed(fs, d);
 		/* done or refused there: the view shows what the sandbox has
 		 * (a mkdir of the batch may show the name again at once) */
-		mbfs_gone_remove(fs->gone, d->path);
+		if (d->kind != MBFS_WBDIR_CHMOD)
+			mbfs_gone_remove(fs->gone, d->path);
 		b->ev[j]->landed = true;
 		if (d->rc)
 			failure(b, d->path, d->why);

@@ -188,7 +188,8 @@ static int by_dir(const void *a, const void *b, void *base)
 }
 
 /* The archive of v in order (list: an "r" or "R" line for each removal
- * and a "v" and a "V" line for each move,
+ * an "i", a "v" and a "V" line for each move, a "p" line for each file's
+ * chmod,
  * an "m" line for each directory to make ("M" when in doubt), groups of files, then a group with a "t" or "c" line for each
  * directory time or mode of dv), into b. */
 static int build(struct mbfs *fs, struct mbfs_wbfile *v, const size_t *order,
@@ -212,6 +213,11 @@ static int build(struct mbfs *fs, struct mbfs_wbfile *v, const size_t *order,
 						    dv[k].mv_id, dv[k].ledger ?
 						    dv[k].ledger : "-", rdir,
 						    rto);
+			continue;
+		}
+		if (!rc && dv[k].kind == MBFS_WBDIR_CHMOD) {
+			rc = mb_buf_appendf(&list, "p%04o %s\n",
+					    dv[k].mode & 07777, rdir);
 			continue;
 		}
 		if (!rc && dv[k].kind == MBFS_WBDIR_RM && dv[k].base_known)
@@ -354,7 +360,8 @@ static int put_part(struct send *s, size_t i, const char *data, size_t len,
 	}
 }
 
-/* The i-th MAKE (removes: the i-th RM, RMDIR or MV) of dv, or NULL. */
+/* The i-th MAKE (removes: the i-th RM, RMDIR, MV or CHMOD) of dv, or
+ * NULL. */
 static struct mbfs_wbdir *nth_dir(struct mbfs_wbdir *dv, size_t nd,
 				  uint64_t i, bool removes)
 {

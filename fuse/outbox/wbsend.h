@@ -61,6 +61,7 @@ enum mbfs_wbdir_kind {
 	                        else of the batch */
 	MBFS_WBDIR_RMDIR,    /* rmdir, likewise (after the removes before it) */
 	MBFS_WBDIR_MV,       /* rename the file path over to, likewise */
+	MBFS_WBDIR_CHMOD,    /* give the file path mode, likewise */
 };
 
 /* Does an entry of kind go before everything else of its batch (a
@@ -70,7 +71,7 @@ enum mbfs_wbdir_kind {
 static inline bool mbfs_wbdir_removes(enum mbfs_wbdir_kind kind)
 {
 	return kind == MBFS_WBDIR_RM || kind == MBFS_WBDIR_RMDIR ||
-	       kind == MBFS_WBDIR_MV;
+	       kind == MBFS_WBDIR_MV || kind == MBFS_WBDIR_CHMOD;
 }
 
 struct mbfs_wbdir {
@@ -82,7 +83,7 @@ struct mbfs_wbdir {
 	                        ledger may hold it already; NULL: none */
 	enum mbfs_wbdir_kind kind;
 	struct timespec mtime;   /* TIME */
-	unsigned mode;           /* MAKE, MODE: permission bits */
+	unsigned mode;           /* MAKE, MODE, CHMOD: permission bits */
 	bool doubt;              /* MAKE: an earlier batch whose answer was
 	                            lost may have made it: a real directory
 	                            there counts as made */
@@ -93,7 +94,7 @@ struct mbfs_wbdir {
 	time_t base_mtime;       /* whole seconds */
 	bool one_file;       /* MV, by mbfs_wbsend: the two names were one
 	                        file (hard links), so both stay (rc 0) */
-	int rc;              /* MAKE, RM, RMDIR, MV: 0 done (made, or there
+	int rc;              /* MAKE, RM, RMDIR, MV, CHMOD: 0 done (made, or there
 	                        already as a directory; removed, or gone
 	                        already; moved), else -errno; by
 	                        mbfs_wbsend */
@@ -105,7 +106,8 @@ struct mbfs_wbdir {
 bool mbfs_wbsend_fits(const char *path);
 
 /* Send the n files of v (distinct paths) as one batch with the nd
- * directory changes of dv: the RMs, RMDIRs and MVs first, in dv's order
+ * directory changes of dv: the RMs, RMDIRs, MVs and CHMODs first, in
+ * dv's order
  * (each path's way checked for symlinks as a file's is), then the MAKEs, in
  * dv's order (a parent before what is made in it), then the files, then the TIMEs and MODEs in dv's
  * order (best effort: `touch -c`, `chmod`; a failure is not reported).

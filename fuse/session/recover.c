@@ -493,7 +493,8 @@ static int send_ops(struct mbfs *fs, struct mbfs_wbdir *dv, size_t nd)
 			       "that cannot be done on the sandbox now: %s",
 			       dv[i].path, dv[i].kind == MBFS_WBDIR_MAKE
 			       ? "made" : dv[i].kind == MBFS_WBDIR_MV
-			       ? "renamed" : "removed", dv[i].why);
+			       ? "renamed" : dv[i].kind == MBFS_WBDIR_CHMOD
+			       ? "given a mode" : "removed", dv[i].why);
 	return 0;
 }
 
@@ -526,6 +527,7 @@ static enum mbfs_jact on_outbox(void *ud, const struct mbfs_jrec *owner,
 			['T'] = MBFS_WBDIR_TIME, ['M'] = MBFS_WBDIR_MAKE,
 			['C'] = MBFS_WBDIR_MODE, ['r'] = MBFS_WBDIR_RM,
 			['R'] = MBFS_WBDIR_RMDIR, ['v'] = MBFS_WBDIR_MV,
+			['p'] = MBFS_WBDIR_CHMOD,
 		};
 		struct mbfs_wbdir *d = &dv[n];
 		d->path = rel[i];
