@@ -223,13 +223,15 @@ static void free_kids(struct child *kids, size_t n)
 
 /* List path on the guest (every page), give each entry to fn (may be
  * NULL) and store the listing unless something changed meanwhile. */
-/* Store kids (taken) as path's listing unless the write counter moved
- * from ctr: an answer that raced with our own change is not kept. */
+/* Store kids (taken) as path's listing unless a change of ours touched it
+ * since the write counter was ctr: an answer that raced with our own
+ * change is not kept (one that raced with a change elsewhere is: a bulk
+ * walk while an rm -rf's batches land). */
 static void store_listing(struct mbfs_cache *c, const char *path,
 			  struct child *kids, size_t n, uint64_t ctr, bool keep)
 {
 	pthread_mutex_lock(&c->lock);
-	if (c->counter == ctr) {
+	if (!mbfs_cache_changed_since_locked(c, path, ctr)) {
 		put_listing_locked(c, path, kids, n, keep);
 		kids = NULL;
 	}
@@ -524,7 +526,7 @@ static void kcache_stale_parent_locked(struct mbfs_cache *c, const char *path)
 void mbfs_cache_invalidate(struct mbfs_cache *c, const char *path)
 {
 	pthread_mutex_lock(&c->lock);
-	c->counter++;
+	mbfs_cache_bump_locked(c, path);
 	mbfs_cache_forget_locked(c, path);
 	mbfs_cache_forget_parent_locked(c, path);
 	kcache_stale_parent_locked(c, path);
@@ -536,7 +538,7 @@ void mbfs_cache_invalidate_tree(struct mbfs_cache *c, const char *path)
 {
 	size_t n = strlen(path);
 	pthread_mutex_lock(&c->lock);
-	c->counter++;
+	mbfs_cache_bump_locked(c, path);
 	for (size_t i = 0; i < c->nbuckets; i++) {
 		for (struct centry *e = c->tab[i]; e; e = e->next) {
 			if (strncmp(e->path, path, n) == 0 &&
@@ -557,7 +559,7 @@ void mbfs_cache_invalidate_tree(struct mbfs_cache *c, const char *path)
 void mbfs_cache_invalidate_all(struct mbfs_cache *c)
 {
 	pthread_mutex_lock(&c->lock);
-	c->counter++;
+	mbfs_cache_bump_locked(c, NULL);
 	/* expired, not freed: the whole second a route gives next keeps its
 	 * nanoseconds from the time known (keep_finer_locked) */
 	for (size_t i = 0; i < c->nbuckets; i++) {

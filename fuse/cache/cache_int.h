@@ -47,11 +47,30 @@ struct mbfs_cache {
 	struct centry **tab;        /* protected by lock */
 	size_t nbuckets, count;
 	uint64_t counter;           /* write counter, bumped by every change */
+	struct cache_change *changes;   /* the last CACHE_CHANGES of them */
 	unsigned puts;
 	uint64_t attr_ms, dir_ms, neg_ms;
 	struct mbfs_kcache *kc;     /* told when what the kernel may hold
 	                               changed (kcache.h); NULL: nobody */
 };
+
+/* A change that moved the write counter to at: of path (its attributes,
+ * its entry in its directory's listing, that directory's times, anything
+ * below it), or of everything (path NULL). */
+#define CACHE_CHANGES 4096u
+struct cache_change {
+	uint64_t at;
+	char *path;
+};
+
+/* Move the write counter for a change of path (NULL: of everything),
+ * noted so that a listing fetched meanwhile of a directory the change
+ * did not touch is still kept. Lock held. */
+void mbfs_cache_bump_locked(struct mbfs_cache *c, const char *path);
+/* Did a change since the counter was ctr touch path's listing? (Also
+ * when the changes since are too many to tell.) Lock held. */
+bool mbfs_cache_changed_since_locked(struct mbfs_cache *c, const char *path,
+				     uint64_t ctr);
 
 /* The entry of path, or NULL. */
 struct centry *mbfs_cache_find(struct mbfs_cache *c, const char *path);

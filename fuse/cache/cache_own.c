@@ -54,7 +54,7 @@ static void dir_changed_locked(struct mbfs_cache *c, const char *path)
 void mbfs_cache_dir_changed(struct mbfs_cache *c, const char *path)
 {
 	pthread_mutex_lock(&c->lock);
-	c->counter++;
+	mbfs_cache_bump_locked(c, path);
 	dir_changed_locked(c, path);
 	pthread_mutex_unlock(&c->lock);
 }
@@ -77,7 +77,7 @@ void mbfs_cache_put(struct mbfs_cache *c, const char *path,
 		    const struct stat *st)
 {
 	pthread_mutex_lock(&c->lock);
-	c->counter++;
+	mbfs_cache_bump_locked(c, path);
 	put_locked(c, path, st);
 	pthread_mutex_unlock(&c->lock);
 }
@@ -86,7 +86,7 @@ void mbfs_cache_put_dir(struct mbfs_cache *c, const char *path,
 			const struct stat *st)
 {
 	pthread_mutex_lock(&c->lock);
-	c->counter++;
+	mbfs_cache_bump_locked(c, path);
 	put_locked(c, path, st);
 	struct centry *e = c->dir_ms ? mbfs_cache_add(c, path) : NULL;
 	if (e) {
@@ -112,7 +112,7 @@ void mbfs_cache_modify(struct mbfs_cache *c, const char *path,
 		       const void *arg)
 {
 	pthread_mutex_lock(&c->lock);
-	c->counter++;
+	mbfs_cache_bump_locked(c, path);
 	bool changed = false;
 	struct centry *e = mbfs_cache_find(c, path);
 	if (e && e->attr_until) {
@@ -171,7 +171,7 @@ static void removed_locked(struct mbfs_cache *c, const char *path, bool tree)
 void mbfs_cache_removed(struct mbfs_cache *c, const char *path, bool tree)
 {
 	pthread_mutex_lock(&c->lock);
-	c->counter++;
+	mbfs_cache_bump_locked(c, path);
 	removed_locked(c, path, tree);
 	pthread_mutex_unlock(&c->lock);
 }
@@ -179,7 +179,8 @@ void mbfs_cache_removed(struct mbfs_cache *c, const char *path, bool tree)
 void mbfs_cache_renamed(struct mbfs_cache *c, const char *from, const char *to)
 {
 	pthread_mutex_lock(&c->lock);
-	c->counter++;
+	mbfs_cache_bump_locked(c, from);
+	mbfs_cache_bump_locked(c, to);
 	struct stat st;
 	int known = mbfs_cache_lookup_locked(c, from, &st) == 1;
 	/* a directory's subtree is forgotten rather than moved */

@@ -62,7 +62,10 @@ struct mbfs_cache *mbfs_cache_new(uint64_t attr_ms, uint64_t dir_ms,
 		return NULL;
 	c->nbuckets = 1024;
 	c->tab = calloc(c->nbuckets, sizeof(*c->tab));
-	if (!c->tab) {
+	c->changes = calloc(CACHE_CHANGES, sizeof(*c->changes));
+	if (!c->tab || !c->changes) {
+		free(c->tab);
+		free(c->changes);
 		free(c);
 		return NULL;
 	}
@@ -93,9 +96,52 @@ void mbfs_cache_free(struct mbfs_cache *c)
 		return;
 	mbfs_cache_clear(c);
 	free(c->tab);
+	for (size_t i = 0; i < CACHE_CHANGES; i++)
+		free(c->changes[i].path);
+	free(c->changes);
 	pthread_cond_destroy(&c->loaded);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
+}
+
+void mbfs_cache_bump_locked(struct mbfs_cache *c, const char *path)
+{
+	struct cache_change *ch = &c->changes[++c->counter % CACHE_CHANGES];
+	free(ch->path);
+	ch->path = path ? strdup(path) : NULL;
+	ch->at = path && !ch->path ? 0 : c->counter;   /* no memory: all */
+}
+
+/* Is dir the directory of p, or of p's directory (whose times a change of
+ * p moves, as its listing shows them)? */
+static bool holds(const char *dir, const char *p)
+{
+	char up[MB_PATH_MAX + 2], up2[MB_PATH_MAX + 2];
+	if (strlen(p) >= MB_PATH_MAX)
+		return true;
+	mbfs_parent_path(p, up);
+	if (strcmp(up, dir) == 0)
+		return true;
+	mbfs_parent_path(up, up2);
+	return strcmp(up2, dir) == 0;
+}
+
+bool mbfs_cache_changed_since_locked(struct mbfs_cache *c, const char *path,
+				     uint64_t ctr)
+{
+	if (c->counter - ctr >= CACHE_CHANGES)
+		return c->counter != ctr;
+	for (uint64_t v = ctr + 1; v <= c->counter; v++) {
+		const struct cache_change *ch = &c->changes[v % CACHE_CHANGES];
+		if (ch->at != v || !ch->path || holds(path, ch->path))
+			return true;
+		size_t n = strlen(ch->path);   /* path at or below it */
+		if (strcmp(ch->path, "/") == 0 ||
+		    (strncmp(path, ch->path, n) == 0 &&
+		     (path[n] == '\0' || path[n] == '/')))
+			return true;
+	}
+	return false;
 }
 
 static bool entry_live(const struct centry *e, uint64_t now)

@@ -106,10 +106,23 @@ int mbfs_ns_mkdir(struct mbfs *fs, const char *path, mode_t mode)
 	return 0;
 }
 
+/* The names a listing holds that the view shows: one whose removal is
+ * queued is not there any more (a listing taken from the sandbox since,
+ * a bulk walk's, still has it). */
+struct count {
+	struct mbfs *fs;
+	const char *dir;
+	size_t n;
+};
+
 static int count_one(void *ud, const char *name, const struct stat *st)
 {
-	(void)name; (void)st;
-	++*(size_t *)ud;
+	struct count *c = ud;
+	char p[MB_PATH_MAX];
+	(void)st;
+	if (snprintf(p, sizeof(p), "%s/%s", strcmp(c->dir, "/") ? c->dir : "",
+		     name) >= (int)sizeof(p) || !mbfs_view_gone(c->fs, p))
+		c->n++;
 	return 0;
 }
 
@@ -128,9 +141,9 @@ static bool can_queue_remove(struct mbfs *fs, const char *path, bool dir)
 		return true;
 	if (mbfs_newdir_stat(fs->newdirs, path, &st) == 1)
 		return true;
-	size_t n = 0;
+	struct count c = { fs, path, 0 };
 	return mbfs_cache_listed(fs->cache, path) &&
-	       mbfs_view_readdir(fs, path, count_one, &n) == 0 && n == 0;
+	       mbfs_view_readdir(fs, path, count_one, &c) == 0 && c.n == 0;
 }
 
 /* What the mount shows once path is removed (on the guest, or queued). */
