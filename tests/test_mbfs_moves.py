@@ -337,3 +337,39 @@ def test_a_time_set_after_a_queued_chmod_keeps_the_mode(service, container, wb):
     st = os.stat(p)
     assert (st.st_mode & 0o777, int(st.st_mtime)) == (0o600, 1500000000)
     assert sh(service, container, "stat -c '%%a %%Y' /workspace/%s/f0" % name) == "600 1500000000\n"
+
+
+def test_a_queued_chmod_changes_nothing_the_sandbox_put_in_the_files_place(service, container, wb):
+    """While the chmod waits, a sandbox process puts a directory where the
+    file was: the chmod is refused and reported, the directory keeps its
+    mode."""
+    name = unique("chplace")
+    sandbox_files(service, container, name + "/s", 1)
+    p = wb.path(name, "s", "f0")
+    os.stat(p)
+    hold_writeback(service, wb, wb.path(name))
+    os.chmod(p, 0o700)
+    sh(service, container, "cd /workspace/%s/s && rm f0 && mkdir -m 755 f0" % name)
+    with pytest.raises(OSError) as e:
+        sync(wb)
+    assert e.value.errno == errno.EIO
+    assert "the sandbox refused to change the mode of '/%s/s/f0'" % name in wb.log(), wb.log()[-2000:]
+    assert sh(service, container, "stat -c %%a /workspace/%s/s/f0" % name) == "755\n"
+
+
+def test_a_queued_chmod_shows_on_its_file_not_on_the_next_one_at_the_name(service, container, wb):
+    name = unique("chnext")
+    sandbox_files(service, container, name + "/s", 2)
+    d = wb.path(name, "s")
+    os.listdir(d)
+    hold_writeback(service, wb, wb.path(name))
+    os.chmod(os.path.join(d, "f0"), 0o700)
+    os.rename(os.path.join(d, "f0"), os.path.join(d, "g"))
+    os.rename(os.path.join(d, "f1"), os.path.join(d, "f0"))
+    invalidate(wb)
+    assert os.stat(os.path.join(d, "f0")).st_mode & 0o777 == 0o644
+    assert os.stat(os.path.join(d, "g")).st_mode & 0o777 == 0o700
+    service.release_held()
+    sync(wb)
+    assert sh(service, container, "stat -c '%%n %%a' /workspace/%s/s/f0 /workspace/%s/s/g"
+              % (name, name)) == "/workspace/%s/s/f0 644\n/workspace/%s/s/g 700\n" % (name, name)

@@ -20,9 +20,11 @@
 # PARTS's directory, and a move the ledger there or in LEDGER (a killed
 # mount's batch directory, or "-") holds is not done again (a rerun after
 # a lost answer, or a replay after a crash, would move what took FROM's
-# name since). A line "pMODE PATH" gives the file PATH the mode MODE
-# (octal), in order with them; a PATH gone, a symlink in its place or a
-# way through a swapped symlink fails it. Then comes a line "mMODE DIR" for each directory
+# name since). A line "pMODE PATH", maybe after a "b" line (as a
+# removal's), gives the regular file PATH the mode MODE (octal), in order
+# with them; a PATH gone, not a regular file, with other hard links (one
+# may be outside the mounted directory), not its base, or a way through a
+# swapped symlink fails it. Then comes a line "mMODE DIR" for each directory
 # to make (an absolute guest
 # path; its parent exists or is made by an earlier line), made with mode
 # MODE (octal) before anything else; a name that is taken already (even
@@ -328,6 +330,14 @@ if [ -n "$byperl" ]; then
 				$why = "No such file or directory";
 			} elsif (-l _) {
 				$why = "a symlink is in its place";
+			} elsif (!-f _) {
+				$why = "not a regular file";
+			} elsif ($st[3] > 1) {
+				# another name, maybe outside, shares the inode
+				$why = "it has other hard links";
+			} elsif ($b ne "" && $b ne "$st[7] $st[9]") {
+				$why = "conflict: the file changed on the sandbox " .
+				    "since the mount changed its mode";
 			} else {
 				chmod(oct($pm), $p) or $why = "$!";
 			}
@@ -397,9 +407,17 @@ else
 				echo "z $ri a symlink is in its place"
 			elif ! [ -e "$v" ]; then
 				echo "z $ri No such file or directory"
+			elif ! [ -f "$v" ]; then
+				echo "z $ri not a regular file"
+			elif [ "$(stat -c %h -- "$v" 2>/dev/null)" != 1 ]; then
+				echo "z $ri it has other hard links"
+			elif ! based "$v"; then
+				echo "z $ri conflict: the file changed on the sandbox" \
+					"since the mount changed its mode"
 			else
 				err=$(chmod "$pm" -- "$v" 2>&1) || echo "z $ri ${err##*: }"
 			fi
+			base=
 			ri=$((ri + 1))
 			continue
 		fi

@@ -385,7 +385,10 @@ int mbfs_ns_chmod(struct mbfs *fs, const char *path, mode_t mode)
 	 * costs a batch, not a command per file */
 	if (!fs->sync_close && mbfs_view_getattr(fs, path, &st) == 0 &&
 	    S_ISREG(st.st_mode) && !mbfs_node_at(fs, path) &&
-	    mbfs_wbq_chmod(fs, path, perm)) {
+	    /* its base is the sandbox's file: queued times land first */
+	    mbfs_batch_flush(fs, path, MBFS_BATCH_SELF) == 0 &&
+	    mbfs_view_lookup(fs, path, &st) == 0 && S_ISREG(st.st_mode) &&
+	    mbfs_wbq_chmod(fs, path, perm, &st)) {
 		mbfs_cache_set_perm(fs->cache, path, perm);
 		return 0;
 	}

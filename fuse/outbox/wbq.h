@@ -157,13 +157,15 @@ bool mbfs_wbq_remove(struct mbfs *fs, const char *path, bool dir,
 bool mbfs_wbq_move(struct mbfs *fs, const char *from, const char *to,
 		   const struct stat *st);
 
-/* The file path (a regular file no one holds open) gets permission bits
- * perm here, and the chmod travels in order with the removals and moves
- * (wbsend.h): the cache shows perm from now on (the caller sets it), and
+/* The file path (a regular file no one holds open, as the sandbox has it:
+ * base, whose size and mtime it must still have there, else the chmod is
+ * refused as a conflict) gets permission bits perm here, and the chmod
+ * travels in order with the removals and moves (wbsend.h): the cache shows perm from now on (the caller sets it), and
  * a queued one is shown over what the sandbox says until it lands
  * (mbfs_wbq_apply_dir_time). A failure is reported as a batch's, and the
  * sandbox's mode shows again. false when refused: chmod it now. */
-bool mbfs_wbq_chmod(struct mbfs *fs, const char *path, unsigned perm);
+bool mbfs_wbq_chmod(struct mbfs *fs, const char *path, unsigned perm,
+		    const struct stat *base);
 
 /* Before a change of path on the guest that is not a batch (a symlink, a
  * large upload, a rename): a queued mkdir at or above path, and a queued

@@ -250,14 +250,21 @@ void mbfs_wbq_apply_dir_time(struct mbfs *fs, const char *path,
 			     struct stat *st)
 {
 	struct mbfs_wbq *q = fs->wbq;
+	mode_t mode0 = st->st_mode;
 	if (!q)
 		return;
 	pthread_mutex_lock(&q->lock);
-	/* in queue order: the last one is the newest */
+	/* in queue order: the last one is the newest; a file's mode holds
+	 * only until the file leaves the name (another may take it) */
 	for (const struct mbfs_wbq_entry *e = q->head;
 	     e && (q->dirs || q->chmods); e = e->next) {
+		if (!e->n && e->kind == MBFS_WBDIR_MV &&
+		    (strcmp(e->dpath, path) == 0 || strcmp(e->dto, path) == 0))
+			st->st_mode = (st->st_mode & S_IFMT) | (mode0 & 07777);
 		if (e->n || strcmp(e->dpath, path) != 0)
 			continue;
+		if (e->kind == MBFS_WBDIR_RM)
+			st->st_mode = (st->st_mode & S_IFMT) | (mode0 & 07777);
 		if (e->kind == MBFS_WBDIR_TIME) {
 			st->st_mtim = e->dtime;
 			st->st_ctim = e->dtime;
@@ -380,7 +387,8 @@ bool mbfs_wbq_move(struct mbfs *fs, const char *from, const char *to,
 	return e != NULL;
 }
 
-bool mbfs_wbq_chmod(struct mbfs *fs, const char *path, unsigned perm)
+bool mbfs_wbq_chmod(struct mbfs *fs, const char *path, unsigned perm,
+		    const struct stat *base)
 {
 	struct mbfs_wbq *q = fs->wbq;
 	if (!q || !mbfs_wbsend_fits(path))
@@ -392,6 +400,9 @@ bool mbfs_wbq_chmod(struct mbfs *fs, const char *path, unsigned perm)
 		e = mbfs_wbq_append_dir_locked(q, path, MBFS_WBDIR_CHMOD);
 	if (e) {
 		e->dmode = perm & 07777;
+		e->base_known = true;
+		e->base_size = (uint64_t)base->st_size;
+		e->base_mtime = base->st_mtim.tv_sec;
 		note(fs, e);
 	}
 	pthread_cond_broadcast(&q->cond);

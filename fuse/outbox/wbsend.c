@@ -216,7 +216,9 @@ static int build(struct mbfs *fs, struct mbfs_wbfile *v, const size_t *order,
 			continue;
 		}
 		if (!rc && dv[k].kind == MBFS_WBDIR_CHMOD) {
-			rc = mb_buf_appendf(&list, "p%04o %s\n",
+			rc = mb_buf_appendf(&list, "b%" PRIu64 " %lld\np%04o %s\n",
+					    dv[k].base_size,
+					    (long long)dv[k].base_mtime,
 					    dv[k].mode & 07777, rdir);
 			continue;
 		}

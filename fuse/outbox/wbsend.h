@@ -87,8 +87,8 @@ struct mbfs_wbdir {
 	bool doubt;              /* MAKE: an earlier batch whose answer was
 	                            lost may have made it: a real directory
 	                            there counts as made */
-	/* RM: what the guest's file must still be for it to go (else it is
-	 * a conflict: it stays and the remove fails) */
+	/* RM, CHMOD: what the guest's file must still be for it to go (else
+	 * it is a conflict: it stays as it is and the change fails) */
 	bool base_known;
 	uint64_t base_size;
 	time_t base_mtime;       /* whole seconds */
