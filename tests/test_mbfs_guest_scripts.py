@@ -719,6 +719,10 @@ def test_apply_gives_files_modes_in_order_never_through_a_symlink(run, tmp_path,
     (root / "d" / "b").write_bytes(b"b")
     os.symlink(str(elsewhere / "victim"), root / "d" / "ln")
     os.symlink(str(elsewhere), root / "swapped")
+    (root / "d" / "dir").mkdir()
+    os.link(elsewhere / "victim", root / "d" / "hard")
+    (root / "d" / "e").write_bytes(b"12345")
+    os.utime(root / "d" / "e", (1600000000, 1600000000))
     d, r = str(root / "d"), str(root)
     p = apply_batch(run, tmp_path, [
         "p0600 %s/a" % d,                                     # 0
@@ -727,13 +731,45 @@ def test_apply_gives_files_modes_in_order_never_through_a_symlink(run, tmp_path,
         "p0600 %s/gone" % d,                                  # 3: gone
         "p0777 %s/ln" % d,                                    # 4: a symlink
         "p0777 %s/swapped/victim" % r,                        # 5: through a symlink
+        "p0700 %s/dir" % d,                                   # 6: a directory
+        "p0777 %s/hard" % d,                                  # 7: other links
+        "b5 1600000001", "p0700 %s/e" % d,                    # 8: not its base
     ], {})
     assert p.returncode == 0, p.stderr
     out = p.stdout.splitlines()
-    assert [x.split()[1] for x in out if x.startswith("z ")] == ["3", "4", "5"], out
+    assert [x.split()[1] for x in out if x.startswith("z ")] == ["3", "4", "5", "6", "7", "8"], out
+    assert os.stat(root / "d" / "dir").st_mode & 0o7777 == 0o755
+    assert os.stat(root / "d" / "e").st_mode & 0o7777 == 0o644
     assert os.stat(root / "d" / "a").st_mode & 0o7777 == 0o600
     assert os.stat(root / "d" / "c").st_mode & 0o7777 == 0o751
     assert os.stat(elsewhere / "victim").st_mode & 0o7777 == 0o644
+
+
+def test_apply_takes_a_batch_of_names_in_the_command(run, tmp_path, apply_env):
+    """A batch of names only (no file) comes in the command, no PUT: NPARTS
+    "-" and the list as the fifth argument. The batch directory is made
+    when missing; a rerun prints the first run's report and does nothing
+    again."""
+    root = tmp_path / "root"
+    (root / "d" / "sub").mkdir(parents=True)
+    for n in ("f", "g"):
+        (root / "d" / "sub" / n).write_bytes(n.encode())
+    (root / "d" / "x").write_bytes(b"x")
+    d = str(root / "d")
+    batch = tmp_path / ("wb-%s" % os.urandom(4).hex())   # not made yet
+    lines = "r%s/sub/f\nr%s/sub/g\nR%s/sub\nR%s/gone\ni00000000000000c1 -\nv%s/x\nV%s/y\n" % (
+        d, d, d, d, d, d)
+    # PREV a report that is not there ("-" would sweep this machine's /tmp)
+    args = ("apply", str(batch / "b"), "-", str(root / ".mbfs-up-9"), str(tmp_path / "none.done"),
+            lines)
+    p = run(*args)
+    assert p.returncode == 0 and p.stdout.splitlines() == ["ok 0"], (p.stdout, p.stderr)
+    assert os.listdir(root / "d") == ["y"]
+    assert (batch / "moves").read_text() == "00000000000000c1\n"
+    (root / "d" / "x").write_bytes(b"again")   # a rerun moves nothing
+    p = run(*args)
+    assert p.returncode == 0 and p.stdout.splitlines() == ["ok 0"], (p.stdout, p.stderr)
+    assert sorted(os.listdir(root / "d")) == ["x", "y"]
 
 
 def test_apply_does_no_move_twice(run, tmp_path, apply_env):

@@ -179,8 +179,10 @@ def test_a_symlink_put_in_a_directorys_place_keeps_the_queued_mode_and_time(serv
 
 def test_renaming_a_directory_that_could_not_be_made_says_eio(service, container, wb):
     d, _ = landed_dir(wb, "unmade")
-    # a definite refusal of every batch (a full /tmp on the sandbox)
+    # a definite refusal of every batch (a full /tmp on the sandbox; a
+    # batch of names only comes in its command: refused too)
     service.fault(route=PUT, count=100, match="wb-", status=403, error="file_access_denied")
+    service.fault(route="POST /containers/exec", count=100, status=403, error="forbidden")
     q = os.path.join(d, "q")
     os.mkdir(q)
     write_file(os.path.join(q, "f"), b"kept\n")

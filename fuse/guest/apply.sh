@@ -1,10 +1,13 @@
 #!/bin/sh
 # apply.sh: put a batch of small files in place (write-back, fuse/wbsend.c).
 #
-# Usage: apply.sh PARTS NPARTS STAGE PREV
+# Usage: apply.sh PARTS NPARTS STAGE PREV [LIST]
 # PARTS.00000 ... (NPARTS of them, in the mount's own private directory
 # /tmp/.mbfs-wb-RANDOM, which must be a directory, not a symlink) are the
-# 1 MiB pieces of one tar archive that mbfs PUT: a member "list", then
+# 1 MiB pieces of one tar archive that mbfs PUT. A batch of names only
+# (removals, moves, mkdirs, modes and times, no file) comes in the command
+# itself: NPARTS "-" and LIST, the text of its "list" (the directory is
+# made, mode 700, when missing). The archive holds a member "list", then
 # for each file a member "G/NAME" carrying its mode and mtime. list starts
 # with the removals, done in their order before anything else: a line
 # "rPATH" unlinks the file or symlink PATH (an absolute guest path),
@@ -80,7 +83,12 @@
 export LC_ALL=C
 NL='
 '
-p=$1 np=$2 sd=$3 prev=$4
+p=$1 np=$2 sd=$3 prev=$4 inl=${5-}
+if [ "$np" = - ] && ! [ -e "${p%/*}" ] && ! [ -L "${p%/*}" ]; then
+	# a batch of names only comes in the command: no PUT made the
+	# directory yet (a mkdir fails on a name someone took meanwhile)
+	mkdir -m 700 -- "${p%/*}" 2>/dev/null || :
+fi
 if [ -L "${p%/*}" ] || ! [ -d "${p%/*}" ]; then
 	# swapped for a link since the mount made it: the PUTs followed it;
 	# take back what they left there (our random names only), and say so
@@ -115,7 +123,7 @@ if [ -f "$p.done" ]; then
 fi
 set --
 i=0
-while [ "$i" -lt "$np" ]; do
+while [ "$np" != - ] && [ "$i" -lt "$np" ]; do
 	f=$(printf '%s.%05d' "$p" "$i")
 	if ! [ -f "$f" ]; then
 		echo "part $i of the batch is missing" >&2
@@ -126,7 +134,13 @@ while [ "$i" -lt "$np" ]; do
 	i=$((i + 1))
 done
 rm -rf -- "$sd"
-if ! mkdir -- "$sd" || ! cat -- "$@" | tar -x -p --no-same-owner -f - -C "$sd" ||
+if [ "$np" = - ]; then
+	if ! mkdir -- "$sd" || ! printf '%s' "$inl" >"$sd/list" ||
+		! : >"$sd/made"; then
+		cleanup
+		exit 1
+	fi
+elif ! mkdir -- "$sd" || ! cat -- "$@" | tar -x -p --no-same-owner -f - -C "$sd" ||
 	! : >"$sd/made"; then
 	cleanup
 	exit 1

@@ -28,6 +28,9 @@
 #define APPLY_STAGE_SWAPPED 5   /* apply.sh: the batch directory is not ours */
 #define TAR_BLOCK 512u
 #define NAME_MAX_TAR 99u
+/* A batch of names only whose list is at most this goes in the command
+ * (apply.sh's LIST): with the script, well within the exec's 32 KiB. */
+#define INLINE_MAX (8u * 1024u)
 
 /* The report of the last batch that ran, removed by the next one (a rerun
  * after a lost answer reads it). Only the flusher sends; the lock is for
@@ -187,14 +190,15 @@ static int by_dir(const void *a, const void *b, void *base)
 	return c;
 }
 
-/* The archive of v in order (list: an "r" or "R" line for each removal
- * an "i", a "v" and a "V" line for each move, a "p" line for each file's
- * chmod,
- * an "m" line for each directory to make ("M" when in doubt), groups of files, then a group with a "t" or "c" line for each
- * directory time or mode of dv), into b. */
+/* The archive of v in order into b (list: an "r" or "R" line for each
+ * removal, an "i", a "v" and a "V" line for each move, a "p" line for each
+ * file's chmod, an "m" line for each directory to make ("M" when in
+ * doubt), groups of files, then a group with a "t" or "c" line for each
+ * directory time or mode of dv); or, for a batch of names only whose
+ * list is at most INLINE_MAX, the list alone into inl (b untouched). */
 static int build(struct mbfs *fs, struct mbfs_wbfile *v, const size_t *order,
 		 size_t n, const struct mbfs_wbdir *dv, size_t nd,
-		 struct mb_buf *b)
+		 struct mb_buf *b, struct mb_buf *inl)
 {
 	struct mb_buf list;
 	mb_buf_init(&list, MB_BUF_UNLIMITED);
@@ -278,6 +282,12 @@ static int build(struct mbfs *fs, struct mbfs_wbfile *v, const size_t *order,
 			rc = mb_buf_appendf(&list, "d%s\nc%04o\n",
 					    strcmp(rdir, "/") ? rdir : "",
 					    dv[k].mode & 07777);
+	}
+	/* names only, and short: the list goes in the command, no PUT */
+	if (!rc && n == 0 && list.len <= INLINE_MAX) {
+		rc = mb_buf_append(inl, list.data ? list.data : "", list.len);
+		mb_buf_release(&list);
+		return rc;
 	}
 	if (!rc)
 		rc = tar_member(b, "", "list", list.data ? list.data : "",
@@ -430,17 +440,19 @@ static int parse_report(const char *out, struct mbfs_wbfile *v,
 
 static int apply(struct send *s, struct mbfs_wbfile *v, const size_t *order,
 		 size_t n, struct mbfs_wbdir *dv, size_t nd, size_t nparts,
-		 struct mb_err *err)
+		 const char *inl, struct mb_err *err)
 {
 	struct mb_buf b;
 	char np[24], prev[MB_PATH_MAX];
 	snprintf(np, sizeof(np), "%zu", nparts);
+	if (inl)
+		snprintf(np, sizeof(np), "-");
 	pthread_mutex_lock(&prev_lock);
 	snprintf(prev, sizeof(prev), "%s", prev_done[0] ? prev_done : "-");
 	pthread_mutex_unlock(&prev_lock);
-	const char *argv[] = { s->parts, np, s->stage, prev };
+	const char *argv[] = { s->parts, np, s->stage, prev, inl };
 	mb_buf_init(&b, MBFS_CMD_MAX);
-	int rc = mbfs_sh_cmd(&b, mbfs_sh_apply, argv, 4);
+	int rc = mbfs_sh_cmd(&b, mbfs_sh_apply, argv, inl ? 5 : 4);
 	if (rc) {
 		mb_buf_release(&b);
 		return mb_err_set(err, ENAMETOOLONG, "command too long");
@@ -520,7 +532,9 @@ int mbfs_wbsend(struct mbfs *fs, struct mbfs_wbfile *v, size_t n,
 		rc = mb_err_set(err, ENAMETOOLONG, "path too long");
 		goto out;
 	}
-	rc = build(fs, v, order, n, dv, nd, &arch);
+	struct mb_buf inl;
+	mb_buf_init(&inl, MB_BUF_UNLIMITED);
+	rc = build(fs, v, order, n, dv, nd, &arch, &inl);
 	if (rc) {
 		mb_err_set(err, -rc, "cannot build the batch: %s", strerror(-rc));
 		goto out;
@@ -558,7 +572,9 @@ int mbfs_wbsend(struct mbfs *fs, struct mbfs_wbfile *v, size_t n,
 		rc = put_part(&s, i, arch.data + off, len, err);
 	}
 	if (!rc)
-		rc = apply(&s, v, order, n, dv, nd, nparts, err);
+		rc = apply(&s, v, order, n, dv, nd, nparts,
+			   inl.len ? inl.data : NULL, err);
+	mb_buf_release(&inl);
 	mb_op_deadline(outer);
 	/* the script removes its staging whenever it ran; a sandbox that
 	 * is gone takes it along */
