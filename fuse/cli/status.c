@@ -53,8 +53,9 @@ static void print_pending(const struct mbfs_status *f)
 		printf("pending: %.0f file%s, %s not on the sandbox yet\n", pf,
 		       plural(pf, "", "s"), b);
 	if (f->pending_removes > 0)
-		printf("         and %.0f removal%s or rename%s\n",
+		printf("         and %.0f removal%s, rename%s or mode change%s\n",
 		       f->pending_removes, plural(f->pending_removes, "", "s"),
+		       plural(f->pending_removes, "", "s"),
 		       plural(f->pending_removes, "", "s"));
 	if (f->uploading_files > 0) {
 		mbfs_status_human(f->uploading_sent, u, sizeof(u));
