@@ -330,6 +330,15 @@ static struct rec *walk_of(struct mbfs_prefetch *p, const char *dir)
 	return NULL;
 }
 
+/* Was dir listed cold within the window? Lock held. */
+static bool listed_cold(const struct mbfs_prefetch *p, const char *dir)
+{
+	for (size_t i = 0; i < MAX_COLD; i++)
+		if (p->lcold[i].dir && strcmp(p->lcold[i].dir, dir) == 0)
+			return true;
+	return false;
+}
+
 void mbfs_prefetch_listing(struct mbfs *fs, const char *dir)
 {
 	struct mbfs_prefetch *p = fs->prefetch;
@@ -366,6 +375,14 @@ void mbfs_prefetch_listing(struct mbfs *fs, const char *dir)
 		walk = strcmp(up, par) == 0;
 	}
 	cold_again(p->lcold, dir, now);
+	/* the parent and its own parent listed cold just before: a walk
+	 * down a tree (rm -rf, cp -r, du) takes the grandparent's subtree,
+	 * not one parent's after another */
+	char gpar[MB_PATH_MAX + 2];
+	mbfs_parent_path(par, gpar);
+	if (walk && strcmp(par, "/") && listed_cold(p, par) &&
+	    listed_cold(p, gpar) && !walk_of(p, gpar))
+		strcpy(par, gpar);
 	struct job j = { .fs = fs, .p = p, .base = par, .fd = -1,
 			 .listings = true };
 	uint64_t id = 0;
