@@ -770,6 +770,14 @@ def test_apply_takes_a_batch_of_names_in_the_command(run, tmp_path, apply_env):
     p = run(*args)
     assert p.returncode == 0 and p.stdout.splitlines() == ["ok 0"], (p.stdout, p.stderr)
     assert sorted(os.listdir(root / "d")) == ["x", "y"]
+    # a /tmp that a sandbox process swapped for a link: nothing made there
+    real = tmp_path / "real"
+    real.mkdir()
+    os.symlink(str(real), tmp_path / "tmp")
+    p = run("apply", str(tmp_path / "tmp" / "wb-1" / "b"), "-", str(root / ".mbfs-up-8"),
+            str(tmp_path / "none.done"), "R%s/gone\n" % d)
+    assert p.returncode == 5, (p.stdout, p.stderr)
+    assert os.listdir(real) == []
 
 
 def test_apply_does_no_move_twice(run, tmp_path, apply_env):

@@ -373,3 +373,45 @@ def test_a_queued_chmod_shows_on_its_file_not_on_the_next_one_at_the_name(servic
     sync(wb)
     assert sh(service, container, "stat -c '%%n %%a' /workspace/%s/s/f0 /workspace/%s/s/g"
               % (name, name)) == "/workspace/%s/s/f0 644\n/workspace/%s/s/g 700\n" % (name, name)
+
+
+def test_a_replay_killed_in_turn_does_no_move_twice(service, container, need_fuse, tmp_path):
+    """A queues f0->g, f1->f0 and is killed before they go; B replays them
+    (they run, the answer is held) and is killed too; C replays A's outbox
+    again. B wrote the moves it did in the ledger A's journal names (made
+    there, since A never sent a batch of them), so C does none again."""
+    cache = str(tmp_path / "cache")
+    name = unique("chain")
+    sandbox_files(service, container, name, 2)
+    m = mbtest.Mount(service, container, options=["cache_dir=" + cache])
+    d = m.path(name)
+    os.listdir(d)
+    hold_writeback(service, m, d)
+    os.rename(os.path.join(d, "f0"), os.path.join(d, "g"))
+    os.rename(os.path.join(d, "f1"), os.path.join(d, "f0"))
+    m.kill9()
+    service.release_held()
+    service.clear_faults()
+    # B: its replay's command runs, its answer held; a mount that never
+    # comes up is started by hand
+    service.fault(route="POST /containers/exec", count=1, heldMs=60000)
+    mnt = str(tmp_path / "b")
+    os.mkdir(mnt)
+    spec = "%s@%s:/workspace" % (container["id"], container["createdAt"])
+    b = subprocess.Popen([mbtest.MBFS, "-f", spec, mnt, "-o", "cache_dir=" + cache],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=service.env())
+    try:
+        until(lambda: service.get_file(container, "/workspace/%s/g" % name) == (200, b"v0\n"),
+              "B's replay done on the sandbox")
+        until(lambda: service.held() >= 1, "its answer held")
+    finally:
+        b.kill()
+        b.wait()
+        subprocess.run(["fusermount3", "-uz", mnt], capture_output=True)
+    service.release_held()
+    service.clear_faults()
+    m3 = mbtest.Mount(service, container, options=["cache_dir=" + cache])
+    try:
+        assert sh(service, container, "cd /workspace/%s && grep . f0 g" % name) == "f0:v1\ng:v0\n"
+    finally:
+        finish(m3)

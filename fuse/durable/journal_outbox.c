@@ -163,11 +163,19 @@ static bool parse_add(const char *s, struct oplist *l)
 		return false;
 	size_t flen = 0;
 	int more = 0;
+	/* a move: "LEN MVID LEDGER FROMTO" (or, from before the ledger,
+	 * "LEN FROMTO": no id, done as it comes) */
 	if (op.kind == 'v' &&
 	    (sscanf(s + used, "%zu %16[0-9a-f] %63s %n", &flen, op.mv_id,
 		    op.ledger, &more) < 3 || !more ||
-	     strlen(op.mv_id) != 16 || flen >= sizeof(op.rpath) ||
-	     strlen(s + used + more) <= flen))
+	     strlen(op.mv_id) != 16 || op.ledger[0] != '/')) {
+		op.mv_id[0] = op.ledger[0] = '\0';
+		more = 0;
+		if (sscanf(s + used, "%zu %n", &flen, &more) < 1 || !more)
+			return false;
+	}
+	if (op.kind == 'v' && (flen >= sizeof(op.rpath) ||
+			       strlen(s + used + more) <= flen))
 		return false;
 	used += more;
 	size_t plen = op.kind == 'v' ? flen : strlen(s + used);

@@ -84,12 +84,14 @@ export LC_ALL=C
 NL='
 '
 p=$1 np=$2 sd=$3 prev=$4 inl=${5-}
-if [ "$np" = - ] && ! [ -e "${p%/*}" ] && ! [ -L "${p%/*}" ]; then
+bd=${p%/*}
+if [ "$np" = - ] && ! [ -e "${p%/*}" ] && ! [ -L "${p%/*}" ] &&
+	! [ -L "${bd%/*}" ]; then
 	# a batch of names only comes in the command: no PUT made the
 	# directory yet (a mkdir fails on a name someone took meanwhile)
 	mkdir -m 700 -- "${p%/*}" 2>/dev/null || :
 fi
-if [ -L "${p%/*}" ] || ! [ -d "${p%/*}" ]; then
+if [ -L "${p%/*}" ] || ! [ -d "${p%/*}" ] || [ -L "${bd%/*}" ]; then
 	# swapped for a link since the mount made it: the PUTs followed it;
 	# take back what they left there (our random names only), and say so
 	# (exit 5): the mount picks a fresh directory for its next batch
@@ -97,9 +99,14 @@ if [ -L "${p%/*}" ] || ! [ -d "${p%/*}" ]; then
 	echo "the batch directory '${p%/*}' is not a directory of ours" >&2
 	exit 5
 fi
-if [ "$prev" = - ]; then
+# The first batch's sweep (PREV "-", once the list is there): never the
+# batch directory of a killed mount whose ledger an "i" line names.
+sweep() {
+	[ "$prev" = - ] || return 0
+	named=$(sed -n 's/^i[0-9a-f]* //p' "$sd/list")
 	for x in /tmp/.mbfs-up /tmp/.mbfs-up-* /tmp/.mbfs-wb-*; do
-		if [ "$x" = "${p%/*}" ] || [ -L "$x" ] || ! [ -d "$x" ]; then
+		if [ "$x" = "${p%/*}" ] || [ -L "$x" ] || ! [ -d "$x" ] ||
+			printf '%s\n' "$named" | grep -Fxq -- "$x"; then
 			continue
 		fi
 		if [ -z "$(find "$x" -mmin -60 -print 2>/dev/null | head -n 1)" ]; then
@@ -109,9 +116,8 @@ if [ "$prev" = - ]; then
 				-exec rm -f -- {} + 2>/dev/null
 		fi
 	done
-else
-	rm -f -- "$prev"
-fi
+}
+[ "$prev" = - ] || rm -f -- "$prev"
 cleanup() {
 	rm -rf -- "$sd"
 	rm -f -- "$p".[0-9]*
@@ -145,6 +151,7 @@ elif ! mkdir -- "$sd" || ! cat -- "$@" | tar -x -p --no-same-owner -f - -C "$sd"
 	cleanup
 	exit 1
 fi
+sweep
 # the directories an "m" line could not make, one a line
 bad=
 # Is $1 one of them, or below one?
@@ -296,7 +303,7 @@ same() {
 if [ -n "$byperl" ]; then
 	perl -e 'my ($root, $list, $out, $cur) = @ARGV;
 	open(my $in, "<", $list) or die; open(my $o, ">>", $out) or die;
-	my ($i, $base, $mid) = (0, "", "");
+	my ($i, $base, $mid, $mdir) = (0, "", "", "");
 	# the moves a run of this mount (or of the killed one an "i" line
 	# names) did already: a rerun after a lost answer does none twice
 	my (%done, %read);
@@ -312,9 +319,10 @@ if [ -n "$byperl" ]; then
 		my ($k, $p) = (substr($l, 0, 1), substr($l, 1));
 		if ($k eq "b") { $base = $p; next; }
 		if ($k eq "i") {
-			my $d;
-			($mid, $d) = split(/ /, $p, 2);
-			$ledger->($d) if $d =~ m{\A/tmp/\.mbfs-wb-[0-9a-f]+\z};
+			($mid, $mdir) = split(/ /, $p, 2);
+			$mid = "" if $mid eq "-";
+			$mdir = "" unless $mdir =~ m{\A/tmp/\.mbfs-wb-[0-9a-f]+\z};
+			$ledger->($mdir) if $mdir ne "";
 			next;
 		}
 		last unless $k eq "r" || $k eq "R" || $k eq "v" || $k eq "p";
@@ -370,13 +378,22 @@ if [ -n "$byperl" ]; then
 			} elsif (@tt && $tt[0] == $st[0] && $tt[1] == $st[1]) {
 				print $o "w $i\n";   # rename(2) leaves both
 			} elsif (rename($p, $to)) {
-				if ($mid ne "" && open(my $m, ">>", "$cur/moves")) {
+				# also in the ledger the journal names, which
+				# a later replay reads (this mount may die too;
+				# the killed one may never have made it)
+				mkdir($mdir, 0700) if $mdir ne "" && !-e $mdir &&
+				    !-l $mdir;
+				for my $d ($mdir ne "" && -d $mdir && !-l $mdir
+					   ? ($cur, $mdir) : ($cur)) {
+					next if $mid eq "";
+					open(my $m, ">>", "$d/moves") or next;
 					print $m "$mid\n";
 					close($m);
 				}
 			} else {
 				$why = "$!";
 			}
+			($mid, $mdir) = ("", "");
 		} elsif (!@st) {
 		} elsif ($k eq "R") {
 			rmdir($p) or $why = "$!";
@@ -405,7 +422,8 @@ else
 		if [ "$k" = i ]; then
 			mid=${v%% *} mdir=${v#* }
 			case $mdir in /tmp/.mbfs-wb-*) ;; *) mdir=${p%/*} ;; esac
-			[ -d "$mdir" ] && ! [ -L "$mdir" ] || mdir=${p%/*}
+			! [ -L "$mdir" ] || mdir=${p%/*}
+			[ "$mid" != - ] || mid=
 			continue
 		fi
 		if [ "$k" = v ]; then
@@ -437,7 +455,8 @@ else
 		fi
 		if [ "$k" = V ]; then
 			t=$(stat -c %d:%i -- "$from" "$v" 2>/dev/null) || t=
-			if grep -Fxqs -- "$mid" "${p%/*}/moves" "$mdir/moves"; then
+			if [ -n "$mid" ] &&
+				grep -Fxqs -- "$mid" "${p%/*}/moves" "$mdir/moves"; then
 				: # done by the run whose answer was lost
 			elif swapped "${from%/*}" || swapped "${v%/*}"; then
 				echo "z $ri a directory above it is a symlink"
@@ -450,10 +469,22 @@ else
 			elif [ -n "$t" ] && [ "${t%%"$NL"*}" = "${t#*"$NL"}" ]; then
 				echo "w $ri" # rename(2) leaves both
 			elif err=$(mv -fT -- "$from" "$v" 2>&1); then
-				printf '%s\n' "$mid" >>"${p%/*}/moves"
+				# also in the ledger the journal names (this
+				# mount may die too)
+				if [ -n "$mid" ]; then
+					printf '%s\n' "$mid" >>"${p%/*}/moves"
+					if [ "$mdir" != "${p%/*}" ]; then
+						[ -e "$mdir" ] || [ -L "$mdir" ] ||
+							mkdir -m 700 -- "$mdir" 2>/dev/null
+						if [ -d "$mdir" ] && ! [ -L "$mdir" ]; then
+							printf '%s\n' "$mid" >>"$mdir/moves"
+						fi
+					fi
+				fi
 			else
 				echo "z $ri ${err##*: }"
 			fi
+			mid='' mdir=${p%/*}
 			ri=$((ri + 1))
 			continue
 		fi

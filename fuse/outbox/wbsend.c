@@ -214,7 +214,9 @@ static int build(struct mbfs *fs, struct mbfs_wbfile *v, const size_t *order,
 			rc = mbfs_remote_path(fs, dv[k].to, rto);
 			if (!rc)
 				rc = mb_buf_appendf(&list, "i%s %s\nv%s\nV%s\n",
-						    dv[k].mv_id, dv[k].ledger ?
+						    dv[k].mv_id[0] ? dv[k].mv_id
+								   : "-",
+						    dv[k].ledger ?
 						    dv[k].ledger : "-", rdir,
 						    rto);
 			continue;
