@@ -8,7 +8,7 @@ import tempfile
 import pytest
 
 import mbtest
-from test_mbfs_helpers import read_file, unique
+from test_mbfs_helpers import read_file, unique, until
 
 
 @pytest.fixture
@@ -101,14 +101,6 @@ def test_stopped_generation(service, container, mnt, need_fuse):
 
 def test_missing_remote_dir(service, container, mnt, need_fuse):
     assert_refused(run(service, ["-f", spec(container, "/no/such/dir"), mnt]), mnt, "/no/such/dir")
-
-
-def wait_for(cond, what, timeout=60):
-    import time
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out waiting for " + what
-        time.sleep(0.02)
 
 
 def wait_mounted(mnt, proc, timeout=20):
@@ -217,7 +209,7 @@ def test_unmount_ends_daemon_despite_namespace_copies(service, container, need_f
     try:
         # the copy exists once the holder runs sleep in a namespace of its own
         ours = os.readlink("/proc/self/ns/mnt")
-        wait_for(lambda: holder.poll() is None and
+        until(lambda: holder.poll() is None and
                  os.readlink("/proc/%d/ns/mnt" % holder.pid) != ours and
                  "sleep" in open("/proc/%d/comm" % holder.pid).read(),
                  "unshare to make the namespace")

@@ -189,12 +189,13 @@ def guest_tree_digest(service, ident, root):
     return out
 
 
-def until(pred, what, timeout=30):
-    """Wait for pred() to hold (an event the test cannot be told of),
-    failing after timeout seconds."""
+def until(pred, what, timeout=60):
+    """Wait for pred() to hold (an event the test cannot be told of) and
+    return its value, failing after timeout seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.1)
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.02)
     raise AssertionError("timed out waiting for " + what)

@@ -11,7 +11,6 @@ import errno
 import os
 import signal
 import subprocess
-import time
 
 import pytest
 

@@ -36,6 +36,19 @@ def sandbox_files(service, container, name, count):
        "for i in $(seq 0 %d); do echo v$i > f$i; done" % (name, name, count - 1))
 
 
+def held_mount(service, container, tmp_path, name, count):
+    """A mount with a cache directory of its own (a kill -9 and a remount
+    replay its journal) on count files the sandbox made in name, which it
+    has listed, with its queue held: (cache directory, mount, directory)."""
+    cache = str(tmp_path / "cache")
+    sandbox_files(service, container, name, count)
+    m = mbtest.Mount(service, container, options=["cache_dir=" + cache])
+    d = m.path(name)
+    os.listdir(d)
+    hold_writeback(service, m, d)
+    return cache, m, d
+
+
 def test_a_rename_storm_goes_in_a_few_batches(service, container, wb):
     name = unique("storm")
     n = 200
@@ -153,13 +166,8 @@ def test_an_open_file_is_renamed_at_once(service, container, wb):
 
 
 def test_queued_moves_survive_kill9(service, container, need_fuse, tmp_path):
-    cache = str(tmp_path / "cache")
     name = unique("crashmv")
-    sandbox_files(service, container, name, 3)
-    m = mbtest.Mount(service, container, options=["cache_dir=" + cache])
-    d = m.path(name)
-    os.listdir(d)
-    hold_writeback(service, m, d)
+    cache, m, d = held_mount(service, container, tmp_path, name, 3)
     os.rename(os.path.join(d, "f0"), os.path.join(d, "g0"))
     os.rename(os.path.join(d, "f1"), os.path.join(d, "f2"))
     os.unlink(os.path.join(d, "f2"))        # after the move onto it
@@ -305,13 +313,8 @@ def test_a_chmod_storm_goes_in_a_few_batches_and_shows_at_once(service, containe
 
 
 def test_a_queued_chmod_survives_kill9(service, container, need_fuse, tmp_path):
-    cache = str(tmp_path / "cache")
     name = unique("crashchmod")
-    sandbox_files(service, container, name, 2)
-    m = mbtest.Mount(service, container, options=["cache_dir=" + cache])
-    d = m.path(name)
-    os.listdir(d)
-    hold_writeback(service, m, d)
+    cache, m, d = held_mount(service, container, tmp_path, name, 2)
     os.chmod(os.path.join(d, "f0"), 0o751)
     m.kill9()
     assert not mbtest.sanitizer_report(m.log()), m.log()
@@ -380,13 +383,8 @@ def test_a_replay_killed_in_turn_does_no_move_twice(service, container, need_fus
     (they run, the answer is held) and is killed too; C replays A's outbox
     again. B wrote the moves it did in the ledger A's journal names (made
     there, since A never sent a batch of them), so C does none again."""
-    cache = str(tmp_path / "cache")
     name = unique("chain")
-    sandbox_files(service, container, name, 2)
-    m = mbtest.Mount(service, container, options=["cache_dir=" + cache])
-    d = m.path(name)
-    os.listdir(d)
-    hold_writeback(service, m, d)
+    cache, m, d = held_mount(service, container, tmp_path, name, 2)
     os.rename(os.path.join(d, "f0"), os.path.join(d, "g"))
     os.rename(os.path.join(d, "f1"), os.path.join(d, "f0"))
     m.kill9()

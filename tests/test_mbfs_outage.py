@@ -7,12 +7,11 @@ import errno
 import os
 import signal
 import subprocess
-import time
 
 import pytest
 
 import mbtest
-from test_mbfs_helpers import control, hold_writeback, read_file, sh, status, unique, write_file
+from test_mbfs_helpers import control, hold_writeback, read_file, sh, status, unique, until, write_file
 
 
 @pytest.fixture
@@ -22,13 +21,6 @@ def svc(need_fuse):
     yield s
     mbtest.thaw(s.proc.pid)
     s.stop()
-
-
-def until(pred, what, timeout=120):
-    deadline = time.monotonic() + timeout
-    while not pred():
-        assert time.monotonic() < deadline, "timed out waiting for " + what
-        time.sleep(0.05)
 
 
 def kept_files(cache):
@@ -62,7 +54,7 @@ def test_edits_during_an_outage_longer_than_op_timeout_all_land(svc, tmp_path):
         try:
             edit_during_outage(m, d)
             # several tries, each op_timeout long, have failed
-            until(lambda: control(m)["writeback"]["retries"] >= 2, "two failed tries")
+            until(lambda: control(m)["writeback"]["retries"] >= 2, "two failed tries", timeout=120)
             wb = control(m)["writeback"]
             assert wb["waiting"] is True and wb["failedFiles"] == 0, wb
             # what the mount knows still answers, from the queue
@@ -105,7 +97,7 @@ def test_an_unmount_during_an_outage_leaves_the_changes_to_the_next_mount(svc, t
         mbtest.freeze(svc.proc.pid)
         try:
             edit_during_outage(m, d)
-            until(lambda: control(m)["writeback"]["retries"] >= 1, "a failed try")
+            until(lambda: control(m)["writeback"]["retries"] >= 1, "a failed try", timeout=120)
         finally:
             rc = m.unmount()
             mbtest.thaw(svc.proc.pid)
@@ -171,7 +163,7 @@ def test_a_full_cache_disk_loses_nothing_whose_close_returned_0(service, contain
                     closed["q%02d" % i] = data
                 fill(filler)
                 service.release_held()
-                until(lambda: control(m)["writeback"]["inFlightFiles"] == 0, "the held batch")
+                until(lambda: control(m)["writeback"]["inFlightFiles"] == 0, "the held batch", timeout=120)
             for i in range(40):
                 data = b"%d\n" % i * 2000
                 try:

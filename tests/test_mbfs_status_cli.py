@@ -20,21 +20,11 @@ import time
 import pytest
 
 import mbtest
-from test_mbfs_helpers import CONTROL, MiB, read_file, sh, status, unique, write_file
+from test_mbfs_helpers import CONTROL, MiB, read_file, sh, status, unique, until, write_file
 
 pytestmark = pytest.mark.usefixtures("no_faults_left")
 
 PUT = "PUT /containers/files"
-
-
-def wait_for(cond, what, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for " + what)
 
 
 def status_json(mount, *args):
@@ -162,7 +152,7 @@ def test_log_file_is_named_and_holds_the_daemons_lines(service, need_fuse, tmp_p
         notice_stopped(mnt)
         line = "mbfs[%d]: error: container '%s' generation %s is no longer running" % (
             pid, ident["id"], ident["createdAt"])
-        wait_for(lambda: line in open(log).read(), "the daemon's line in " + log)
+        until(lambda: line in open(log).read(), "the daemon's line in " + log)
     finally:
         daemon_unmount(mnt, pid)
         service.delete_container(ident)
@@ -175,7 +165,7 @@ def test_stopped_sandbox_is_said_and_exits_1(service, need_fuse):
         assert status(m).returncode == 0
         service.expire(ident)
         notice_stopped(m.mountpoint)
-        r = wait_for(lambda: (lambda r: r if r.returncode == 1 else None)(status(m)),
+        r = until(lambda: (lambda r: r if r.returncode == 1 else None)(status(m)),
                      "--status to see the stopped generation")
         said = ("the sandbox '%s' generation %s is no longer running; nothing more can be "
                 "sent; " % (ident["id"], ident["createdAt"]))
@@ -219,7 +209,7 @@ def start_held_upload(service, mount, size):
     def seen():
         rc, doc = status_json(mount)
         return doc if doc["uploadingFiles"] == 1 else None
-    doc = wait_for(seen, "--status to show the upload")
+    doc = until(seen, "--status to show the upload")
     return name, data, w, doc
 
 

@@ -13,14 +13,13 @@ import re
 import resource
 import signal
 import subprocess
-import time
 
 import pytest
 
 import mbtest
 from test_mbfs_helpers import (control, finish, guest_tree_digest, hold_writeback,
                                read_file, requests_of, sh, status, sync, tree_digest, unique,
-                               write_file)
+                               until, write_file)
 
 UMASK = os.umask(0o022)
 os.umask(UMASK)
@@ -38,14 +37,6 @@ def api_requests(service):
     return sum(n for route, n in service.stats().get("requests", {}).items()
                if " /containers" in route)
 
-
-def wait_for(cond, what, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for " + what)
 
 
 @pytest.fixture
@@ -120,7 +111,7 @@ def test_directory_times_wait_for_nothing_and_hold_on_the_sandbox(service, conta
     def next_batch_out():
         w = control(wb)["writeback"]
         return w["sentFiles"] >= 1 and w["inFlightFiles"] >= 5
-    wait_for(next_batch_out, "the held batch to land and the next to leave")
+    until(next_batch_out, "the held batch to land and the next to leave")
     assert os.stat(d).st_mtime == 1300000000
     assert os.stat(sub).st_mtime == 1410000000
     r = status(wb, "--wait")
@@ -359,7 +350,7 @@ def test_kill9_while_a_batch_is_in_flight_is_no_conflict(service, container, nee
         for i in range(8):
             write_file(os.path.join(d, "f%d" % i), b"in flight %d\n" % i)
         # (files routes only: an exec of ours would take the fault)
-        wait_for(lambda: all(service.get_file(container, "/workspace/%s/f%d" % (name, i))[0] == 200
+        until(lambda: all(service.get_file(container, "/workspace/%s/f%d" % (name, i))[0] == 200
                              for i in range(8)), "the batches landing")
         # the last batch's answer is not back yet (all 8, or the last of
         # the batches they left in)
@@ -395,7 +386,7 @@ def test_a_removed_file_does_not_come_back(service, container, wb, wait):
     if wait == "in flight":
         service.fault(route=PUT, count=1, match="wb-", delayMs=3000)
         write_file(f, b"v1\n")
-        wait_for(lambda: control(wb)["writeback"]["inFlightFiles"] == 1, "v1's batch leaving")
+        until(lambda: control(wb)["writeback"]["inFlightFiles"] == 1, "v1's batch leaving")
     else:
         write_file(f, b"v1\n")
     if wait == "landed":
