@@ -316,7 +316,8 @@ static void *read_main(void *arg)
 		if (got <= 0) {
 			u->in_eof = true;
 		} else {
-			if (u->r->pty && u->r->stdin_tty) {
+			if (u->r->pty && u->r->stdin_tty &&
+			    memchr(cur->buf + cur->len, 0x03, (size_t)got)) {
 				/* the filling chunk's index once queued: only
 				 * this thread numbers them */
 				pthread_mutex_lock(&u->mu);

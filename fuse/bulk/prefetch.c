@@ -381,7 +381,7 @@ void mbfs_prefetch_listing(struct mbfs *fs, const char *dir)
 	char gpar[MB_PATH_MAX + 2];
 	mbfs_parent_path(par, gpar);
 	if (walk && strcmp(par, "/") && listed_cold(p, par) &&
-	    listed_cold(p, gpar) && !walk_of(p, gpar))
+	    listed_cold(p, gpar))
 		strcpy(par, gpar);
 	struct job j = { .fs = fs, .p = p, .base = par, .fd = -1,
 			 .listings = true };

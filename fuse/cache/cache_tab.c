@@ -112,18 +112,28 @@ void mbfs_cache_bump_locked(struct mbfs_cache *c, const char *path)
 	ch->at = path && !ch->path ? 0 : c->counter;   /* no memory: all */
 }
 
-/* Is dir the directory of p, or of p's directory (whose times a change of
- * p moves, as its listing shows them)? */
-static bool holds(const char *dir, const char *p)
+/* The length of the directory of p[0, n) (0 stands for "/"). */
+static size_t up(const char *p, size_t n)
 {
-	char up[MB_PATH_MAX + 2], up2[MB_PATH_MAX + 2];
-	if (strlen(p) >= MB_PATH_MAX)
-		return true;
-	mbfs_parent_path(p, up);
-	if (strcmp(up, dir) == 0)
-		return true;
-	mbfs_parent_path(up, up2);
-	return strcmp(up2, dir) == 0;
+	while (n > 0 && p[--n] != '/')
+		;
+	return n;
+}
+
+/* Is p[0, n) the directory dir (dlen bytes)? */
+static bool is_dir(const char *dir, size_t dlen, const char *p, size_t n)
+{
+	return n == 0 ? strcmp(dir, "/") == 0
+		      : dlen == n && memcmp(dir, p, n) == 0;
+}
+
+/* Is dir the directory of p, or of p's directory (whose times a change of
+ * p moves, as its listing shows them)? No copies: it runs for every
+ * change since a listing's fetch, with the cache's lock held. */
+static bool holds(const char *dir, size_t dlen, const char *p)
+{
+	size_t a = up(p, strlen(p));
+	return is_dir(dir, dlen, p, a) || is_dir(dir, dlen, p, up(p, a));
 }
 
 bool mbfs_cache_changed_since_locked(struct mbfs_cache *c, const char *path,
@@ -131,9 +141,10 @@ bool mbfs_cache_changed_since_locked(struct mbfs_cache *c, const char *path,
 {
 	if (c->counter - ctr >= CACHE_CHANGES)
 		return c->counter != ctr;
+	size_t plen = strlen(path);
 	for (uint64_t v = ctr + 1; v <= c->counter; v++) {
 		const struct cache_change *ch = &c->changes[v % CACHE_CHANGES];
-		if (ch->at != v || !ch->path || holds(path, ch->path))
+		if (ch->at != v || !ch->path || holds(path, plen, ch->path))
 			return true;
 		size_t n = strlen(ch->path);   /* path at or below it */
 		if (strcmp(ch->path, "/") == 0 ||

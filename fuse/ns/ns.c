@@ -234,8 +234,9 @@ int mbfs_ns_rmdir(struct mbfs *fs, const char *path)
 }
 
 /* The rename of from over to through the write-back queue (wbq.h): a
- * regular file the mount knows, with one link, over a free name or such
- * a file, no node at either name (an open file's bytes may still be
+ * regular file the mount knows, over a free name or such a file (it sees
+ * no link counts: two names of one file are left to apply.sh's "w"), no
+ * node at either name (an open file's bytes may still be
  * fetched by its name): then the guest can only refuse it by a race with
  * another client, which is reported. A rename storm costs a batch, not a
  * command per file. true when queued. */
@@ -244,11 +245,10 @@ static bool queue_move(struct mbfs *fs, const char *from, const char *to,
 {
 	struct stat fst, tst;
 	if (fs->sync_close || !fs->wbq || flags ||
-	    mbfs_view_getattr(fs, from, &fst) || !S_ISREG(fst.st_mode) ||
-	    fst.st_nlink > 1)
+	    mbfs_view_getattr(fs, from, &fst) || !S_ISREG(fst.st_mode))
 		return false;
 	int rc = mbfs_view_getattr(fs, to, &tst);
-	if (rc ? rc != -ENOENT : !S_ISREG(tst.st_mode) || tst.st_nlink > 1)
+	if (rc ? rc != -ENOENT : !S_ISREG(tst.st_mode))
 		return false;
 	if (mbfs_node_at(fs, from) || mbfs_node_at(fs, to))
 		return false;
