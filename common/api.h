@@ -199,6 +199,8 @@ struct mb_entry {
 	unsigned mode;             /* mode & 07777 */
 	unsigned uid, gid;
 	time_t mtime;              /* whole seconds */
+	long mtime_nsec;           /* 0 from the API's routes (whole
+				    * seconds); a guest-run listing's */
 	bool name_cut;             /* the name as sent held a NUL byte
 				    * ("\u0000"): name is what came before it */
 };

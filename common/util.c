@@ -141,6 +141,20 @@ int mb_parse_iso8601(const char *s, time_t *sec, int *msec)
 	return 0;
 }
 
+long mb_frac_nsec(const char *d, size_t n)
+{
+	long v = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (d[i] < '0' || d[i] > '9')
+			return -1;
+		if (i < 9)
+			v = v * 10 + (d[i] - '0');
+	}
+	for (size_t i = n; i < 9; i++)
+		v *= 10;
+	return v;
+}
+
 void mb_format_iso8601(time_t sec, int msec, char out[32])
 {
 	char tmp[96];

@@ -16,6 +16,11 @@ int mb_parse_duration_ms(const char *s, uint64_t *out_ms);
 /* Parse "YYYY-MM-DDTHH:MM:SS(.mmm)Z" into seconds and milliseconds. */
 int mb_parse_iso8601(const char *s, time_t *sec, int *msec);
 
+/* The nanoseconds of the n digits of a decimal fraction ("25" is
+ * 250000000; digits past the ninth are cut), or -1 when they are not all
+ * digits. */
+long mb_frac_nsec(const char *d, size_t n);
+
 /* Format t (UTC) with ms as "YYYY-MM-DDTHH:MM:SS.mmmZ" into out[32]. */
 void mb_format_iso8601(time_t sec, int msec, char out[32]);
 

@@ -57,6 +57,7 @@
 #include "fuse/node/nodeset.h"
 #include "fuse/node/node_int.h"
 #include "fuse/bulk/prefetch.h"
+#include "fuse/bulk/relist.h"
 #include "fuse/face/ops.h"
 #include "fuse/session/recover.h"
 #include "fuse/outbox/unsent.h"
@@ -500,11 +501,14 @@ static int open_state(struct mbfs *fs, struct mbfs_opts *o,
 	fs->inos = mbfs_inos_new();
 	fs->hidden = mbfs_hidden_new();
 	fs->warm = mbfs_warm_new();
-	if (!o->bulk_read || strcmp(o->bulk_read, "0"))
+	if (!o->bulk_read || strcmp(o->bulk_read, "0")) {
 		fs->prefetch = mbfs_prefetch_new(mbfs_nodeset_busy);
+		fs->relist = mbfs_relist_new();
+	}
 	if (!fs->cache || !fs->batch || !fs->wbq || !fs->newdirs || !fs->gone || !fs->inos ||
 	    !fs->hidden || !fs->warm ||
-	    (!fs->prefetch && (!o->bulk_read || strcmp(o->bulk_read, "0"))))
+	    ((!fs->prefetch || !fs->relist) &&
+	     (!o->bulk_read || strcmp(o->bulk_read, "0"))))
 		return fail("out of memory");
 	fs->kcache = mbfs_kcache_new();
 	if (!fs->kcache)
@@ -612,6 +616,7 @@ static void fs_free(struct mbfs *fs)
 	mbfs_hidden_free(fs->hidden);
 	mbfs_warm_free(fs->warm);
 	mbfs_prefetch_free(fs->prefetch);
+	mbfs_relist_free(fs->relist);
 	mbfs_data_free(fs->data);
 	mbfs_journal_close(fs->journal);
 	if (fs->client)

@@ -53,6 +53,8 @@ void mbfs_entry_stat(const struct mbfs *fs, const struct mb_entry *e,
 	st->st_blksize = 65536;
 	st->st_blocks = (blkcnt_t)((e->size + 511) / 512);
 	st->st_mtim.tv_sec = e->mtime;
+	if (e->mtime_nsec > 0 && e->mtime_nsec < 1000000000L)
+		st->st_mtim.tv_nsec = e->mtime_nsec;
 	st->st_atim = st->st_mtim;
 	st->st_ctim = st->st_mtim;
 }

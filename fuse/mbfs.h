@@ -111,6 +111,7 @@ struct mbfs_kcache;
 struct mbfs_lease;
 struct mbfs_node;
 struct mbfs_prefetch;
+struct mbfs_relist;
 struct mbfs_warm;
 
 /* The remote directory mounted when none is given, and the one directory
@@ -173,6 +174,8 @@ struct mbfs {
 	bool sync_close;                /* close() uploads and waits */
 	struct mbfs_prefetch *prefetch; /* bulk reads (prefetch.h); NULL:
 	                                   off */
+	struct mbfs_relist *relist;     /* listings again after a command
+	                                   (relist.h); NULL: off */
 	struct mbfs_lease *lease;       /* NULL until mbfs_lease_start */
 	struct mbfs_kcache *kcache;     /* the kernel's caches (kcache.h) */
 	struct mbfs_inos *inos;         /* numbers kept across renames

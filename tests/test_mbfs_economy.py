@@ -453,3 +453,24 @@ def test_a_listing_is_followed_only_while_it_lasts(service, container, need_fuse
         assert execs <= 2, execs   # a poll, maybe a heartbeat; not one a second
     finally:
         assert m.unmount() == 0, m.log()
+
+
+def test_a_walk_back_after_a_command_lists_in_one_request(service, container, mount):
+    """After a command the mount forgets what it knew; the directories it
+    held listed come back in one exec at the first lookup, not in one
+    list request per level of the walk back to the command's directory."""
+    top = unique("walkback")
+    d = mount.path(top, "a", "b", "c")
+    os.makedirs(d)
+    write_file(os.path.join(d, "f"), b"v0\n")
+    sync(mount)
+    for p in (mount.path(top), mount.path(top, "a"), mount.path(top, "a", "b"), d):
+        os.listdir(p)
+    p = mbtest.run_mbexec(service, ["sh", "-c", "echo made > g; touch ../../../top"], cwd=d)
+    assert p.returncode == 0, p
+    service.reset_stats()
+    assert sorted(os.listdir(d)) == ["f", "g"]
+    assert os.path.exists(mount.path(top, "top"))
+    assert read_file(os.path.join(d, "g")) == b"made\n"
+    got = service.stats()["requests"]
+    assert got == {GET: 1, EXEC: 1}, got

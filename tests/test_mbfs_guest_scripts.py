@@ -836,8 +836,13 @@ def test_follow_lists_files_and_directories(run, tmp_path):
     body = lines[3:-2]
     assert "! %s" % (tmp_path / "dlink") in body and "! %s" % (tmp_path / "nodir") in body
     assert "! %s" % odd in body, r.stdout
-    entries = {l.split(" ", 6)[6]: l.split(" ", 6)[0] for l in body if l[:2] in ("f ", "d ", "l ")}
-    assert entries == {str(d / "sub"): "d", str(d / " lead"): "f", str(d / "f"): "f",
-                       str(d / "ln"): "l"}, r.stdout
-    link = [l for l in body if l.startswith("l ")][0]
+    entries = {l.split(" ", 7)[7]: l.split(" ", 7)[:2] for l in body
+               if l[:4] in ("1 f ", "1 d ", "1 l ", "0 d ")}
+    assert entries == {str(d / "sub"): ["1", "d"], str(d / " lead"): ["1", "f"],
+                       str(d / "f"): ["1", "f"], str(d / "ln"): ["1", "l"],
+                       str(d): ["0", "d"], str(odd): ["0", "d"]}, r.stdout
+    # seconds with find's fraction
+    assert [l.split(" ")[6] for l in body if l.endswith(" %s" % (d / "f"))] == \
+        ["1500000000.0000000000"], r.stdout
+    link = [l for l in body if l.startswith("1 l ")][0]
     assert body[body.index(link) + 1] == "t a r"

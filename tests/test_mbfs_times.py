@@ -154,3 +154,43 @@ def test_reading_a_tree_waits_for_none_of_its_queued_times(service, container, m
         service.release_held()
     sync(mount)
     assert sh(service, container, "stat -c %%Y %s/f1 %s/sub" % (rd, rd)) == "%d\n%d\n" % (then, then)
+
+
+def test_a_time_a_command_sets_shows_to_the_nanosecond(service, container, mount):
+    """The list and stat routes give whole seconds; after a command the
+    mount lists again what it held with the guest's own find, which has
+    the nanoseconds."""
+    d = mount.path(unique("cmdtime"))
+    os.makedirs(os.path.join(d, "sub"))
+    write(os.path.join(d, "sub", "f"), b"x\n")
+    sync(mount)
+    assert os.listdir(os.path.join(d, "sub")) == ["f"]
+    t = 1600000000 * 10**9 + 123456789
+    mbexec(service, d, "sh", "-c", "echo n > sub/g; touch -d @1600000000.123456789 sub/f sub")
+    assert os.stat(os.path.join(d, "sub", "f")).st_mtime_ns == t
+    assert os.stat(os.path.join(d, "sub")).st_mtime_ns == t
+    assert os.stat(os.path.join(d, "sub", "g")).st_mtime_ns == \
+        guest_mtime_ns(service, d, "sub/g")
+
+
+def test_make_on_the_mount_sees_a_source_a_command_changed_in_the_same_second(
+        service, container, mount):
+    """A source saved at S.4 and its target built at S.5 on the mount, the
+    source changed by a command at S.6: make on the mount rebuilds. With
+    the list route's whole second the mount kept S.4 for the source (the
+    finer time it knew in that second), and make said "up to date"."""
+    d = mount.path(unique("samesec"))
+    os.mkdir(d)
+    write(os.path.join(d, "Makefile"), MAKEFILE)
+    write(os.path.join(d, "in"), b"one\n")
+    r = subprocess.run(["make", "-s", "-C", d], capture_output=True, timeout=60)
+    assert r.returncode == 0, r
+    s = int(time.time()) - 60
+    os.utime(os.path.join(d, "in"), ns=(s * 10**9 + 400000000,) * 2)
+    os.utime(os.path.join(d, "out"), ns=(s * 10**9 + 500000000,) * 2)
+    sync(mount)
+    mbexec(service, d, "sh", "-c", "echo two > in && touch -d @%d.6 in" % s)
+    r = subprocess.run(["make", "-C", d], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "cp in out" in r.stdout, r
+    with open(os.path.join(d, "out"), "rb") as f:
+        assert f.read() == b"two\n"

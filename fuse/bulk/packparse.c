@@ -65,26 +65,25 @@ static int number(const char *s, unsigned base, uint64_t max, uint64_t *out)
 }
 
 /* %T@: [-]SECONDS[.FRACTION], as whole seconds (the floor, as stat %Y). */
-static int seconds(const char *s, int64_t *out)
+static int seconds(const char *s, int64_t *out, long *nsec)
 {
 	bool neg = *s == '-';
 	const char *dot = strchr(s + neg, '.');
 	char whole[24];
 	size_t wl = dot ? (size_t)(dot - s - neg) : strlen(s + neg);
 	uint64_t v;
+	long ns = 0;
 	if (wl >= sizeof(whole))
 		return -1;
 	memcpy(whole, s + neg, wl);
 	whole[wl] = '\0';
 	if (number(whole, 10, INT64_MAX - 1, &v))
 		return -1;
-	bool frac = false;
-	if (dot) {
-		if (!dot[1] || strspn(dot + 1, "0123456789") != strlen(dot + 1))
-			return -1;
-		frac = strspn(dot + 1, "0") != strlen(dot + 1);
-	}
-	*out = neg ? -(int64_t)v - (frac ? 1 : 0) : (int64_t)v;
+	if (dot && (!dot[1] || (ns = mb_frac_nsec(dot + 1, strlen(dot + 1))) < 0))
+		return -1;
+	/* -1.25 is 1.25 s before the epoch: second -2, then 0.75 */
+	*out = neg ? -(int64_t)v - (ns ? 1 : 0) : (int64_t)v;
+	*nsec = neg && ns ? 1000000000L - ns : ns;
 	return 0;
 }
 
@@ -134,6 +133,7 @@ static int parse_item(const char **p, const char *end, struct item *it,
 	const char *f[FIELDS];
 	uint64_t mode, uid, gid, size;
 	int64_t mtime;
+	long nsec = 0;
 	memset(it, 0, sizeof(*it));
 	for (int i = 0; i < FIELDS; i++) {
 		size_t room = (size_t)(end - *p);
@@ -152,7 +152,7 @@ static int parse_item(const char **p, const char *end, struct item *it,
 		: number(f[2], 10, UINT32_MAX, &uid) ? 2
 		: number(f[3], 10, UINT32_MAX, &gid) ? 3
 		: number(f[4], 10, INT64_MAX, &size) ? 4
-		: seconds(f[5], &mtime) ? 5
+		: seconds(f[5], &mtime, &nsec) ? 5
 		: !plain_name(f[7], strlen(f[7])) ? 7
 		: -1;
 	if (bad < 0 && !(it->dir = dir_rel(f[6])))
@@ -167,6 +167,7 @@ static int parse_item(const char **p, const char *end, struct item *it,
 	it->e.gid = (unsigned)gid;
 	it->e.size = size;
 	it->e.mtime = (time_t)mtime;
+	it->e.mtime_nsec = nsec;
 	const char *name = f[7], *target = f[8];
 	it->bad = !mb_utf8_valid(name, strlen(name)) ||
 		  !mb_utf8_valid(target, strlen(target));

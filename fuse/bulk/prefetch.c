@@ -405,6 +405,16 @@ void mbfs_prefetch_listing(struct mbfs *fs, const char *dir)
 	release_job(&j);
 }
 
+void mbfs_prefetch_relisted(struct mbfs *fs, const char *dir)
+{
+	struct mbfs_prefetch *p = fs->prefetch;
+	if (!p || strlen(dir) >= MB_PATH_MAX)
+		return;
+	pthread_mutex_lock(&p->lock);
+	cold_again(p->lcold, dir, mb_now_ms());
+	pthread_mutex_unlock(&p->lock);
+}
+
 void mbfs_prefetch_listing_now(struct mbfs *fs, const char *dir)
 {
 	struct mbfs_prefetch *p = fs->prefetch;

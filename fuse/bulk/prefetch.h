@@ -85,6 +85,12 @@ void mbfs_prefetch_listing(struct mbfs *fs, const char *dir);
  * just that name, name.h). On this thread; failures are logged. */
 void mbfs_prefetch_listing_now(struct mbfs *fs, const char *dir);
 
+/* dir was just listed again after a command (relist.h): a cold listing
+ * as far as walks go, so that a walk right after a command (find, ls -R)
+ * still takes a subtree in one go when it comes to a directory that was
+ * not listed again. */
+void mbfs_prefetch_relisted(struct mbfs *fs, const char *dir);
+
 /* The mount was told to forget what it knows (mbexec's invalidate): what
  * was walked or listed a moment ago may be walked again at once. */
 void mbfs_prefetch_forget(struct mbfs *fs);

@@ -289,6 +289,18 @@ void mbfs_cache_put_listing(struct mbfs *fs, const char *path,
 	store_listing(c, path, kids, n, ctr, follow);
 }
 
+void mbfs_cache_put_seen(struct mbfs *fs, const char *path,
+			 const struct mb_entry *e, uint64_t ctr)
+{
+	struct mbfs_cache *c = fs->cache;
+	struct stat st;
+	mbfs_entry_stat(fs, e, &st);
+	pthread_mutex_lock(&c->lock);
+	if (!mbfs_cache_changed_since_locked(c, path, ctr))
+		put_fetched_locked(c, path, &st);
+	pthread_mutex_unlock(&c->lock);
+}
+
 int mbfs_cache_readdir(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
 		       void *ud)
 {
@@ -348,7 +360,7 @@ static enum miss on_miss_locked(struct mbfs_cache *c, const char *path,
 }
 
 size_t mbfs_cache_held_dirs(struct mbfs_cache *c, char (*out)[MB_PATH_MAX],
-			    size_t max, size_t max_kids)
+			    size_t max, size_t max_kids, uint64_t grace_ms)
 {
 	uint64_t *until = calloc(max ? max : 1, sizeof(*until));
 	size_t k = 0;
@@ -358,7 +370,8 @@ size_t mbfs_cache_held_dirs(struct mbfs_cache *c, char (*out)[MB_PATH_MAX],
 	pthread_mutex_lock(&c->lock);
 	for (size_t b = 0; b < c->nbuckets; b++) {
 		for (struct centry *e = c->tab[b]; e; e = e->next) {
-			if (e->dir_until <= now || e->nkids > max_kids ||
+			if (!e->dir_until || e->dir_until + grace_ms <= now ||
+			    e->nkids > max_kids ||
 			    strlen(e->path) >= MB_PATH_MAX)
 				continue;
 			/* insertion into the max latest, latest first */
@@ -392,6 +405,19 @@ bool mbfs_cache_lists_for(struct mbfs_cache *c, const char *path)
 		     on_miss_locked(c, path, parent) == MISS_LIST;
 	pthread_mutex_unlock(&c->lock);
 	return lists;
+}
+
+bool mbfs_cache_stats_for(struct mbfs_cache *c, const char *path)
+{
+	char parent[MB_PATH_MAX + 2];
+	struct stat st;
+	if (mbfs_name_reserved(path))
+		return false;
+	pthread_mutex_lock(&c->lock);
+	bool stats = mbfs_cache_lookup_locked(c, path, &st) == 0 &&
+		     on_miss_locked(c, path, parent) == MISS_STAT;
+	pthread_mutex_unlock(&c->lock);
+	return stats;
 }
 
 /* The first page of dir's listing (one request) for a lookup of path in

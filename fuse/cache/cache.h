@@ -60,14 +60,17 @@ int mbfs_cache_readdir(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
 
 /* Is a fresh listing of path cached? */
 bool mbfs_cache_listed(struct mbfs_cache *c, const char *path);
-/* The directories whose listing is held now, with at most max_kids
- * entries each: at most max of them, the most recently listed first, into
- * out (each MB_PATH_MAX long). How many. */
+/* The directories whose listing is held now, or expired less than
+ * grace_ms ago, with at most max_kids entries each: at most max of them,
+ * the most recently listed first, into out (each MB_PATH_MAX long). How
+ * many. */
 size_t mbfs_cache_held_dirs(struct mbfs_cache *c, char (*out)[MB_PATH_MAX],
-			    size_t max, size_t max_kids);
+			    size_t max, size_t max_kids, uint64_t grace_ms);
 /* Would a getattr of path now list its parent (a lookup the cache cannot
  * answer)? */
 bool mbfs_cache_lists_for(struct mbfs_cache *c, const char *path);
+/* Would it stat path (the root, a name in a large directory)? */
+bool mbfs_cache_stats_for(struct mbfs_cache *c, const char *path);
 
 /* The write counter (for mbfs_cache_put_listing). */
 uint64_t mbfs_cache_counter(struct mbfs_cache *c);
@@ -81,6 +84,12 @@ uint64_t mbfs_cache_counter(struct mbfs_cache *c);
 void mbfs_cache_put_listing(struct mbfs *fs, const char *path,
 			    struct mb_entry_list *list, uint64_t ctr,
 			    bool follow);
+
+/* Attributes of path the guest gave otherwise (a directory's own, in
+ * follow.sh's listings), stored as a stat's would be, unless a change of
+ * ours since ctr touched path's listing. */
+void mbfs_cache_put_seen(struct mbfs *fs, const char *path,
+			 const struct mb_entry *e, uint64_t ctr);
 
 /* Our own changes, applied in place (no request; each bumps the write
  * counter). Listings keep their expiry: what we did ourselves does not make

@@ -309,15 +309,19 @@ void mbfs_parent_path(const char *path, char *out)
 	out[n] = '\0';
 }
 
-/* Would the kernel show b differently from a? */
-/* A whole second (the guest's) and a finer time in it (ours) are one
- * time: the kernel need not ask again for it. */
+/* Would the kernel show b, which follows a, differently? A whole second
+ * (the list route's) after a finer time in it (ours, or a guest
+ * listing's) is the same time, and is shown as the finer one
+ * (keep_finer_locked): the kernel need not ask again. The finer time after
+ * the whole second is not: the kernel, which keeps a file's mtime itself
+ * with a write-back cache, must learn it, or it drops the file's pages at
+ * each look from then on. */
 bool mbfs_cache_st_differs(const struct stat *a, const struct stat *b)
 {
 	long an = a->st_mtim.tv_nsec, bn = b->st_mtim.tv_nsec;
 	return a->st_mode != b->st_mode || a->st_size != b->st_size ||
 	       a->st_mtim.tv_sec != b->st_mtim.tv_sec ||
-	       (an && bn && an != bn);
+	       (bn && an != bn);
 }
 
 /* Look path up. 1 with *st (fresh attributes), -ENOENT (fresh negative, or

@@ -20,6 +20,7 @@
 #include "fuse/mbfs.h"
 #include "fuse/node/node.h"
 #include "fuse/bulk/prefetch.h"
+#include "fuse/bulk/relist.h"
 #include "fuse/outbox/unsent.h"
 #include "fuse/face/warm.h"
 #include "fuse/outbox/wbq.h"
@@ -197,6 +198,8 @@ int mbfs_control_read(const struct mbfs *fs, uint64_t fh, char *buf,
 
 void mbfs_invalidate_everything(struct mbfs *fs)
 {
+	/* what was listed comes back in one exec at the next lookup */
+	mbfs_relist_note(fs);
 	mbfs_cache_invalidate_all(fs->cache);
 	mbfs_prefetch_forget(fs);
 	/* nodes before copies: a node being let go meanwhile is either

@@ -12,6 +12,7 @@
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "fuse/bulk/relist.h"
 #include "fuse/cache/cache.h"
 #include "fuse/cache/kcache.h"
 #include "fuse/face/agent.h"
@@ -66,126 +67,6 @@ static char *next_line(char **text)
 	return line;
 }
 
-static enum mb_ftype ftype_of(char c)
-{
-	switch (c) {
-	case 'f': return MB_FT_FILE;
-	case 'd': return MB_FT_DIR;
-	case 'l': return MB_FT_SYMLINK;
-	case 'p': return MB_FT_FIFO;
-	case 's': return MB_FT_SOCKET;
-	case 'c': return MB_FT_CHAR;
-	case 'b': return MB_FT_BLOCK;
-	default: return MB_FT_OTHER;
-	}
-}
-
-/* One entry line of follow.sh ("TYPE MODE UID GID SIZE MTIME DIR/NAME")
- * into e, its guest path into *path (in line). false when not understood. */
-static bool parse_entry(char *line, struct mb_entry *e, char **path)
-{
-	char t, frac[32];
-	unsigned mode, uid, gid;
-	unsigned long long size;
-	long long mtime;
-	int at = -1;
-	memset(e, 0, sizeof(*e));
-	/* the path is the rest of the line after one space */
-	if (sscanf(line, "%c %o %u %u %llu %lld%31[.0-9]%n", &t, &mode, &uid,
-		   &gid, &size, &mtime, frac, &at) != 7 || at < 0 ||
-	    line[at] != ' ' || line[at + 1] != '/')
-		return false;
-	e->type = ftype_of(t);
-	e->mode = mode & 07777;
-	e->uid = uid;
-	e->gid = gid;
-	e->size = size;
-	e->mtime = (time_t)mtime;
-	*path = line + at + 1;
-	return true;
-}
-
-/* Which of the nd guest directories rdir names; nd when none. */
-static size_t dir_index(char (*rdirs)[MB_PATH_MAX], size_t nd,
-			const char *rdir)
-{
-	for (size_t i = 0; i < nd; i++)
-		if (strcmp(rdirs[i], rdir) == 0)
-			return i;
-	return nd;
-}
-
-/* The listings after the files' lines, each taken as a fresh one when
- * the walk ended (".") and its directory was read whole. */
-static void take_listings(struct mbfs *fs, char *text, char (*dirs)[MB_PATH_MAX],
-			  char (*rdirs)[MB_PATH_MAX], size_t nd, uint64_t ctr)
-{
-	struct mb_entry_list *lists = calloc(nd, sizeof(*lists));
-	size_t *cap = calloc(nd, sizeof(*cap));
-	bool *odd = calloc(nd, sizeof(*odd));
-	bool whole = false;
-	char *line = next_line(&text);
-	if (!lists || !cap || !odd || !line || strcmp(line, "@") != 0)
-		goto out;
-	while ((line = next_line(&text))) {
-		if (strcmp(line, ".") == 0) {
-			whole = true;
-			break;
-		}
-		if (line[0] == '!' && line[1] == ' ') {
-			size_t i = dir_index(rdirs, nd, line + 2);
-			if (i < nd)
-				odd[i] = true;
-			continue;
-		}
-		struct mb_entry e;
-		char *path;
-		if (!parse_entry(line, &e, &path))
-			goto out;
-		char *slash = strrchr(path, '/');
-		*slash = '\0';
-		size_t i = dir_index(rdirs, nd, slash == path ? "/" : path);
-		char *target = e.type == MB_FT_SYMLINK ? next_line(&text) : NULL;
-		if (i == nd || (e.type == MB_FT_SYMLINK && !target))
-			goto out;   /* not asked about: not understood */
-		if (lists[i].n >= FOLLOW_DIR_KIDS * 2) {
-			odd[i] = true;   /* grew since it was listed: not now */
-			continue;
-		}
-		if (lists[i].n == cap[i]) {
-			size_t nc = cap[i] ? cap[i] * 2 : 16;
-			struct mb_entry *v = realloc(lists[i].v, nc * sizeof(*v));
-			if (!v)
-				goto out;
-			lists[i].v = v;
-			cap[i] = nc;
-		}
-		e.name = strdup(slash + 1);
-		e.link_target = target ? strdup(target) : NULL;
-		lists[i].v[lists[i].n++] = e;
-		if (!e.name || (target && !e.link_target))
-			goto out;
-	}
-	for (size_t i = 0; whole && i < nd; i++) {
-		if (odd[i])
-			continue;
-		/* compared with the one held: names that changed are dropped
-		 * from the kernel (cache.c); taken */
-		mbfs_cache_put_listing(fs, dirs[i], &lists[i], ctr, true);
-		lists[i].v = NULL;
-		lists[i].n = 0;
-	}
-out:
-	if (lists && !whole)
-		mb_log(MB_LOG_DEBUG, "the listings from the sandbox were not "
-		       "whole or not understood");
-	for (size_t i = 0; lists && i < nd; i++)
-		mb_entry_list_release(&lists[i]);
-	free(odd);
-	free(cap);
-	free(lists);
-}
-
 /* One round: ask about every open clean copy and the latest listings
  * held, let go of what moved on. */
 static void round_once(struct mbfs *fs)
@@ -220,7 +101,7 @@ static void round_once(struct mbfs *fs)
 	 * a listing from before it stale (mbfs_cache_put_listing) */
 	uint64_t ctr = mbfs_cache_counter(fs->cache);
 	size_t held = mem ? mbfs_cache_held_dirs(fs->cache, dirs, FOLLOW_DIRS,
-						 FOLLOW_DIR_KIDS) : 0;
+						 FOLLOW_DIR_KIDS, 0) : 0;
 	size_t argc = k;
 	if (held)
 		argv[argc++] = "-d";
@@ -265,7 +146,8 @@ static void round_once(struct mbfs *fs)
 		}
 		/* a cut answer would drop the names past the cut */
 		if (nd && !res.output_truncated)
-			take_listings(fs, text, dirs, &rpath[k], nd, ctr);
+			mbfs_relist_take(fs, text, dirs, &rpath[k], nd, ctr,
+					 FOLLOW_DIR_KIDS, true);
 	}
 	mb_exec_result_release(&res);
 out:

@@ -43,6 +43,7 @@
 #include "fuse/face/follow.h"
 #include "fuse/face/ops.h"
 #include "fuse/bulk/prefetch.h"
+#include "fuse/bulk/relist.h"
 #include "fuse/transport/remote.h"
 #include "fuse/outbox/unsent.h"
 #include "fuse/outbox/view.h"
@@ -201,10 +202,15 @@ static int mbfs_getattr(const char *path, struct stat *st,
 		mbfs_kcache_seen(FS->kcache, path, st->st_mode);
 		return 0;
 	}
-	if (!rc && FS->prefetch && mbfs_cache_lists_for(FS->cache, path)) {
+	if (!rc && mbfs_cache_lists_for(FS->cache, path)) {
 		char dir[MB_PATH_MAX + 2];
 		mbfs_parent_path(path, dir);
-		mbfs_prefetch_listing(FS, dir);   /* git's lstats */
+		/* after a command: what was listed, in one go; else git's
+		 * lstats */
+		if (!mbfs_relist_listing(FS, dir))
+			mbfs_prefetch_listing(FS, dir);
+	} else if (!rc && mbfs_cache_stats_for(FS->cache, path)) {
+		mbfs_relist_listing(FS, path);   /* the root's own */
 	}
 	if (!rc) {
 		rc = mbfs_view_getattr(FS, path, st);
@@ -339,7 +345,10 @@ static int mbfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 	filler(buf, "..", NULL, 0, 0);
 	for (size_t i = 0; i < d.nfresh; i++)
 		fill(&d, d.fresh[i].name, &d.fresh[i].st);
-	mbfs_prefetch_listing(FS, path);   /* a walk lists its subtree */
+	/* after a command, what was listed comes in one go; a walk lists
+	 * its subtree */
+	if (!mbfs_cache_listed(FS->cache, path) && !mbfs_relist_listing(FS, path))
+		mbfs_prefetch_listing(FS, path);
 	rc = mbfs_view_readdir(FS, path, fill_one, &d);
 	if (rc == -EILSEQ) {   /* a name not UTF-8: a bulk listing drops it */
 		mbfs_prefetch_listing_now(FS, path);
