@@ -960,6 +960,46 @@ def rmrf_exec_one(ctx, b, r):
     return [sample]
 
 
+EDITRUN_ROUNDS = 10
+
+
+def editrun_one(ctx, b, r):
+    """The edit-run loop (issue 31): save a small file three directories
+    down through the mount, then `cat` it remotely in that directory
+    (mbexec with its cwd there; ssh with the exported path), checked; the
+    figure is the mean of EDITRUN_ROUNDS rounds, after one untimed."""
+    sub = "editrun-%d/a/b" % r
+    d = b.path(sub)
+    os.makedirs(d, exist_ok=True)
+    f = os.path.join(d, "f.txt")
+    if b.name == "sshfs":
+        argv, cwd, env = b.command("cat", os.path.join(b.export, sub, "f.txt"))
+    else:
+        argv, cwd, env = b.command("cat", "f.txt")
+        cwd = d
+
+    def one(i):
+        with open(f, "w") as fh:
+            fh.write("round %d\n" % i)
+        out = subprocess.run(argv, cwd=cwd, env=env, timeout=120, stdin=subprocess.DEVNULL,
+                             capture_output=True).stdout
+        if out != b"round %d\n" % i:
+            raise Failed("round %d read %r" % (i, out[:40]))
+
+    one(-1)
+    b.settle()
+
+    def loop():
+        t0 = time.perf_counter()
+        for i in range(EDITRUN_ROUNDS):
+            one(i)
+        return (time.perf_counter() - t0) / EDITRUN_ROUNDS
+    smp = measure(b, loop)
+    if smp.requests:
+        smp.note = "%.1f requests a round" % (sum(smp.requests.values()) / EDITRUN_ROUNDS)
+    return [smp]
+
+
 GIT_IDENTITY = ["-c", "user.name=bench", "-c", "user.email=bench@localhost", "-c", "gc.auto=0",
                 "-c", "maintenance.auto=false", "-c", "commit.gpgSign=false"]
 
@@ -1244,6 +1284,7 @@ WORKLOADS = [
     Workload("git", ["git-cold", "git-warm"], git_one, git_setup),
     Workload("commit", ["commit"], commit_one),
     Workload("exec", ["exec"], exec_one),
+    Workload("editrun", ["editrun"], editrun_one),
     Workload("execio", ["exec-stdout", "exec-stdin"], execio_one),
     Workload("conc", ["conc-sleep", "conc-true", "conc-write"], conc_one),
 ]
@@ -1284,6 +1325,8 @@ def label(ctx, key):
         "rmrf-exec": "rm -rf of %d small files the remote side made, right after a remote `true`" % d.files,
         "renames": "rename storm: rename(2) of each of %d small files the remote side made" % d.files,
         "exec": "%d x remote `true` (mbexec / ssh)" % ctx.exec_count,
+        "editrun": "edit-run round: save a file 3 levels down, then remote `cat` of it "
+                   "(mean of %d)" % EDITRUN_ROUNDS,
         "exec-stdout": "%d MiB of stdout: `X head -c %dM /dev/zero \\| wc -c`, X = mbexec / ssh"
                        % (ctx.stdout_mib, ctx.stdout_mib),
         "exec-stdin": "%d MiB of stdin: `head -c %dM /dev/zero \\| X wc -c`, X = mbexec / ssh"
@@ -1436,6 +1479,9 @@ def target_rows(ctx, result):
                     ratio_target("30", "%s at %d ms: mbfs <= %dx sshfs at 0 ms" % (what, lat, 1 if lat <= 20 else 2),
                                  med(result, lat, key, "mbfs"), med(result, 0, key, "sshfs"),
                                  1 if lat <= 20 else 2)
+        for lat in lats:
+            abs_target("31", "edit-run round at %d ms: <= 3 round trips + 30 ms" % lat,
+                       med(result, lat, "editrun", "mbfs"), (3 * lat + 30) / 1000.0)
         ratio_target("11", "git add + commit at 0 ms: mbfs <= sshfs",
                      med(result, 0, "commit", "mbfs"), med(result, 0, "commit", "sshfs"), 1)
     for lat in lats:
