@@ -486,3 +486,26 @@ def test_queued_files_past_a_low_fd_limit(service, container, need_fuse):
         assert sh(service, container, "ls %s | wc -l" % rel).split() == ["601"]
     finally:
         finish(m)
+
+
+def test_cp_r_under_a_hard_fd_limit(service, container, need_fuse, tmp_path):
+    """A hard limit the daemon cannot raise (ulimit -n 512): a cp -r of
+    3,000 small files keeps its queue within it (a create waits for a
+    batch to land) instead of failing creates with EMFILE."""
+    src = tmp_path / "src"
+    for i in range(3000):
+        d = src / ("p%02d" % (i // 100))
+        d.mkdir(parents=True, exist_ok=True)
+        (d / ("f%d" % i)).write_bytes(b"%d\n" % i)
+    m = mbtest.Mount(service, container, writeback=True, nofile=(512, 512))
+    try:
+        dst = m.path(unique("cpfds"))
+        r = subprocess.run(["cp", "-r", str(src), dst], capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        sync(m)
+        rel = "/workspace/" + os.path.relpath(dst, m.mountpoint)
+        assert sh(service, container, "find %s -type f | wc -l" % rel).split() == ["3000"]
+        assert sh(service, container, "cat %s/p29/f2999" % rel) == "2999\n"
+    finally:
+        finish(m)

@@ -552,6 +552,8 @@ static int mbfs_open(const char *path, struct fuse_file_info *fi)
 	struct mbfs_node *n = NULL;
 	if (!rc)
 		rc = mbfs_hidden_open(FS, path, fi->flags, &n);
+	if (rc == 0 && (fi->flags & O_ACCMODE) != O_RDONLY)
+		mbfs_wbq_room(FS);   /* an fd a queued file */
 	if (rc == 0)   /* not a hidden name */
 		rc = mbfs_node_open(FS, path, fi->flags, &n);
 	else if (rc == 1)
@@ -574,6 +576,7 @@ static int mbfs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 		rc = mbfs_name_check_new(path);
 	if (!rc) {
 		mbfs_hidden_settle(FS, NULL);
+		mbfs_wbq_room(FS);   /* an fd a queued file */
 		rc = mbfs_node_create(FS, path, mode & 07777, fi->flags, &n);
 	}
 	if (rc == -EEXIST && !(fi->flags & O_EXCL))

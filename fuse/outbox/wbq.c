@@ -12,11 +12,14 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
+#include "common/log.h"
 #include "common/util.h"
 #include "fuse/cache/cache.h"
 #include "fuse/mbfs.h"
@@ -378,6 +381,57 @@ void mbfs_wbq_note_failed(struct mbfs *fs, size_t count, const char *path,
 	pthread_mutex_lock(&q->lock);
 	mbfs_wbq_note_failure_locked(q, count, path, why);
 	pthread_mutex_unlock(&q->lock);
+}
+
+/* Files the queue may hold before a create waits: each holds its working
+ * copy open. A quarter of the fd limit goes to clean copies in memory
+ * (data.c), some to sockets, the journal and the files programs hold
+ * open; the queue takes half of the rest. */
+static size_t files_bound(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY ||
+	    rl.rlim_cur > (rlim_t)1 << 30)
+		return SIZE_MAX;
+	rlim_t left = rl.rlim_cur - rl.rlim_cur / 4;
+	return left > 256 ? (size_t)(left - 128) / 2 : 64;
+}
+
+static size_t files_locked(const struct mbfs_wbq *q)
+{
+	size_t n = 0;
+	for (const struct mbfs_wbq_entry *e = q->head; e; e = e->next)
+		n += e->n != NULL;
+	return n;
+}
+
+void mbfs_wbq_room(struct mbfs *fs)
+{
+	struct mbfs_wbq *q = fs->wbq;
+	size_t bound = files_bound();
+	if (!q || bound == SIZE_MAX)
+		return;
+	/* an outage stops nothing: its creates fail as they would */
+	uint64_t until = mb_now_ms() + fs->op_ms;
+	bool waited = false;
+	pthread_mutex_lock(&q->lock);
+	while (q->running && !q->stop && !q->retry_at &&
+	       q->queued + q->inflight > bound && files_locked(q) > bound) {
+		uint64_t now = mb_now_ms();
+		if (now >= until)
+			break;
+		struct timespec ts = {
+			.tv_sec = (time_t)(until / 1000),
+			.tv_nsec = (long)(until % 1000) * 1000000L,
+		};
+		waited = true;
+		pthread_cond_timedwait(&q->cond, &q->lock, &ts);
+	}
+	pthread_mutex_unlock(&q->lock);
+	if (waited)
+		mb_log(MB_LOG_DEBUG, "a create waited for write-back batches: "
+		       "%zu files may wait at once under the limit of open files",
+		       bound);
 }
 
 int mbfs_wbq_sync(struct mbfs *fs)

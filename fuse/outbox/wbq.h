@@ -205,6 +205,12 @@ void mbfs_wbq_flush_node(struct mbfs *fs, struct mbfs_node *n);
  * go, in order, when it answers). */
 int mbfs_wbq_flush(struct mbfs *fs, const char *path, unsigned which);
 
+/* Before a new file is made: each queued file keeps its working copy
+ * open, so while the queue holds more than the limit of open files allows
+ * (a cp -r of 20,000 files under ulimit -n 1024), wait for batches to
+ * land, at most op_timeout, and not during an outage. No lock held. */
+void mbfs_wbq_room(struct mbfs *fs);
+
 /* For flush's which: only the removals at, below or above path. */
 #define MBFS_WBQ_REMOVALS 0x100u
 
