@@ -151,12 +151,16 @@ test-quick: all
 	$(Q)MB_BIN_DIR=$(CURDIR) $(PYTHON) -m pytest -q $(PYTEST_PAR) -m quick $(PYTEST_ARGS) tests
 
 # The random-operation tests, longer: STRESS_SEEDS seeds of STRESS_OPS
-# operations each with files held open (`make check` runs 3 of 250).
+# operations each with files held open (`make check` runs 3 of 250), and
+# a directory flipping with a symlink for FLIP_SECONDS (`make check`: 6).
 STRESS_SEEDS ?= 1,2,3,4,5,6,7,8,9,10
 STRESS_OPS ?= 500
+FLIP_SECONDS ?= 60
 stress: all
 	$(Q)MB_BIN_DIR=$(CURDIR) MB_STRESS_SEEDS=$(STRESS_SEEDS) MB_STRESS_OPS=$(STRESS_OPS) \
-	$(PYTHON) -m pytest -q $(PYTEST_PAR) $(PYTEST_ARGS) tests/test_mbfs_stress_open.py
+	MB_FLIP_SECONDS=$(FLIP_SECONDS) $(PYTHON) -m pytest -q $(PYTEST_PAR) $(PYTEST_ARGS) \
+	tests/test_mbfs_stress_open.py \
+	tests/test_mbfs_hostile_paths.py::test_a_directory_flipping_with_a_symlink_leads_nothing_out
 
 ASAN_VARS := O=build/asan CFLAGS="-O1 -g" \
 	SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"

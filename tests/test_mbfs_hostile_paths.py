@@ -317,3 +317,72 @@ def test_a_batch_directory_swapped_after_it_was_made(service, container, need_fu
         assert m.unmount() == 0, m.log()
         sh(service, container, "rm -rf %s /tmp/.mbfs-wb-*" % trap)
     assert not mbtest.sanitizer_report(m.log()), m.log()
+
+
+FLIP_SECONDS = float(os.environ.get("MB_FLIP_SECONDS", "6"))
+
+
+def test_a_directory_flipping_with_a_symlink_leads_nothing_out(service, container, mount):
+    """The sandbox swaps a directory for a symlink to one outside and back,
+    as fast as it can, while the mount makes directories, saves small and
+    large files, fsyncs and sets times in it (MB_FLIP_SECONDS, 6 here,
+    60 in `make stress`). A check before each act cannot see a swap that
+    races it; every guest script acts from inside the directory, entered,
+    so nothing lands outside. What was refused is kept and reported."""
+    import threading
+    name = unique("flip")
+    rd = "/workspace/" + name
+    target = "/root/" + unique("flipped")
+    sh(service, container, "mkdir -p %s/d %s && echo seed > %s/d/seed && echo out > %s/f"
+       % (rd, target, rd, target))
+    before = digest(service, container, target)
+    d = mount.path(name, "d")
+    assert os.listdir(d) == ["seed"]
+    flip = ("end=$(( $(date +%s) + SECONDS )); while [ $(date +%s) -lt $end ]; do "
+            "mv {d} {d}.real && ln -s {t} {d} && rm {d} && mv {d}.real {d}; done"
+            .format(d=rd + "/d", t=target))
+    errors = []
+
+    def flipper():
+        left = FLIP_SECONDS
+        while left > 0:     # an exec runs at most 60 s
+            step = min(left, 20)
+            r = service.exec(container, flip.replace("SECONDS", str(int(max(step, 1)))),
+                             timeout_ms=int(step * 1000) + 30000)
+            if r.get("exitCode") != 0:
+                errors.append(r)
+            left -= step
+    th = threading.Thread(target=flipper)
+    th.start()
+    i = 0
+    try:
+        while th.is_alive():
+            i += 1
+            for op in ("small", "large", "fsync", "mkdir", "utime"):
+                p = os.path.join(d, "%s%d" % (op, i))
+                try:
+                    if op == "small":
+                        write_file(p, b"small %d\n" % i)
+                    elif op == "large":
+                        write_file(p, b"L" * (300 * 1024))
+                    elif op == "fsync":
+                        with open(p, "wb") as f:
+                            f.write(b"fsync %d\n" % i)
+                            f.flush()
+                            os.fsync(f.fileno())
+                    elif op == "mkdir":
+                        os.mkdir(p)
+                    else:
+                        os.utime(os.path.join(d, "seed"), (1000000000 + i, 1000000000 + i))
+                except OSError:
+                    pass        # refused, or the name went with a swap
+    finally:
+        th.join()
+    assert not errors, errors
+    try:
+        sync(mount)
+    except OSError as e:
+        assert e.errno == errno.EIO, e      # refused: kept, and said so
+    assert i > 2
+    assert digest(service, container, target) == before
+    sh(service, container, "rm -rf %s %s" % (rd, target))

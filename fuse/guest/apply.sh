@@ -51,7 +51,10 @@
 # renames moved the time). A time or a mode that cannot be set is left
 # (DIR may be gone). Nothing goes into or changes a DIR that is a symlink
 # (another client swapped it in; the mounted directory itself may be one)
-# or that an "m" line could not make, nor below one.
+# or that an "m" line could not make, nor below one: every act (a rename
+# into place, a mkdir, a removal, a mode, a time) is made from inside its
+# directory, entered (enter), by a name in it, so a swap racing the
+# checks leads nothing out either.
 #
 # The archive is unpacked into STAGE, a hidden directory (.mbfs-up-HEX)
 # in the mounted directory, so on the files' filesystem; then each
@@ -169,6 +172,18 @@ unmade() {
 # another client put in place of a directory)? The mount's paths never do;
 # the mounted directory itself may be one.
 root=${sd%/*}
+# The mounted directory physically (it may be a symlink itself).
+top=$(cd -P -- "${root:-/}" 2>/dev/null && pwd -P) || top=
+# enter DIR: make DIR (the mounted directory or one below it) the working
+# directory, only when it is that directory physically at the moment of
+# the cd: no symlink on its way from the mounted directory, which another
+# client may swap in just before (a check before the act cannot see a
+# swap that races it). What is then done by a name relative to it stays
+# in it, whatever is swapped above it afterwards.
+enter() {
+	want=${top%/}${1#"$root"}
+	[ -n "$top" ] && cd -P -- "${1:-/}" 2>/dev/null && [ "$PWD" = "${want:-/}" ]
+}
 swapped() {
 	s=$1
 	while [ "${#s}" -gt "${#root}" ]; do
@@ -189,16 +204,47 @@ refusal() {
 		why="its directory is a symlink"
 	fi
 }
-# The directories of "m" lines with one mode go to one mkdir (arguments:
-# the directories; pend: "INDEX DIR" lines of them): a storm of new
-# directories (git's objects/XX) costs one process, not one each. mkdir
-# fails on a name that is there, so when it succeeds every one of them is
-# ours; when it fails, which ones another client made meanwhile cannot be
-# told, and none of them takes files.
+# The directories of "m" lines with one mode are made by one process
+# (arguments: the directories; pend: "INDEX DIR" lines of them): a storm
+# of new directories (git's objects/XX) costs one process, not one each.
+# Each is made from inside its parent, entered (enter). mkdir fails on a
+# name that is there, so when all succeed every one of them is ours; when
+# one fails, which ones another client made meanwhile cannot be told, and
+# none of them takes files.
 pend=
 mkdirs() {
 	[ $# -gt 0 ] || return 0
-	if ! err=$(mkdir -m "$mmode" -- "$@" 2>&1); then
+	if [ -n "$byperl" ]; then
+		err=$(perl -e 'use Cwd ();
+		my ($root, $top, $mode) = splice(@ARGV, 0, 3);
+		for my $d (@ARGV) {
+			my ($pd, $n) = $d =~ m{\A(.*)/([^/]+)\z} or die "$d: bad\n";
+			my $want = ($top eq "/" ? "" : $top) .
+			    substr($pd, length $root);
+			chdir($pd eq "" ? "/" : $pd) or die "$d: $!\n";
+			die "$d: a directory above it is a symlink\n"
+			    unless (Cwd::getcwd() // "") eq ($want eq "" ? "/" : $want);
+			mkdir($n, 0700) or die "$d: $!\n";
+			chmod(oct($mode), $n) or die "$d: $!\n";
+		}' "$root" "$top" "$mmode" "$@" 2>&1)
+	else
+		err=
+		for d; do
+			if ! [ -e "${d%/*}/" ]; then
+				err="$d: No such file or directory"
+			elif ! [ -d "${d%/*}/" ]; then
+				err="$d: Not a directory"
+			elif ! enter "${d%/*}"; then
+				err="$d: a directory above it is a symlink"
+			elif ! err=$(mkdir -m "$mmode" -- "./${d##*/}" 2>&1); then
+				:
+			else
+				continue
+			fi
+			break
+		done
+	fi
+	if [ -n "$err" ]; then
 		printf '%s' "$pend" | while IFS=' ' read -r i d; do
 			echo "y $i ${err##*: }"
 		done >>"$sd/made"
@@ -211,9 +257,10 @@ mkdirs() {
 }
 # The renames: with perl (every Debian-based image has it: perl-base is
 # essential there) one process renames the batch's files, named in
-# $sd/pairs (source, target, NUL-ended); without it, one mv per directory,
-# its files piled up in "$@". Both are a rename(2) each. A rename that
-# fails leaves its file staged, which the report says.
+# $sd/pairs (source, directory, name, NUL-ended); without it, one mv per
+# directory, its files piled up in "$@". Both are a rename(2) each, into
+# the directory entered (enter). A rename that fails leaves its file
+# staged, which the report says.
 # Each pair carries the file's base ("" for none) and its "k" mark ("" for
 # none): a target that no longer matches the base is not replaced, and its
 # staged name goes to
@@ -225,10 +272,23 @@ if command -v perl >/dev/null 2>&1; then
 	exec 3>"$sd/pairs"
 	renames() {
 		exec 3>&-
-		perl -0 -e 'open(my $c, ">>", $ARGV[0]) or die;
+		perl -0 -e 'use Cwd ();
+		my ($cf, $root, $top) = @ARGV;
+		open(my $c, ">>", $cf) or die;
+		my ($cur, $in) = ("", 0);
 		while (defined(my $s = <STDIN>)) {
-			my $t = <STDIN>; my $b = <STDIN>; my $k = <STDIN>;
-			chomp($s, $t, $b, $k);
+			my $d = <STDIN>; my $t = <STDIN>; my $b = <STDIN>;
+			my $k = <STDIN>;
+			chomp($s, $d, $t, $b, $k);
+			if ($d ne $cur) {
+				# as enter in the shell: that directory, physically
+				my $w = ($top eq "/" ? "" : $top) .
+				    substr($d, length $root);
+				$cur = $d;
+				$in = chdir($d) &&
+				    (Cwd::getcwd() // "") eq ($w eq "" ? "/" : $w);
+			}
+			next unless $in;   # stays staged: the report says why
 			my @st = lstat($t);
 			my $now = @st ? "$st[7] $st[9]" : "-";
 			if ($b ne "" && $b ne $now && !same($s, $t)) {
@@ -256,12 +316,16 @@ if command -v perl >/dev/null 2>&1; then
 				    $n == $m && $p eq $q;
 				return 1 if $n == 0;
 			}
-		}' "$sd/conflicts" <"$sd/pairs"
+		}' "$sd/conflicts" "$root" "$top" <"$sd/pairs"
 		exec 3>"$sd/pairs"
 	}
 else
 	renames() { :; }
 fi
+# Without perl: the staged files "$@" into $dir, entered, by one mv.
+into() {
+	[ $# -eq 0 ] || { enter "$dir" && mv -f -- "$@" ./; } 2>/dev/null || :
+}
 # Without perl: does DIR/NAME ($1) still match base?
 based() {
 	[ -n "$base" ] || return 0
@@ -301,8 +365,19 @@ same() {
 # The removals and moves, in order, all before the rest of the list: with
 # perl one process does them all; without it, one rm, rmdir or mv each.
 if [ -n "$byperl" ]; then
-	perl -e 'my ($root, $list, $out, $cur) = @ARGV;
+	perl -e 'use Cwd ();
+	my ($root, $list, $out, $cur, $top) = @ARGV;
 	open(my $in, "<", $list) or die; open(my $o, ">>", $out) or die;
+	# enter the directory of the path $_[0], as enter in the shell does:
+	# its name in it, "" when the directory is gone, undef when it is not
+	# that directory physically (a symlink swapped in)
+	my $enter = sub {
+		my ($d, $n) = $_[0] =~ m{\A(.*)/([^/]*)\z} or return undef;
+		my $w = ($top eq "/" ? "" : $top) . substr($d, length $root);
+		return "" unless chdir($d eq "" ? "/" : $d);
+		return (Cwd::getcwd() // "") eq ($w eq "" ? "/" : $w)
+		    ? "./$n" : undef;
+	};
 	my ($i, $base, $mid, $mdir) = (0, "", "", "");
 	# the moves a run of this mount (or of the killed one an "i" line
 	# names) did already: a rerun after a lost answer does none twice
@@ -345,7 +420,18 @@ if [ -n "$byperl" ]; then
 				$s =~ s{/[^/]*\z}{};
 			}
 		}
-		my @st = $why eq "" ? lstat($p) : ();
+		# acts by a name in the directory entered, for a move the
+		# directory of its target: its source is checked above only (a
+		# swap there can bring a file in, never send one out)
+		my $at = $why eq "" ? $enter->($k eq "v" ? $to : $p) : "";
+		if (!defined $at) {
+			$why = "a directory above it is a symlink";
+			$at = "";
+		}
+		my @st = $why ne "" ? () : $k eq "v" ? lstat($p) :
+		    $at ne "" ? lstat($at) : ();
+		$why = "No such file or directory"
+		    if $k eq "v" && $why eq "" && $at eq "" && !$done{$mid};
 		if ($k eq "p") {
 			if ($why ne "") {
 			} elsif (!@st) {
@@ -361,13 +447,13 @@ if [ -n "$byperl" ]; then
 				$why = "conflict: the file changed on the sandbox " .
 				    "since the mount changed its mode";
 			} else {
-				chmod(oct($pm), $p) or $why = "$!";
+				chmod(oct($pm), $at) or $why = "$!";
 			}
 		} elsif ($k eq "v" && $done{$mid}) {
 			# done by the run whose answer was lost
 		} elsif ($k eq "v") {
 			my $dir = @st && -d _;
-			my @tt = @st ? lstat($to) : ();
+			my @tt = @st ? lstat($at) : ();
 			if ($why ne "") {
 			} elsif (!@st) {
 				$why = "No such file or directory";
@@ -377,7 +463,7 @@ if [ -n "$byperl" ]; then
 				$why = "Is a directory";
 			} elsif (@tt && $tt[0] == $st[0] && $tt[1] == $st[1]) {
 				print $o "w $i\n";   # rename(2) leaves both
-			} elsif (rename($p, $to)) {
+			} elsif (rename($p, $at)) {
 				# also in the ledger the journal names, which
 				# a later replay reads (this mount may die too;
 				# the killed one may never have made it)
@@ -396,18 +482,18 @@ if [ -n "$byperl" ]; then
 			($mid, $mdir) = ("", "");
 		} elsif (!@st) {
 		} elsif ($k eq "R") {
-			rmdir($p) or $why = "$!";
+			rmdir($at) or $why = "$!";
 		} elsif (-d _) {
 			$why = "Is a directory";
 		} elsif ($b ne "" && $b ne "$st[7] $st[9]") {
 			$why = "conflict: the file changed on the sandbox since " .
 			    "the mount removed it";
 		} else {
-			unlink($p) or $why = "$!";
+			unlink($at) or $why = "$!";
 		}
 		print $o "z $i $why\n" if $why ne "";
 		$i++;
-	}' "$root" "$sd/list" "$sd/made" "${p%/*}"
+	}' "$root" "$sd/list" "$sd/made" "${p%/*}" "$top"
 else
 	ri=0
 	mid=
@@ -446,8 +532,11 @@ else
 			elif ! based "$v"; then
 				echo "z $ri conflict: the file changed on the sandbox" \
 					"since the mount changed its mode"
+			elif ! enter "${v%/*}"; then
+				echo "z $ri a directory above it is a symlink"
 			else
-				err=$(chmod "$pm" -- "$v" 2>&1) || echo "z $ri ${err##*: }"
+				err=$(chmod "$pm" -- "./${v##*/}" 2>&1) ||
+					echo "z $ri ${err##*: }"
 			fi
 			base=
 			ri=$((ri + 1))
@@ -468,7 +557,9 @@ else
 				echo "z $ri Is a directory"
 			elif [ -n "$t" ] && [ "${t%%"$NL"*}" = "${t#*"$NL"}" ]; then
 				echo "w $ri" # rename(2) leaves both
-			elif err=$(mv -fT -- "$from" "$v" 2>&1); then
+			elif ! enter "${v%/*}"; then
+				echo "z $ri a directory above it is a symlink"
+			elif err=$(mv -fT -- "$from" "./${v##*/}" 2>&1); then
 				# also in the ledger the journal names (this
 				# mount may die too)
 				if [ -n "$mid" ]; then
@@ -492,15 +583,17 @@ else
 			echo "z $ri a directory above it is a symlink"
 		elif ! [ -e "$v" ] && ! [ -L "$v" ]; then
 			:
+		elif ! enter "${v%/*}"; then
+			echo "z $ri a directory above it is a symlink"
 		elif [ "$k" = R ]; then
-			err=$(rmdir -- "$v" 2>&1) || echo "z $ri ${err##*: }"
+			err=$(rmdir -- "./${v##*/}" 2>&1) || echo "z $ri ${err##*: }"
 		elif [ -d "$v" ] && ! [ -L "$v" ]; then
 			echo "z $ri Is a directory"
 		elif ! based "$v"; then
 			echo "z $ri conflict: the file changed on the sandbox" \
 				"since the mount removed it"
 		else
-			err=$(rm -f -- "$v" 2>&1) || echo "z $ri ${err##*: }"
+			err=$(rm -f -- "./${v##*/}" 2>&1) || echo "z $ri ${err##*: }"
 		fi
 		base=
 		ri=$((ri + 1))
@@ -549,21 +642,21 @@ while IFS= read -r l; do
 		fi
 		mi=$((mi + 1))
 	elif [ "$k" = c ]; then
-		[ $# -eq 0 ] || mv -f -- "$@" "$dir/" 2>/dev/null || :
+		into "$@"
 		set --
 		renames
-		[ -n "$why" ] || chmod "$v" -- "$dir" 2>/dev/null || :
+		[ -n "$why" ] || { enter "$dir" && chmod "$v" .; } 2>/dev/null || :
 	elif [ "$k" = d ]; then
-		[ $# -eq 0 ] || mv -f -- "$@" "$dir/" 2>/dev/null || :
+		into "$@"
 		set --
 		g=$((g + 1))
 		dir=${v:-/}
 		refusal
 	elif [ "$k" = t ]; then
-		[ $# -eq 0 ] || mv -f -- "$@" "$dir/" 2>/dev/null || :
+		into "$@"
 		set --
 		renames
-		[ -n "$why" ] || touch -c -m -d "$v" -- "$dir" 2>/dev/null || :
+		[ -n "$why" ] || { enter "$dir" && touch -c -m -d "$v" .; } 2>/dev/null || :
 	elif [ "$k" = b ]; then
 		base=$v
 		continue
@@ -578,8 +671,8 @@ while IFS= read -r l; do
 		# perl's rename(2) replaces a symlink itself (a file renamed
 		# over one on the mount); mv into DIR would follow it
 		if [ -n "$byperl" ]; then
-			printf '%s\0%s\0%s\0%s\0' "$sd/$g/$v" "$dir/$v" "$base" \
-				"$keep" >&3
+			printf '%s\0%s\0%s\0%s\0%s\0' "$sd/$g/$v" "$dir" "$v" \
+				"$base" "$keep" >&3
 		elif based "$dir/$v" || same "$sd/$g/$v" "$dir/$v"; then
 			if [ -n "$keep" ] && [ -f "$dir/$v" ] && ! [ -L "$dir/$v" ] &&
 				km=$(stat -c %a -- "$dir/$v" 2>/dev/null); then
@@ -595,8 +688,8 @@ while IFS= read -r l; do
 done <"$sd/list"
 if [ -n "$pend" ]; then
 	mkdirs "$@"
-elif [ $# -gt 0 ]; then
-	mv -f -- "$@" "$dir/" 2>/dev/null || :
+else
+	into "$@"
 fi
 renames
 exec 3>&-

@@ -24,10 +24,13 @@
 #
 # Nothing is written through a symlink: each call first checks that DIR
 # is a directory (not a symlink, nor in one: the sandbox may plant one to
-# steer the parts), exit 3 otherwise; and that no directory between ROOT
-# (the mounted directory's guest path, which may be a symlink itself) and
-# TMP, nor TMP, is a symlink (the sandbox swapped one in: the file would
-# land outside the mounted directory): exit 4, with a line naming TMP.
+# steer the parts), exit 3 otherwise; and enters TMP's directory, which
+# must then be that directory physically: no directory between ROOT (the
+# mounted directory's guest path, which may be a symlink itself) and TMP
+# may be a symlink (the sandbox swapped one in: the file would land
+# outside the mounted directory), exit 4 otherwise, with a line naming
+# TMP. TMP and TARGET are then written and renamed by their names in it,
+# so a swap racing the check leads nothing out either.
 #
 # LC_ALL=C: the messages stay the English ones mbfs maps to errno.
 export LC_ALL=C
@@ -38,21 +41,25 @@ bad() {
 	echo "$1" >&2
 	exit 3
 }
-s=$a
-while [ "${#s}" -gt "${#root}" ]; do
-	if [ -L "$s" ]; then
-		echo "mbfs: refused '$a': Too many levels of symbolic links" \
-			"(a directory on its path is a symlink)" >&2
-		exit 4
-	fi
-	s=${s%/*}
-done
 if [ -L "$d" ] || [ -L "${d%/*}" ] || ! [ -d "$d" ]; then
 	# swapped for a link: the part PUTs followed it; take them back
 	rm -f -- "$d"/p.[0-9]* 2>/dev/null
 	bad "the staging directory '$d' is missing or not a directory of ours"
 fi
-cd "$d" || exit 1
+top=$(cd -P -- "${root:-/}" && pwd -P) || exit 1
+dir=${a%/*}
+want=${top%/}${dir#"$root"}
+if ! cd -P -- "${dir:-/}" 2>/dev/null; then
+	echo "mbfs: cannot reach '$a': No such file or directory" >&2
+	exit 1
+fi
+if [ "$PWD" != "${want:-/}" ]; then
+	echo "mbfs: refused '$a': Too many levels of symbolic links" \
+		"(a directory on its path is a symlink)" >&2
+	exit 4
+fi
+a=./${a##*/}
+[ "$t" = - ] || t=./${t##*/}
 # each turn takes one checksum from the front and appends the part's
 # name: at the end only the names are left
 i=$first want=
@@ -60,8 +67,8 @@ for h; do
 	shift
 	# five digits with leading zeros, as mbfs names them
 	k=$((100000 + i))
-	[ -f "p.${k#1}" ] || bad "part ${k#1} is missing"
-	set -- "$@" "p.${k#1}"
+	[ -f "$d/p.${k#1}" ] || bad "part ${k#1} is missing"
+	set -- "$@" "$d/p.${k#1}"
 	want="${want:+$want
 }$h"
 	i=$((i + 1))
@@ -105,5 +112,5 @@ elif [ -e "$t" ]; then
 else
 	chmod 600 "$a"
 fi || exit 1
-mv -fT "$a" "$t" || exit 1
+mv -fT -- "$a" "$t" || exit 1
 cd / && rm -rf "$d"

@@ -33,33 +33,98 @@ swapped() {
 	done
 	return 1
 }
-apply() {
-	# the paths a swapped directory leads out of the mount are dropped
-	ks="$k "
-	c=$#
-	for x do
-		ki=${ks%% *} ks=${ks#* }
-		if swapped "$x"; then
-			echo "!mbfs-touch-failed $ki"
-			echo "mbfs: refused '$x': Too many levels of symbolic" \
-				"links (a directory on its path is a symlink)" >&2
-		else
-			set -- "$@" "$x"
-		fi
-	done
-	shift "$c"
-	[ $# -gt 0 ] || return 0
+# enter DIR: make DIR (ROOT or below it) the working directory, only when
+# it is that directory physically at the moment of the cd: a directory
+# swapped for a symlink racing the check above is caught too, and a name
+# relative to it stays in it.
+enter() {
+	want=${top%/}${1#"$root"}
+	cd -P -- "${1:-/}" 2>/dev/null && [ "$PWD" = "${want:-/}" ]
+}
+# its directory and name in it, as enter takes them
+split() {
+	if [ "$1" = "$root" ]; then
+		dir=$root name=.
+	else
+		dir=${1%/*} name=./${1##*/}
+	fi
+}
+refused() {
+	echo "!mbfs-touch-failed $1"
+	echo "mbfs: refused '$2': Too many levels of symbolic" \
+		"links (a directory on its path is a symlink)" >&2
+}
+# reach ITEMS PATH: enter $dir for them; else say why (a directory gone
+# leaves nothing to touch, as touch -c), non-zero
+reach() {
+	enter "$dir" && return 0
+	if [ -d "${dir:-/}/" ]; then
+		refused "$1" "$2"
+	elif [ -e "$dir" ] || [ -L "$dir" ]; then
+		echo "!mbfs-touch-failed $1"
+		echo "touch: cannot touch '$2': Not a directory" >&2
+	fi
+	return 1
+}
+stamp() {
 	if [ "$a" = "$m" ]; then
 		[ "$a" = - ] || touch -c -h -d "$a" -- "$@"
 	else
 		{ [ "$a" = - ] || touch -c -h -a -d "$a" -- "$@"; } &&
 			{ [ "$m" = - ] || touch -c -h -m -d "$m" -- "$@"; }
-	fi || echo "!mbfs-touch-failed $k"
+	fi
+}
+apply() {
+	# the paths a swapped directory leads out of the mount are dropped
+	ks="$k "
+	c=$#
+	one=1 first=
+	for x do
+		ki=${ks%% *} ks=${ks#* }
+		if swapped "$x"; then
+			refused "$ki" "$x"
+			continue
+		fi
+		set -- "$@" "$x"
+		split "$x"
+		if [ -z "$first" ]; then
+			first=1 od=$dir
+		elif [ "$dir" != "$od" ]; then
+			one=
+		fi
+	done
+	shift "$c"
+	[ $# -gt 0 ] || return 0
+	if [ -n "$one" ]; then
+		# one directory (a tar x's files): one touch from inside it
+		split "$1"
+		reach "$k" "$1" || return 0
+		c=$#
+		for x do
+			split "$x"
+			set -- "$@" "$name"
+		done
+		shift "$c"
+		stamp "$@" || echo "!mbfs-touch-failed $k"
+		return 0
+	fi
+	# several: one touch each, each from inside its directory
+	ks="$k "
+	for x do
+		ki=${ks%% *} ks=${ks#* }
+		split "$x"
+		if reach "$ki" "$x"; then
+			stamp "$name" || echo "!mbfs-touch-failed $ki"
+		fi
+	done
 }
 st=r
 for x do
 	case $st in
-	r) root=$x st=a ;;
+	r)
+		root=$x st=a
+		top=$(cd -P -- "${root:-/}" && pwd -P) || top=
+		;;
 	a) a=$x st=m ;;
 	m) m=$x st=n ;;
 	n) n=$x st=k ;;
