@@ -201,6 +201,8 @@ struct mb_entry {
 	time_t mtime;              /* whole seconds */
 	long mtime_nsec;           /* 0 from the API's routes (whole
 				    * seconds); a guest-run listing's */
+	bool mtime_exact;          /* a guest-run listing's: mtime_nsec
+				    * is known, also when 0 */
 	bool name_cut;             /* the name as sent held a NUL byte
 				    * ("\u0000"): name is what came before it */
 };

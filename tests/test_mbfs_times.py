@@ -194,3 +194,22 @@ def test_make_on_the_mount_sees_a_source_a_command_changed_in_the_same_second(
     assert r.returncode == 0 and "cp in out" in r.stdout, r
     with open(os.path.join(d, "out"), "rb") as f:
         assert f.read() == b"two\n"
+
+
+def test_times_a_command_sets_show_exactly_whole_seconds_and_before_1970(
+        service, container, mount):
+    """find gives the second, then the nanoseconds after it (0.25 s before
+    1970 is -1.75), and an exact whole second is a time of its own, not
+    the list route's whole second that keeps the finer time known."""
+    d = mount.path(unique("exact"))
+    os.mkdir(d)
+    write(os.path.join(d, "f"), b"x\n")
+    sync(mount)
+    os.listdir(d)
+    s = 1600000000
+    mbexec(service, d, "touch", "-d", "@%d.4" % s, "f")
+    assert os.stat(os.path.join(d, "f")).st_mtime_ns == s * 10**9 + 400000000
+    mbexec(service, d, "touch", "-d", "@%d" % s, "f")
+    assert os.stat(os.path.join(d, "f")).st_mtime_ns == s * 10**9
+    mbexec(service, d, "touch", "-d", "@-0.25", "f")
+    assert os.stat(os.path.join(d, "f")).st_mtime_ns == -250000000

@@ -13,6 +13,7 @@ import re
 import resource
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -509,3 +510,35 @@ def test_cp_r_under_a_hard_fd_limit(service, container, need_fuse, tmp_path):
         assert sh(service, container, "cat %s/p29/f2999" % rel) == "2999\n"
     finally:
         finish(m)
+
+
+def test_sync_returns_while_another_program_keeps_writing(service, container, mount):
+    """sync (mbexec writes it before every command) waits for what was
+    queued before it, not for what a program that keeps writing queues
+    after: it returned only once the writer stopped."""
+    import threading
+    d = mount.path(unique("busy"))
+    os.mkdir(d)
+    stop = threading.Event()
+    written = []
+
+    def writer():
+        deadline = time.monotonic() + 60
+        while not stop.is_set() and time.monotonic() < deadline:
+            write_file(os.path.join(d, "f%d" % len(written)), b"x")
+            written.append(1)
+            time.sleep(0.01)
+    th = threading.Thread(target=writer)
+    th.start()
+    try:
+        until(lambda: len(written) >= 20, "the writer under way")
+        mark = len(written)
+        sync(mount)
+        assert th.is_alive(), "sync returned only once the writer had stopped"
+        rel = "/workspace/" + os.path.relpath(d, mount.mountpoint)
+        # what was written before the sync is there
+        assert int(sh(service, container, "ls %s | wc -l" % rel)) >= mark
+    finally:
+        stop.set()
+        th.join()
+    sync(mount)

@@ -81,9 +81,10 @@ static int seconds(const char *s, int64_t *out, long *nsec)
 		return -1;
 	if (dot && (!dot[1] || (ns = mb_frac_nsec(dot + 1, strlen(dot + 1))) < 0))
 		return -1;
-	/* -1.25 is 1.25 s before the epoch: second -2, then 0.75 */
-	*out = neg ? -(int64_t)v - (ns ? 1 : 0) : (int64_t)v;
-	*nsec = neg && ns ? 1000000000L - ns : ns;
+	/* find's %T@ is the second, then the nanoseconds after it: 0.25 s
+	 * before the epoch is -1.75 */
+	*out = neg ? -(int64_t)v : (int64_t)v;
+	*nsec = ns;
 	return 0;
 }
 
@@ -168,6 +169,7 @@ static int parse_item(const char **p, const char *end, struct item *it,
 	it->e.size = size;
 	it->e.mtime = (time_t)mtime;
 	it->e.mtime_nsec = nsec;
+	it->e.mtime_exact = true;
 	const char *name = f[7], *target = f[8];
 	it->bad = !mb_utf8_valid(name, strlen(name)) ||
 		  !mb_utf8_valid(target, strlen(target));

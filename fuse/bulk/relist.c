@@ -91,11 +91,11 @@ static bool parse_entry(char *line, struct mb_entry *e, unsigned *depth,
 	unsigned mode, uid, gid;
 	unsigned long long size;
 	long long mtime;
-	int at = -1, m = -1;
+	int at = -1;
 	memset(e, 0, sizeof(*e));
 	/* the path is the rest of the line after one space */
-	if (sscanf(line, "%u %c %o %u %u %llu %n%lld%31[.0-9]%n", depth, &t,
-		   &mode, &uid, &gid, &size, &m, &mtime, frac, &at) != 8 ||
+	if (sscanf(line, "%u %c %o %u %u %llu %lld%31[.0-9]%n", depth, &t,
+		   &mode, &uid, &gid, &size, &mtime, frac, &at) != 8 ||
 	    at < 0 || *depth > 1 ||
 	    line[at] != ' ' || line[at + 1] != '/' || frac[0] != '.')
 		return false;
@@ -107,10 +107,11 @@ static bool parse_entry(char *line, struct mb_entry *e, unsigned *depth,
 	e->uid = uid;
 	e->gid = gid;
 	e->size = size;
-	/* -1.25 is 1.25 s before the epoch: second -2, then 0.75 */
-	bool neg = line[m] == '-';
-	e->mtime = (time_t)(neg && ns ? mtime - 1 : mtime);
-	e->mtime_nsec = neg && ns ? 1000000000L - ns : ns;
+	/* find prints the second, then the nanoseconds after it: 0.25 s
+	 * before the epoch is -1.75 */
+	e->mtime = (time_t)mtime;
+	e->mtime_nsec = ns;
+	e->mtime_exact = true;
 	*path = line + at + 1;
 	return true;
 }

@@ -44,14 +44,15 @@ void mbfs_cache_set_kcache(struct mbfs_cache *c, struct mbfs_kcache *kc)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* The guest's times come in whole seconds, ours (a batch's) exact: a
- * whole second that matches what we knew keeps the finer time, or the
- * mtime would step back (make: "up to date"). */
+/* The list and stat routes give whole seconds, ours (a batch's) and a
+ * guest listing's are exact (exact: st's is one of those): a route's whole
+ * second that matches what we knew keeps the finer time, or the mtime
+ * would step back (make: "up to date"). */
 static void keep_finer_locked(struct mbfs_cache *c, const char *path,
-			      struct stat *st)
+			      struct stat *st, bool exact)
 {
 	const struct centry *e = mbfs_cache_find(c, path);
-	if (!e || st->st_mtim.tv_nsec || !e->st.st_mtim.tv_nsec ||
+	if (exact || !e || st->st_mtim.tv_nsec || !e->st.st_mtim.tv_nsec ||
 	    e->st.st_mtim.tv_sec != st->st_mtim.tv_sec ||
 	    e->st.st_size != st->st_size ||
 	    (e->st.st_mode & S_IFMT) != (st->st_mode & S_IFMT))
@@ -63,19 +64,19 @@ static void keep_finer_locked(struct mbfs_cache *c, const char *path,
 /* Attributes the guest gave for path (finer times kept already), which
  * the kernel may hold as missing (kcache.h). */
 static void put_seen_locked(struct mbfs_cache *c, const char *path,
-			    const struct stat *st)
+			    const struct stat *st, bool exact)
 {
 	mbfs_kcache_appeared(c->kc, path);
-	mbfs_cache_put_attr_locked(c, path, st);
+	mbfs_cache_put_attr_locked(c, path, st, exact);
 }
 
 /* The same for attributes as the guest gave them; st may take a finer
  * time from what was known. */
 static void put_fetched_locked(struct mbfs_cache *c, const char *path,
-			       struct stat *st)
+			       struct stat *st, bool exact)
 {
-	keep_finer_locked(c, path, st);
-	put_seen_locked(c, path, st);
+	keep_finer_locked(c, path, st, exact);
+	put_seen_locked(c, path, st, exact);
 }
 
 static int fetch_attr(struct mbfs *fs, const char *path, struct stat *st)
@@ -100,7 +101,7 @@ static int fetch_attr(struct mbfs *fs, const char *path, struct stat *st)
 	pthread_mutex_lock(&c->lock);
 	if (c->counter == ctr) {
 		if (rc == 0) {
-			put_fetched_locked(c, path, st);
+			put_fetched_locked(c, path, st, false);
 		} else if (rc == -ENOENT) {
 			struct centry *old = mbfs_cache_find(c, path);
 			if (old && old->attr_until) {
@@ -145,7 +146,8 @@ static void compare_listing_locked(struct mbfs_cache *c, const char *dir,
 		while (j < n && strcmp(kids[j].name, k->name) < 0)
 			j++;
 		bool gone = j >= n || strcmp(kids[j].name, k->name) != 0;
-		if (!gone && !mbfs_cache_st_differs(&k->st, &kids[j].st))
+		if (!gone && !mbfs_cache_st_differs_exact(&k->st, &kids[j].st,
+							  kids[j].exact))
 			continue;
 		if (!join_path(dir, k->name, cpath, sizeof(cpath)))
 			continue;
@@ -164,7 +166,7 @@ static void put_listing_locked(struct mbfs_cache *c, const char *path,
 	n = mbfs_cache_kids_sort(kids, n);
 	for (size_t i = 0; i < n; i++) {
 		if (join_path(path, kids[i].name, cpath, sizeof(cpath)))
-			keep_finer_locked(c, cpath, &kids[i].st);
+			keep_finer_locked(c, cpath, &kids[i].st, kids[i].exact);
 	}
 	struct centry *old = mbfs_cache_find(c, path);
 	uint64_t until = now + c->dir_ms;
@@ -174,7 +176,7 @@ static void put_listing_locked(struct mbfs_cache *c, const char *path,
 		compare_listing_locked(c, path, old, kids, n);
 	for (size_t i = 0; i < n; i++) {
 		if (join_path(path, kids[i].name, cpath, sizeof(cpath)))
-			put_seen_locked(c, cpath, &kids[i].st);
+			put_seen_locked(c, cpath, &kids[i].st, kids[i].exact);
 	}
 	struct centry *e = mbfs_cache_add(c, path);
 	if (!e || !c->dir_ms) {
@@ -204,6 +206,7 @@ static int take_kids(struct mbfs *fs, const char *path,
 		if (!k[m].name)
 			continue;
 		mbfs_entry_stat(fs, &list->v[i], &k[m].st);
+		k[m].exact = list->v[i].mtime_exact;
 		m++;
 	}
 	mb_entry_list_release(list);
@@ -297,7 +300,7 @@ void mbfs_cache_put_seen(struct mbfs *fs, const char *path,
 	mbfs_entry_stat(fs, e, &st);
 	pthread_mutex_lock(&c->lock);
 	if (!mbfs_cache_changed_since_locked(c, path, ctr))
-		put_fetched_locked(c, path, &st);
+		put_fetched_locked(c, path, &st, e->mtime_exact);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -475,7 +478,7 @@ static int lookup_listing(struct mbfs *fs, const char *dir,
 
 	pthread_mutex_lock(&c->lock);
 	if (ans == 1)
-		keep_finer_locked(c, path, st);
+		keep_finer_locked(c, path, st, false);
 	if (c->counter == ctr && rc == 0 && next < 0) {
 		put_listing_locked(c, dir, kids, n, false);
 		kids = NULL;
@@ -485,7 +488,8 @@ static int lookup_listing(struct mbfs *fs, const char *dir,
 		char cpath[MB_PATH_MAX];
 		for (size_t i = 0; i < n; i++) {
 			if (join_path(dir, kids[i].name, cpath, sizeof(cpath)))
-				put_fetched_locked(c, cpath, &kids[i].st);
+				put_fetched_locked(c, cpath, &kids[i].st,
+						   kids[i].exact);
 		}
 		struct centry *e = mbfs_cache_add(c, dir);
 		if (e)

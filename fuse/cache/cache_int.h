@@ -16,6 +16,8 @@ struct mbfs_kcache;
 struct child {
 	char *name;
 	struct stat st;
+	bool exact;     /* st's time to the nanosecond (a guest listing's),
+			   also a whole second */
 };
 
 struct centry {
@@ -93,14 +95,19 @@ size_t mbfs_cache_kids_sort(struct child *kids, size_t n);
 /* Would the kernel show b differently from a? A whole second (the
  * guest's) and a finer time in it (ours) are one time. */
 bool mbfs_cache_st_differs(const struct stat *a, const struct stat *b);
+/* The same for b known to the nanosecond (exact: a guest listing's),
+ * whose whole second is a time of its own, not the list route's. */
+bool mbfs_cache_st_differs_exact(const struct stat *a, const struct stat *b,
+				 bool exact);
 /* Look path up. 1 with *st (fresh attributes), -ENOENT (fresh negative,
  * or absent from a fresh parent listing), 0 when unknown. */
 int mbfs_cache_lookup_locked(struct mbfs_cache *c, const char *path,
 			     struct stat *st);
 /* path's attributes are st, from now for attr_ms (the kernel told when
- * they differ from what it may hold). */
+ * they differ from what it may hold; exact as for
+ * mbfs_cache_st_differs_exact). */
 void mbfs_cache_put_attr_locked(struct mbfs_cache *c, const char *path,
-				const struct stat *st);
+				const struct stat *st, bool exact);
 /* Forget path's attributes, negative mark and listing. */
 void mbfs_cache_forget_locked(struct mbfs_cache *c, const char *path);
 /* Forget the listing of path's directory. */

@@ -62,7 +62,7 @@ void mbfs_cache_dir_changed(struct mbfs_cache *c, const char *path)
 static void put_locked(struct mbfs_cache *c, const char *path,
 		       const struct stat *st)
 {
-	mbfs_cache_put_attr_locked(c, path, st);
+	mbfs_cache_put_attr_locked(c, path, st, false);
 	struct centry *e = mbfs_cache_find(c, path);
 	if (e)
 		e->neg_until = 0;

@@ -324,6 +324,13 @@ bool mbfs_cache_st_differs(const struct stat *a, const struct stat *b)
 	       (bn && an != bn);
 }
 
+bool mbfs_cache_st_differs_exact(const struct stat *a, const struct stat *b,
+				 bool exact)
+{
+	return mbfs_cache_st_differs(a, b) ||
+	       (exact && a->st_mtim.tv_nsec != b->st_mtim.tv_nsec);
+}
+
 /* Look path up. 1 with *st (fresh attributes), -ENOENT (fresh negative, or
  * absent from a fresh parent listing), 0 when unknown. Lock held. */
 int mbfs_cache_lookup_locked(struct mbfs_cache *c, const char *path,
@@ -354,14 +361,14 @@ int mbfs_cache_lookup_locked(struct mbfs_cache *c, const char *path,
 }
 
 void mbfs_cache_put_attr_locked(struct mbfs_cache *c, const char *path,
-			    const struct stat *st)
+			    const struct stat *st, bool exact)
 {
 	if (!c->attr_ms)
 		return;
 	struct centry *e = mbfs_cache_add(c, path);
 	if (!e)
 		return;
-	if (e->attr_until && mbfs_cache_st_differs(&e->st, st))
+	if (e->attr_until && mbfs_cache_st_differs_exact(&e->st, st, exact))
 		mbfs_kcache_stale(c->kc, path);
 	e->st = *st;
 	e->attr_until = mb_now_ms() + c->attr_ms;

@@ -153,6 +153,8 @@ void mbfs_wbq_stop(struct mbfs *fs)
 void mbfs_wbq_append_locked(struct mbfs_wbq *q, struct mbfs_wbq_entry *e)
 {
 	e->since_ms = mb_now_ms();
+	if (!e->seq)
+		e->seq = ++q->next_seq;
 	e->next = NULL;
 	*q->tail = e;
 	q->tail = &e->next;
@@ -316,16 +318,21 @@ int mbfs_wbq_flush(struct mbfs *fs, const char *path, unsigned which)
 	struct mbfs_wbq *q = fs->wbq;
 	if (!q)
 		return 0;
-	uint64_t failed0, retries0;
+	uint64_t failed0, retries0, upto;
 	pthread_mutex_lock(&q->lock);
 	failed0 = q->failed_files;
 	retries0 = q->retries;
+	/* what is queued from now on is not waited for: a program that
+	 * keeps writing would hold the wait (mbexec's sync) for as long */
+	upto = q->next_seq;
 	pthread_mutex_unlock(&q->lock);
 	for (;;) {
 		bool any = false;
 		pthread_mutex_lock(&fs->nodes_lock);
 		pthread_mutex_lock(&q->lock);
 		for (struct mbfs_wbq_entry *e = q->head; e; e = e->next) {
+			if (e->seq > upto)
+				continue;
 			if (!path || selects(q, e, path, which)) {
 				any = true;
 				if (!e->inflight)

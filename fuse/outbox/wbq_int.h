@@ -43,6 +43,9 @@ struct mbfs_wbq_entry {
 	bool urgent;             /* someone waits for it: no delay */
 	bool doubt;              /* MAKE: a batch that held it got no
 	                            answer, and may have made it */
+	uint64_t seq;            /* its place in the order of queueing
+	                            (1, 2, ...): a flush waits for the
+	                            entries queued before it only */
 };
 
 struct mbfs_wbq {
@@ -52,6 +55,7 @@ struct mbfs_wbq {
 	struct mbfs_wbq_entry *head;      /* protected by lock, oldest first */
 	struct mbfs_wbq_entry **tail;     /* the last entry's next, or &head */
 	size_t queued;           /* entries not in flight */
+	uint64_t next_seq;       /* the next entry's seq */
 	uint64_t queued_bytes;
 	size_t inflight;
 	uint64_t inflight_bytes;

@@ -196,11 +196,15 @@ static void good(void)
 		REC("f", "644", "0", "0", "1", "1", "./d", "\xff", "");
 	CHECK_INT(parse(t, sizeof(t) - 1 - sizeof(REC("f", "644", "0", "0",
 		  "1", "1", "./d", "\xff", "")) + 1, &s), 0);
+	/* find's %T@ gives the second, then the nanoseconds after it: -1.5
+	 * is half a second before the epoch */
 	const struct mb_entry *e = find(&s, "", "d");
-	CHECK(e && e->mtime == -2);
+	CHECK(e && e->mtime == -1 && e->mtime_nsec == 500000000L &&
+	      e->mtime_exact);
 	e = find(&s, "d", "f");
 	CHECK(e && e->mode == 04755 && e->uid == 4294967295u &&
-	      e->size == 9223372036854775807ull && e->mtime == 1);
+	      e->size == 9223372036854775807ull && e->mtime == 1 &&
+	      e->mtime_nsec == 0 && e->mtime_exact);
 	e = find(&s, "d", "l");
 	CHECK(e && e->link_target && strcmp(e->link_target, "t") == 0);
 	seen_release(&s);
