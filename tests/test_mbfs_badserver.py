@@ -42,6 +42,18 @@ def still_works(m, files):
         assert read_file(m.path(name)) == files[name], name
 
 
+def big_walk_tree(service, container):
+    """walk_tree's on the sandbox, with listings past the 384 KiB that a
+    walk's answer carries itself (pack.sh): they come in pieces, GET as a
+    bulk read's."""
+    top, files = walk_tree()
+    seed(service, container, files)
+    from test_mbfs_helpers import sh
+    sh(service, container, "mkdir /workspace/%s/d00/many && cd /workspace/%s/d00/many && "
+       "i=1000; while [ $i -lt 5000 ]; do : >$i-%s; i=$((i + 1)); done" % (top, top, "n" * 90))
+    return top, files
+
+
 @pytest.mark.parametrize("corrupt,at,said", [
     # the first record's type letter: not one find prints
     ("flip", 0, "its listings are damaged, not kept: listing record 0: bad type field"),
@@ -52,12 +64,27 @@ def still_works(m, files):
 ])
 def test_a_corrupted_listing_piece_is_refused_and_each_directory_listed(
         service, container, bmount, corrupt, at, said):
-    top, files = walk_tree()
-    seed(service, container, files)
+    top, files = big_walk_tree(service, container)
     want = guest_entries(service, container, top)
     service.fault(route=GET, count=100, match=PIECES, corrupt=corrupt, atByte=at)
     assert mount_entries(bmount.path(top)) == want
     log = wait_log(bmount, said)
+    assert not mbtest.sanitizer_report(log), log
+    service.clear_faults()
+    still_works(bmount, files)
+
+
+def test_listings_in_a_walks_answer_that_are_not_base64_are_refused(service, container, bmount):
+    """A small walk's listings come in pack.sh's answer: when they are not
+    base64 there, none is kept and each directory is listed."""
+    top, files = walk_tree()
+    seed(service, container, files)
+    want = guest_entries(service, container, top)
+    # the JSON answer's stdout: "NOW 0 0 0\n@BASE64"
+    service.fault(route="POST /containers/exec", count=1000, rewrite=[["0 0 0\\n@", "0 0 0\\n@*"]])
+    assert mount_entries(bmount.path(top)) == want
+    log = wait_log(bmount, "directories are listed one by one: pack.sh's listings in its "
+                           "answer are not base64")
     assert not mbtest.sanitizer_report(log), log
     service.clear_faults()
     still_works(bmount, files)

@@ -390,6 +390,34 @@ def test_pack_stops_at_the_caps_with_first_files_first(run, tmp_path):
     assert p.stdout.split("\n")[0].split()[1:] == ["3", "1", "0"]
 
 
+def test_pack_gives_a_small_walks_listings_in_its_answer(run, tmp_path):
+    """MAXFILES 0 (a walk): up to 384 KiB of listings come in the answer,
+    in base64 after an "@", and leave no piece; more go in pieces."""
+    import base64
+    root = pack_tree(tmp_path)
+    d = tmp_path / "d"
+    p = run("pack", str(root), ".", str(d), "1000", "8388608", "0", "-")
+    assert p.returncode == 0, p.stderr
+    first, second = p.stdout.split("\n")[:2]
+    assert first.split()[1:] == ["0", "0", "0"] and second.startswith("@"), p.stdout
+    assert not d.exists()
+    fields = base64.b64decode(second[1:]).split(b"\0")
+    assert fields[-1] == b"" and (len(fields) - 1) % 9 == 0
+    names = {fields[i + 7] for i in range(0, len(fields) - 1, 9)}
+    assert b"a" in names and b"b" in names, names
+    # a large tree's listings go in pieces, as before
+    big = tmp_path / "big"
+    big.mkdir()
+    for i in range(5000):
+        (big / ("f%04d-%s" % (i, "x" * 60))).write_bytes(b"")
+    p = run("pack", str(big), ".", str(d), "1048576", "8388608", "0", "-")
+    assert p.returncode == 0, p.stderr
+    head = p.stdout.split("\n")
+    assert int(head[0].split()[3]) > 393216 and not any(l.startswith("@") for l in head)
+    assert d.exists()
+    shutil.rmtree(str(d))
+
+
 def test_pack_of_nothing_leaves_no_directory(run, tmp_path):
     (tmp_path / "empty").mkdir()
     d = tmp_path / "d"

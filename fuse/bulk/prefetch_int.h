@@ -74,6 +74,9 @@ struct job {
 	size_t files, put;
 	int fd;                     /* the archive, local */
 	char *buf;
+	char *inl;                  /* listings that came in pack.sh's
+	                               answer (inl_len bytes), or NULL */
+	size_t inl_len;
 };
 
 /* Run pack.sh for j->base and take what it made: an archive's members

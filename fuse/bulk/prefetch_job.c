@@ -72,6 +72,26 @@ static int unpack_one(void *ud, const struct mbfs_tar_member *m)
 static int parse_report(struct job *j, const char *out, struct mb_err *err)
 {
 	struct mbfs_pack_report r;
+	/* a walk's listings in the answer itself: "@" and their base64 on
+	 * the line after the first (pack.sh) */
+	const char *at = out ? strstr(out, "\n@") : NULL;
+	char *head = NULL;
+	if (at) {
+		const char *b64 = at + 2;
+		size_t n = strcspn(b64, "\n");
+		unsigned char *text = NULL;
+		size_t len = 0;
+		if (!j->listings || mb_base64_decode(b64, n, &text, &len) || !len) {
+			free(text);
+			return mb_err_set(err, EIO, "pack.sh's listings in its "
+					  "answer are not base64");
+		}
+		j->inl = (char *)text;
+		j->inl_len = len;
+		if (!(head = strndup(out, (size_t)(at - out) + 1)))
+			return mb_err_set(err, ENOMEM, "out of memory");
+		out = head;
+	}
 	/* pack.sh stops before CAPBYTES; the pieces hold at most one file
 	 * past it and the listings */
 	int rc = mbfs_report_pack(out, 2 * MBFS_PREFETCH_BYTES / MBFS_CHUNK + 8,
@@ -88,6 +108,9 @@ static int parse_report(struct job *j, const char *out, struct mb_err *err)
 	} else {
 		free(r.sizes);
 	}
+	if (!rc && j->inl && (r.n || r.files || r.cut || r.ls))
+		rc = mb_err_set(err, EIO, "pack.sh gave its listings twice");
+	free(head);
 	return rc;
 }
 
@@ -219,6 +242,13 @@ bool mbfs_prefetch_run(struct job *j)
 	int rc = pack(j, &err);
 	if (!rc && j->pieces.n)
 		rc = unpack(j, &err);
+	struct mb_err perr;
+	if (!rc && j->inl &&
+	    mbfs_pack_listings(j->fs, j->base, j->inl, j->inl_len, j->ctr, &perr))
+		mb_log(MB_LOG_WARN, "bulk listing of '%s': its listings are "
+		       "damaged, not kept: %s", j->base, perr.msg);
+	free(j->inl);
+	j->inl = NULL;
 	if (rc) {
 		mb_log(MB_LOG_WARN, "bulk %s of '%s' failed, %s one by one: %s",
 		       j->listings ? "listing" : "read", j->base,
