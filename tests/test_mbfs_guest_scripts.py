@@ -5,9 +5,11 @@ embedded by common/embed.sh (comments, blank lines and indentation gone).
 The reports checked are the ones fuse/xfer.c, xfer_up.c, touch.c,
 prefetch.c and remote.c parse."""
 import hashlib
+import io
 import os
 import shutil
 import subprocess
+import tarfile
 
 import pytest
 
@@ -130,6 +132,69 @@ def test_join_replaces_the_target_keeping_its_mode(run, tmp_path):
     assert (p.returncode, p.stdout, p.stderr) == (0, "", "")
     assert t.read_bytes() == data and os.stat(t).st_mode & 0o777 == 0o640
     assert not d.exists() and not a.exists()
+
+
+def test_join_refuses_a_symlink_in_the_place_of_its_file(run, tmp_path):
+    """A symlink planted where join.sh writes the parts (TMP) would take
+    the user's bytes to its target, maybe outside the mount."""
+    data = os.urandom(3000)
+    d = staged(tmp_path, data)
+    victim = tmp_path / "outside"
+    victim.write_bytes(b"precious data")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    a = ws / ".mbfs-up-5"
+    os.symlink(str(victim), str(a))
+    p = run("join", str(ws), str(d), str(a), "1000", "0", str(ws / "t"), str(len(data)), "-",
+            *sums(data))
+    assert p.returncode == 4, (p.stdout, p.stderr)
+    assert victim.read_bytes() == b"precious data"
+
+
+def test_apply_unpacks_into_its_stage_even_when_the_name_is_swapped(tmp_path):
+    """A sandbox process renames apply.sh's stage (ROOT/.mbfs-up-HEX) away
+    the moment it appears and puts a symlink to a directory outside in its
+    place: the batch is unpacked into the directory held, or refused, and
+    nothing is written outside."""
+    import threading
+    ws, out, hide, up = (tmp_path / n for n in ("ws", "out", "hide", "up"))
+    for x in (ws / "d", out, hide, up):
+        x.mkdir(parents=True)
+    (out / "list").write_bytes(b"precious\n")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        for name, data in (("list", ("d%s/d\nff\n" % ws).encode()), ("0/f", b"USER\n")):
+            ti = tarfile.TarInfo(name)
+            ti.size, ti.mode = len(data), 0o640
+            t.addfile(ti, io.BytesIO(data))
+    stop = threading.Event()
+    swaps = []
+
+    def racer():
+        while not stop.is_set():
+            for n in os.listdir(str(ws)):
+                if n.startswith(".mbfs-up-") and not os.path.islink(str(ws / n)):
+                    try:
+                        os.rename(str(ws / n), str(hide / str(len(swaps))))
+                        os.symlink(str(out), str(ws / n))
+                        swaps.append(n)
+                    except OSError:
+                        pass
+    th = threading.Thread(target=racer)
+    th.start()
+    try:
+        for i in range(40):
+            (up / "b.00000").write_bytes(buf.getvalue())
+            subprocess.run([DASH, os.path.join(GUEST, "apply.sh"), str(up / "b"), "1",
+                            "%s/.mbfs-up-%x" % (ws, i), "-"], capture_output=True, timeout=60)
+            if (up / "b.done").exists():
+                (up / "b.done").unlink()
+            assert sorted(os.listdir(str(out))) == ["list"], (i, os.listdir(str(out)))
+            assert (out / "list").read_bytes() == b"precious\n"
+    finally:
+        stop.set()
+        th.join()
+    assert swaps
 
 
 def test_join_in_rounds_then_the_tail(run, tmp_path):

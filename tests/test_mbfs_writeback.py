@@ -542,3 +542,34 @@ def test_sync_returns_while_another_program_keeps_writing(service, container, mo
         stop.set()
         th.join()
     sync(mount)
+
+
+def test_sync_returns_while_a_program_keeps_rewriting_one_file(service, container, mount):
+    """The same with one file, closed again while its batch is in flight:
+    what it held before the sync lands, and the sync does not wait for the
+    closes after it."""
+    import threading
+    f = mount.path(unique("rewritten"))
+    stop = threading.Event()
+    closes = []
+
+    def writer():
+        deadline = time.monotonic() + 60
+        while not stop.is_set() and time.monotonic() < deadline:
+            with open(f, "a") as w:
+                w.write("%d\n" % len(closes))
+            closes.append(1)
+            time.sleep(0.01)
+    th = threading.Thread(target=writer)
+    th.start()
+    try:
+        until(lambda: len(closes) >= 20, "the writer under way")
+        mark = len(closes)
+        sync(mount)
+        assert th.is_alive(), "sync returned only once the writer had stopped"
+        rel = "/workspace/" + os.path.relpath(f, mount.mountpoint)
+        assert len(sh(service, container, "cat %s" % rel).split()) >= mark
+    finally:
+        stop.set()
+        th.join()
+    sync(mount)

@@ -121,8 +121,9 @@ sweep() {
 	done
 }
 [ "$prev" = - ] || rm -f -- "$prev"
+sdn=$sd
 cleanup() {
-	rm -rf -- "$sd"
+	rm -rf -- "$sdn"
 	rm -f -- "$p".[0-9]*
 }
 if [ -f "$p.done" ]; then
@@ -143,13 +144,25 @@ while [ "$np" != - ] && [ "$i" -lt "$np" ]; do
 	i=$((i + 1))
 done
 rm -rf -- "$sd"
+# The stage is held by a descriptor once made: its name may be swapped for
+# a symlink (the archive would unpack where it points, maybe outside), the
+# descriptor cannot. It is used through /proc when that is the directory
+# made (physically where it was made); without /proc, by its name.
+stage() {
+	mkdir -- "$sd" && command exec 9<"$sd" || return 1
+	[ -d "/proc/$$/fd/9/" ] || return 0
+	at=$(cd -P -- "${sd%/*}/" 2>/dev/null && pwd -P) &&
+		(cd -P -- "/proc/$$/fd/9" && [ "$PWD" = "${at%/}/${sd##*/}" ]) ||
+		return 1
+	sd=/proc/$$/fd/9
+}
 if [ "$np" = - ]; then
-	if ! mkdir -- "$sd" || ! printf '%s' "$inl" >"$sd/list" ||
+	if ! stage || ! printf '%s' "$inl" >"$sd/list" ||
 		! : >"$sd/made"; then
 		cleanup
 		exit 1
 	fi
-elif ! mkdir -- "$sd" || ! cat -- "$@" | tar -x -p --no-same-owner -f - -C "$sd" ||
+elif ! stage || ! cat -- "$@" | tar -x -p --no-same-owner -f - -C "$sd" ||
 	! : >"$sd/made"; then
 	cleanup
 	exit 1
@@ -171,7 +184,7 @@ unmade() {
 # Does the path $1 pass through a symlink below the mounted directory (one
 # another client put in place of a directory)? The mount's paths never do;
 # the mounted directory itself may be one.
-root=${sd%/*}
+root=${sdn%/*}
 # The mounted directory physically (it may be a symlink itself).
 top=$(cd -P -- "${root:-/}" 2>/dev/null && pwd -P) || top=
 # enter DIR: make DIR (the mounted directory or one below it) the working
@@ -365,7 +378,7 @@ same() {
 # The removals and moves, in order, all before the rest of the list: with
 # perl one process does them all; without it, one rm, rmdir or mv each.
 if [ -n "$byperl" ]; then
-	perl -e 'use Cwd ();
+	perl -e 'use Cwd (); use Fcntl;
 	my ($root, $list, $out, $cur, $top) = @ARGV;
 	open(my $in, "<", $list) or die; open(my $o, ">>", $out) or die;
 	# enter the directory of the path $_[0], as enter in the shell does:
@@ -447,7 +460,27 @@ if [ -n "$byperl" ]; then
 				$why = "conflict: the file changed on the sandbox " .
 				    "since the mount changed its mode";
 			} else {
-				chmod(oct($pm), $at) or $why = "$!";
+				# by an fd opened without following a link, and
+				# still that file: a swap since the checks would
+				# chmod the target of a link, maybe outside
+				my $fh;
+				if (sysopen($fh, $at, O_RDONLY | O_NOFOLLOW |
+					    O_NONBLOCK)) {
+					my @ft = stat($fh);
+					if (!@ft || $ft[0] != $st[0] ||
+					    $ft[1] != $st[1]) {
+						$why = "it changed while its mode " .
+						    "was set";
+					} else {
+						chmod(oct($pm), $fh) or $why = "$!";
+					}
+					close($fh);
+				} elsif ($!{EACCES}) {
+					# unreadable: by its name, checked above
+					chmod(oct($pm), $at) or $why = "$!";
+				} else {
+					$why = "$!";
+				}
 			}
 		} elsif ($k eq "v" && $done{$mid}) {
 			# done by the run whose answer was lost

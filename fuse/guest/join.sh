@@ -27,9 +27,9 @@
 # steer the parts), exit 3 otherwise; and enters TMP's directory, which
 # must then be that directory physically: no directory between ROOT (the
 # mounted directory's guest path, which may be a symlink itself) and TMP
-# may be a symlink (the sandbox swapped one in: the file would land
-# outside the mounted directory), exit 4 otherwise, with a line naming
-# TMP. TMP and TARGET are then written and renamed by their names in it,
+# may be a symlink, nor TMP itself (the sandbox swapped one in: the file
+# would land outside the mounted directory), exit 4 otherwise, with a line
+# naming TMP. TMP and TARGET are then written and renamed by their names in it,
 # so a swap racing the check leads nothing out either.
 #
 # LC_ALL=C: the messages stay the English ones mbfs maps to errno.
@@ -58,8 +58,15 @@ if [ "$PWD" != "${want:-/}" ]; then
 		"(a directory on its path is a symlink)" >&2
 	exit 4
 fi
+tmp=$a
 a=./${a##*/}
 [ "$t" = - ] || t=./${t##*/}
+# TMP itself: a symlink planted in its place would take the parts out
+if [ -L "$a" ]; then
+	echo "mbfs: refused '$tmp': Too many levels of symbolic links" \
+		"(a symlink is in its place)" >&2
+	exit 4
+fi
 # each turn takes one checksum from the front and appends the part's
 # name: at the end only the names are left
 i=$first want=

@@ -185,6 +185,8 @@ bool mbfs_wbq_add(struct mbfs *fs, struct mbfs_node *n, uint64_t bytes)
 	if (q->stop || !q->running) {
 		/* refused: the caller uploads */
 	} else if (e && e->inflight) {
+		if (!e->again)
+			e->again_seq = ++q->next_seq;
 		e->again = true;
 		e->bytes = bytes;
 		queued = true;

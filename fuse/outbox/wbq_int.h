@@ -46,6 +46,8 @@ struct mbfs_wbq_entry {
 	uint64_t seq;            /* its place in the order of queueing
 	                            (1, 2, ...): a flush waits for the
 	                            entries queued before it only */
+	uint64_t again_seq;      /* again: the place of the first close
+	                            since it left, its seq once it lands */
 };
 
 struct mbfs_wbq {

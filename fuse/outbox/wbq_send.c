@@ -330,6 +330,12 @@ static size_t finish_locked(struct mbfs *fs, struct mbfs_wbq *q,
 			continue;
 		}
 		if (e->n && (e->again || !drop)) {
+			/* landed, and closed again since it left: what a
+			 * flush that began before that close waits for is
+			 * there (a program that keeps rewriting the file
+			 * would hold mbexec's sync for as long) */
+			if (e->again)
+				e->seq = e->again_seq;
 			e->inflight = e->again = false;
 			e->since_ms = mb_now_ms();
 			q->queued++;
