@@ -49,7 +49,7 @@ else
 OBJ     := $(O)/obj
 endif
 
-PKGS       := fuse3 libcurl libcjson libcrypto
+PKGS       := fuse3 libcurl libcjson libcrypto zlib
 PKG_CFLAGS  = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS    = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

@@ -210,3 +210,22 @@ def test_a_tree_made_and_removed_in_a_loop_never_loses_a_file(service, container
     sync(wb)
     assert control(wb)["writeback"]["failedFiles"] == 0
     assert guest_tree_digest(service, container, "/workspace/" + os.path.basename(base)) == tree_digest(base)
+
+
+def test_a_storm_of_removals_goes_in_its_commands_without_a_put(service, container, mount):
+    """A batch of names only goes in apply.sh's command, packed (gzip,
+    base64) when it is too long for the exec request: removing 400 files
+    the sandbox made is commands only, no PUT of a list or a script."""
+    name = unique("packed")
+    rd = "/workspace/" + name
+    sh(service, container, "mkdir -p %s && cd %s && for i in $(seq 1000 1399); do "
+       ": > file-with-a-longer-name-$i; done" % (rd, rd))
+    d = mount.path(name)
+    assert len(os.listdir(d)) == 400
+    service.reset_stats()
+    for n in os.listdir(d):
+        os.unlink(os.path.join(d, n))
+    sync(mount)
+    got = service.stats()["requests"]
+    assert PUT not in got and got.get(EXEC), got
+    assert sh(service, container, "ls -A %s | wc -l" % rd).strip() == "0"

@@ -28,9 +28,12 @@
 #define APPLY_STAGE_SWAPPED 5   /* apply.sh: the batch directory is not ours */
 #define TAR_BLOCK 512u
 #define NAME_MAX_TAR 99u
-/* A batch of names only whose list is at most this goes in the command
- * (apply.sh's LIST): with the script, well within the exec's 32 KiB. */
-#define INLINE_MAX (8u * 1024u)
+/* A batch of names only whose list, quoted for sh, is at most this goes
+ * in the command (apply.sh's LIST), which the exec packs (gzip) when it
+ * is too long for the request: a list of paths packs ten to one, so most
+ * storms' batches are one request. What does not fit goes up as a file,
+ * one PUT, as the archive would. With the script, within MBFS_CMD_MAX. */
+#define INLINE_MAX (32u * 1024u)
 
 /* The report of the last batch that ran, removed by the next one (a rerun
  * after a lost answer reads it). Only the flusher sends; the lock is for
@@ -286,7 +289,10 @@ static int build(struct mbfs *fs, struct mbfs_wbfile *v, const size_t *order,
 					    dv[k].mode & 07777);
 	}
 	/* names only, and short: the list goes in the command, no PUT */
-	if (!rc && n == 0 && list.len <= INLINE_MAX) {
+	size_t quoted = list.len;
+	for (size_t i = 0; list.data && i < list.len; i++)
+		quoted += list.data[i] == '\'' ? 3 : 0;
+	if (!rc && n == 0 && quoted <= INLINE_MAX) {
 		rc = mb_buf_append(inl, list.data ? list.data : "", list.len);
 		mb_buf_release(&list);
 		return rc;

@@ -1,9 +1,11 @@
 /* exec.c: running one command on the guest (mbfs_exec, see remote.h):
  * in a clean shell (mb_exec_clean: no profile, a fixed PATH, so nothing
  * the sandbox put in its PATH or profile runs in place of our tools),
- * inline in the exec request when it fits, else as a script file. Builds
- * no commands (remote.c, touch.c, xfer.c do) and interprets no output. */
+ * inline in the exec request when it fits, else packed (gzip, base64) in
+ * it, else as a script file. Builds no commands (remote.c, touch.c, xfer.c
+ * do) and interprets no output. */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,8 @@
 #include "common/util.h"
 #include "fuse/mbfs.h"
 #include "fuse/transport/remote.h"
+
+#include <zlib.h>
 
 #define PUT_TRIES 3
 
@@ -112,10 +116,79 @@ static int exec_as_file(struct mbfs *fs, const char *cmd, long timeout_ms,
 	return rc;
 }
 
+/* The guest said it has no gzip or base64: nothing is packed again. */
+static atomic_bool no_unpack;
+#define NO_UNPACK "mbfs: no gzip or base64 on the sandbox"
+
+/* cmd (n bytes, no trailing newline) gzip'd into *out (malloc'd). */
+static int gzip_text(const char *cmd, size_t n, unsigned char **out,
+		     size_t *len)
+{
+	z_stream z;
+	memset(&z, 0, sizeof(z));
+	/* 31: a gzip header, which gzip -d wants */
+	if (deflateInit2(&z, 9, Z_DEFLATED, 31, 9, Z_DEFAULT_STRATEGY) != Z_OK)
+		return -ENOMEM;
+	uLong cap = deflateBound(&z, (uLong)n) + 64;
+	unsigned char *buf = malloc(cap);
+	if (!buf) {
+		deflateEnd(&z);
+		return -ENOMEM;
+	}
+	z.next_in = (Bytef *)(uintptr_t)cmd;
+	z.avail_in = (uInt)n;
+	z.next_out = buf;
+	z.avail_out = (uInt)cap;
+	int zr = deflate(&z, Z_FINISH);
+	*len = z.total_out;
+	deflateEnd(&z);
+	if (zr != Z_STREAM_END) {
+		free(buf);
+		return -EIO;
+	}
+	*out = buf;
+	return 0;
+}
+
+/* A command too large for the request may fit packed: the guest's sh
+ * unpacks it (base64, gzip) and, once it has every byte, evals it in
+ * itself, so the "set --" line of mbfs_sh_cmd sets the script's
+ * arguments. A text cut short is never run. 1 with *packed (the caller
+ * releases it) when that fits, 0 when not, -errno. */
+static int pack_cmd(const char *cmd, struct mb_buf *packed)
+{
+	size_t n = strlen(cmd);
+	while (n && cmd[n - 1] == '\n')
+		n--;   /* $(...) drops them: the length check counts without */
+	if (atomic_load(&no_unpack) || n > 64 * MB_MAX_COMMAND_BYTES)
+		return 0;
+	unsigned char *gz = NULL;
+	char *b64 = NULL;
+	size_t gzlen = 0, blen = 0;
+	int rc = gzip_text(cmd, n, &gz, &gzlen);
+	if (!rc && mb_base64_encode(gz, gzlen, &b64, &blen))
+		rc = -ENOMEM;
+	free(gz);
+	if (rc)
+		return rc;
+	rc = mb_buf_appendf(packed, "if command -v gzip >/dev/null && "
+			    "command -v base64 >/dev/null; then "
+			    "t=$(printf %%s '%s' | base64 -d | gzip -dc) && "
+			    "[ ${#t} -eq %zu ] || exit 1; eval \"$t\"; else "
+			    "echo '" NO_UNPACK "' >&2; exit 126; fi", b64, n);
+	free(b64);
+	if (rc)
+		return rc == -E2BIG ? 0 : rc;
+	return mb_exec_clean_fits(packed->data, 0) ? 1 : 0;
+}
+
+static int exec_line(struct mbfs *fs, const char *cmd, const char *what,
+		     long timeout_ms, struct mb_exec_result *res,
+		     struct mb_err *err);
+
 int mbfs_exec(struct mbfs *fs, const char *cmd, long timeout_ms,
 	      struct mb_exec_result *res, struct mb_err *err)
 {
-	struct mb_buf line;
 	int rc;
 
 	memset(res, 0, sizeof(*res));
@@ -124,14 +197,45 @@ int mbfs_exec(struct mbfs *fs, const char *cmd, long timeout_ms,
 	long cap = fs->op_ms > 10000 ? (long)fs->op_ms - 5000 : (long)fs->op_ms / 2;
 	if (timeout_ms <= 0 || timeout_ms > cap)
 		timeout_ms = cap;
-	if (!mb_exec_clean_fits(cmd, 0))
+	if (!mb_exec_clean_fits(cmd, 0)) {
+		struct mb_buf packed;
+		mb_buf_init(&packed, 2 * MB_MAX_COMMAND_BYTES);
+		int pr = pack_cmd(cmd, &packed);
+		if (pr == 1) {
+			rc = exec_line(fs, packed.data, cmd, timeout_ms, res, err);
+			mb_buf_release(&packed);
+			/* refused before anything ran: as a file, from now on */
+			if (rc || !res->has_exit_code || res->exit_code != 126 ||
+			    !res->errout || !strstr(res->errout, NO_UNPACK))
+				return rc;
+			mb_log(MB_LOG_INFO, "the sandbox has no gzip or base64: "
+			       "long commands go up as files");
+			atomic_store(&no_unpack, true);
+			mb_exec_result_release(res);
+			memset(res, 0, sizeof(*res));
+		} else {
+			mb_buf_release(&packed);
+		}
 		return exec_as_file(fs, cmd, timeout_ms, res, err);
+	}
+	return exec_line(fs, cmd, cmd, timeout_ms, res, err);
+}
+
+/* Run cmd, which fits the request, in a clean shell (what: what the log
+ * names). */
+static int exec_line(struct mbfs *fs, const char *cmd, const char *what,
+		     long timeout_ms, struct mb_exec_result *res,
+		     struct mb_err *err)
+{
+	struct mb_buf line;
+	int rc;
 	mb_buf_init(&line, 2 * MB_MAX_COMMAND_BYTES);
 	if (mb_exec_clean(&line, cmd, 0)) {
 		mb_buf_release(&line);
 		return mb_err_set(err, ENOMEM, "out of memory");
 	}
-	mb_log(MB_LOG_DEBUG, "exec: %.200s", cmd);
+	mb_log(MB_LOG_DEBUG, "exec%s: %.200s", what != cmd ? " (packed)" : "",
+	       what);
 	rc = mb_exec(fs->client, &fs->ident, line.data, timeout_ms, res, err);
 	mb_buf_release(&line);
 	return rc ? rc : take(res, err);
