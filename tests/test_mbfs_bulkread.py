@@ -526,3 +526,23 @@ def test_going_down_one_path_is_no_walk(service, container, bmount):
     stats = service.stats()
     assert mbtest.requests_for(stats, EXEC) == 0, stats
     assert mbtest.requests_for(stats, GET) == 1, stats
+
+
+def test_a_third_readdir_down_a_cold_tree_walks_it(service, container, bmount):
+    """rm -rf, du: a readdir of top, of top/d00, then of top/d00/s0, each
+    cold: the third walks top's subtree at once (one exec), and the rest
+    of the tree asks for nothing more; not one listing per level until a
+    sibling comes."""
+    top, files = walk_tree()
+    seed(service, container, files)
+    want = guest_entries(service, container, top)
+    os.stat(bmount.path(top))     # the root's listing
+    service.reset_stats()
+    for rel in ("", "d00", "d00/s0"):
+        os.listdir(bmount.path(top, rel))
+    stats = service.stats()
+    assert mbtest.requests_for(stats, LIST) == 2, stats
+    assert mbtest.requests_for(stats, EXEC) == 1, stats
+    service.reset_stats()
+    assert mount_entries(bmount.path(top)) == want
+    assert service.stats()["requests"] == {}

@@ -40,6 +40,7 @@ void mbfs_prefetch_free(struct mbfs_prefetch *p)
 	for (size_t i = 0; i < MAX_COLD; i++) {
 		free(p->cold[i].dir);
 		free(p->lcold[i].dir);
+		free(p->rcold[i].dir);
 	}
 	free(p->leftover);
 	pthread_cond_destroy(&p->done);
@@ -90,6 +91,7 @@ static void expire(struct mbfs_prefetch *p, uint64_t now)
 	drop_done(p->walks, MAX_WALKS, now, false);
 	drop_cold(p->cold, now, false);
 	drop_cold(p->lcold, now, false);
+	drop_cold(p->rcold, now, false);
 }
 
 /* The record id of tab is still in flight. Lock held. */
@@ -331,15 +333,20 @@ static struct rec *walk_of(struct mbfs_prefetch *p, const char *dir)
 }
 
 /* Was dir listed cold within the window? Lock held. */
-static bool listed_cold(const struct mbfs_prefetch *p, const char *dir)
+static bool in_cold(const struct cold *tab, const char *dir)
 {
 	for (size_t i = 0; i < MAX_COLD; i++)
-		if (p->lcold[i].dir && strcmp(p->lcold[i].dir, dir) == 0)
+		if (tab[i].dir && strcmp(tab[i].dir, dir) == 0)
 			return true;
 	return false;
 }
 
-void mbfs_prefetch_listing(struct mbfs *fs, const char *dir)
+static bool listed_cold(const struct mbfs_prefetch *p, const char *dir)
+{
+	return in_cold(p->lcold, dir);
+}
+
+void mbfs_prefetch_listing(struct mbfs *fs, const char *dir, bool readdir)
 {
 	struct mbfs_prefetch *p = fs->prefetch;
 	char par[MB_PATH_MAX + 2];
@@ -375,14 +382,27 @@ void mbfs_prefetch_listing(struct mbfs *fs, const char *dir)
 		walk = strcmp(up, par) == 0;
 	}
 	cold_again(p->lcold, dir, now);
+	if (readdir)
+		cold_again(p->rcold, dir, now);
 	/* the parent and its own parent listed cold just before: a walk
 	 * down a tree (rm -rf, cp -r, du) takes the grandparent's subtree,
 	 * not one parent's after another */
 	char gpar[MB_PATH_MAX + 2];
 	mbfs_parent_path(par, gpar);
+	/* three readdirs down one path, each cold (rm -rf, find or du of a
+	 * tree the mount has not listed): the top one's subtree at once,
+	 * not when the walk comes to a sibling. Lookups down a path (an
+	 * editor opening a deep file) never are; nor is the mount's root
+	 * walked so. */
+	bool down = !walk && readdir && !top && strcmp(par, "/") &&
+		    strcmp(gpar, "/") && in_cold(p->rcold, par) &&
+		    in_cold(p->rcold, gpar);
 	if (walk && strcmp(par, "/") && listed_cold(p, par) &&
 	    listed_cold(p, gpar))
 		strcpy(par, gpar);
+	else if (down)
+		strcpy(par, gpar);
+	walk = walk || down;
 	struct job j = { .fs = fs, .p = p, .base = par, .fd = -1,
 			 .listings = true };
 	uint64_t id = 0;
@@ -436,5 +456,6 @@ void mbfs_prefetch_forget(struct mbfs *fs)
 	/* walks in flight stay: listings wait for them */
 	drop_done(p->walks, MAX_WALKS, 0, true);
 	drop_cold(p->lcold, 0, true);
+	drop_cold(p->rcold, 0, true);
 	pthread_mutex_unlock(&p->lock);
 }

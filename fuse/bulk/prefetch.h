@@ -67,17 +67,18 @@ void mbfs_prefetch_stop(struct mbfs *fs);
 int mbfs_prefetch_miss(struct mbfs *fs, const char *path, uint64_t size);
 
 /* The listing of dir (mount-relative) is about to be fetched, for a
- * readdir or a lookup in it: the cache has none and dir is not queued
- * (newdir.h). When that makes a walk (a sibling was listed cold within
- * MBFS_PREFETCH_WINDOW_MS: find, ls -R, git add, git status, a project
- * scan; going down one path never does), the parent's whole subtree is
- * listed in one
- * go (pack.sh with no file: one exec and its pieces) into the cache, on
- * this thread; a listing under a walk in flight waits for it. Either way
+ * readdir (readdir true) or a lookup in it: the cache has none and dir is
+ * not queued (newdir.h). When that makes a walk (a sibling was listed cold
+ * within MBFS_PREFETCH_WINDOW_MS: find, ls -R, git add, git status, a
+ * project scan; going down one path by lookups never does, by a third
+ * readdir below a directory that is not the root does: rm -rf, du), the
+ * parent's (or that directory's) whole subtree is listed in one go
+ * (pack.sh with no file: one exec, its listings in the answer or in
+ * pieces) into the cache, on this thread; a listing under a walk in flight waits for it. Either way
  * the caller then lists dir through the cache, which may have it now. A
  * subtree whose listings pass MBFS_PREFETCH_LS_MAX is listed directory by
  * directory, as before. */
-void mbfs_prefetch_listing(struct mbfs *fs, const char *dir);
+void mbfs_prefetch_listing(struct mbfs *fs, const char *dir, bool readdir);
 
 /* List dir (and what is below it, within MBFS_PREFETCH_LS_MAX) with one
  * pack.sh now, walk or not, into the cache: for a directory whose list

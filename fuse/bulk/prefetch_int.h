@@ -45,6 +45,8 @@ struct mbfs_prefetch {
 	struct rec recs[MAX_RECS];      /* protected by lock */
 	struct cold cold[MAX_COLD];     /* protected by lock */
 	struct cold lcold[MAX_COLD];    /* protected by lock: cold listings */
+	struct cold rcold[MAX_COLD];    /* protected by lock: those of them
+	                                   for a readdir */
 	struct rec walks[MAX_WALKS];    /* protected by lock: listing walks
 	                                   (complete: nothing was cut) */
 	uint64_t next_id;               /* protected by lock */

@@ -208,7 +208,7 @@ static int mbfs_getattr(const char *path, struct stat *st,
 		/* after a command: what was listed, in one go; else git's
 		 * lstats */
 		if (!mbfs_relist_listing(FS, dir))
-			mbfs_prefetch_listing(FS, dir);
+			mbfs_prefetch_listing(FS, dir, false);
 	} else if (!rc && mbfs_cache_stats_for(FS->cache, path)) {
 		mbfs_relist_listing(FS, path);   /* the root's own */
 	}
@@ -348,7 +348,7 @@ static int mbfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 	/* after a command, what was listed comes in one go; a walk lists
 	 * its subtree */
 	if (!mbfs_cache_listed(FS->cache, path) && !mbfs_relist_listing(FS, path))
-		mbfs_prefetch_listing(FS, path);
+		mbfs_prefetch_listing(FS, path, true);
 	rc = mbfs_view_readdir(FS, path, fill_one, &d);
 	if (rc == -EILSEQ) {   /* a name not UTF-8: a bulk listing drops it */
 		mbfs_prefetch_listing_now(FS, path);
