@@ -141,6 +141,18 @@ int mb_parse_iso8601(const char *s, time_t *sec, int *msec)
 	return 0;
 }
 
+char *mb_next_line(char **text)
+{
+	char *line = *text;
+	if (!line || !*line)
+		return NULL;
+	char *nl = strchr(line, '\n');
+	if (nl)
+		*nl = '\0';
+	*text = nl ? nl + 1 : NULL;
+	return line;
+}
+
 long mb_frac_nsec(const char *d, size_t n)
 {
 	long v = 0;

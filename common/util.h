@@ -16,6 +16,10 @@ int mb_parse_duration_ms(const char *s, uint64_t *out_ms);
 /* Parse "YYYY-MM-DDTHH:MM:SS(.mmm)Z" into seconds and milliseconds. */
 int mb_parse_iso8601(const char *s, time_t *sec, int *msec);
 
+/* The next line of *text, cut at its newline in place (*text moves past
+ * it), or NULL at the end. */
+char *mb_next_line(char **text);
+
 /* The nanoseconds of the n digits of a decimal fraction ("25" is
  * 250000000; digits past the ninth are cut), or -1 when they are not all
  * digits. */

@@ -512,64 +512,55 @@ def test_cp_r_under_a_hard_fd_limit(service, container, need_fuse, tmp_path):
         finish(m)
 
 
-def test_sync_returns_while_another_program_keeps_writing(service, container, mount):
-    """sync (mbexec writes it before every command) waits for what was
-    queued before it, not for what a program that keeps writing queues
-    after: it returned only once the writer stopped."""
+def sync_beside_a_writer(mount, write, landed):
+    """sync while a thread calls write(i) every 10 ms (for at most 60 s):
+    it must return while the writer still runs, with landed() at least
+    the writes made before it began."""
     import threading
-    d = mount.path(unique("busy"))
-    os.mkdir(d)
     stop = threading.Event()
-    written = []
+    done = []
 
     def writer():
         deadline = time.monotonic() + 60
         while not stop.is_set() and time.monotonic() < deadline:
-            write_file(os.path.join(d, "f%d" % len(written)), b"x")
-            written.append(1)
+            write(len(done))
+            done.append(1)
             time.sleep(0.01)
     th = threading.Thread(target=writer)
     th.start()
     try:
-        until(lambda: len(written) >= 20, "the writer under way")
-        mark = len(written)
+        until(lambda: len(done) >= 20, "the writer under way")
+        mark = len(done)
         sync(mount)
         assert th.is_alive(), "sync returned only once the writer had stopped"
-        rel = "/workspace/" + os.path.relpath(d, mount.mountpoint)
-        # what was written before the sync is there
-        assert int(sh(service, container, "ls %s | wc -l" % rel)) >= mark
+        assert landed() >= mark
     finally:
         stop.set()
         th.join()
     sync(mount)
+
+
+def test_sync_returns_while_another_program_keeps_writing(service, container, mount):
+    """sync (mbexec writes it before every command) waits for what was
+    queued before it, not for what a program that keeps writing queues
+    after: it returned only once the writer stopped."""
+    d = mount.path(unique("busy"))
+    os.mkdir(d)
+    rel = "/workspace/" + os.path.relpath(d, mount.mountpoint)
+    sync_beside_a_writer(
+        mount, lambda i: write_file(os.path.join(d, "f%d" % i), b"x"),
+        lambda: int(sh(service, container, "ls %s | wc -l" % rel)))
 
 
 def test_sync_returns_while_a_program_keeps_rewriting_one_file(service, container, mount):
     """The same with one file, closed again while its batch is in flight:
     what it held before the sync lands, and the sync does not wait for the
     closes after it."""
-    import threading
     f = mount.path(unique("rewritten"))
-    stop = threading.Event()
-    closes = []
+    rel = "/workspace/" + os.path.relpath(f, mount.mountpoint)
 
-    def writer():
-        deadline = time.monotonic() + 60
-        while not stop.is_set() and time.monotonic() < deadline:
-            with open(f, "a") as w:
-                w.write("%d\n" % len(closes))
-            closes.append(1)
-            time.sleep(0.01)
-    th = threading.Thread(target=writer)
-    th.start()
-    try:
-        until(lambda: len(closes) >= 20, "the writer under way")
-        mark = len(closes)
-        sync(mount)
-        assert th.is_alive(), "sync returned only once the writer had stopped"
-        rel = "/workspace/" + os.path.relpath(f, mount.mountpoint)
-        assert len(sh(service, container, "cat %s" % rel).split()) >= mark
-    finally:
-        stop.set()
-        th.join()
-    sync(mount)
+    def append(i):
+        with open(f, "a") as w:
+            w.write("%d\n" % i)
+    sync_beside_a_writer(
+        mount, append, lambda: len(sh(service, container, "cat %s" % rel).split()))

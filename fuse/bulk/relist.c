@@ -54,19 +54,6 @@ void mbfs_relist_free(struct mbfs_relist *r)
 	free(r);
 }
 
-/* The next line of *text (cut at its newline), or NULL at the end. */
-static char *next_line(char **text)
-{
-	char *line = *text;
-	if (!line || !*line)
-		return NULL;
-	char *nl = strchr(line, '\n');
-	if (nl)
-		*nl = '\0';
-	*text = nl ? nl + 1 : NULL;
-	return line;
-}
-
 static enum mb_ftype ftype_of(char c)
 {
 	switch (c) {
@@ -136,10 +123,10 @@ size_t mbfs_relist_take(struct mbfs *fs, char *text,
 	struct mb_entry *own = calloc(nd, sizeof(*own));   /* each MB_FT_DIR if given */
 	bool whole = false;
 	size_t put = 0;
-	char *line = next_line(&text);
+	char *line = mb_next_line(&text);
 	if (!lists || !cap || !odd || !own || !line || strcmp(line, "@") != 0)
 		goto out;
-	while ((line = next_line(&text))) {
+	while ((line = mb_next_line(&text))) {
 		if (strcmp(line, ".") == 0) {
 			whole = true;
 			break;
@@ -167,7 +154,8 @@ size_t mbfs_relist_take(struct mbfs *fs, char *text,
 		char *slash = strrchr(path, '/');
 		*slash = '\0';
 		size_t i = dir_index(rdirs, nd, slash == path ? "/" : path);
-		char *target = e.type == MB_FT_SYMLINK ? next_line(&text) : NULL;
+		char *target = e.type == MB_FT_SYMLINK ? mb_next_line(&text)
+						       : NULL;
 		if (i == nd || (e.type == MB_FT_SYMLINK && !target))
 			goto out;   /* not asked about: not understood */
 		if (lists[i].n >= max_kids * 2) {

@@ -54,19 +54,6 @@ static bool parse_line(const char *line, uint64_t *size, time_t *mtime)
 	return true;
 }
 
-/* The next line of *text (cut at its newline), or NULL at the end. */
-static char *next_line(char **text)
-{
-	char *line = *text;
-	if (!line || !*line)
-		return NULL;
-	char *nl = strchr(line, '\n');
-	if (nl)
-		*nl = '\0';
-	*text = nl ? nl + 1 : NULL;
-	return line;
-}
-
 /* One round: ask about every open clean copy and the latest listings
  * held, let go of what moved on. */
 static void round_once(struct mbfs *fs)
@@ -129,7 +116,7 @@ static void round_once(struct mbfs *fs)
 	if (mbfs_exec_ok(&res) && res.out) {
 		char *text = res.out;
 		for (size_t i = 0; i < k; i++) {
-			char *line = next_line(&text);
+			char *line = mb_next_line(&text);
 			if (!line)
 				break;
 			uint64_t size;

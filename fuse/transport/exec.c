@@ -116,9 +116,10 @@ static int exec_as_file(struct mbfs *fs, const char *cmd, long timeout_ms,
 	return rc;
 }
 
-/* The guest said it has no gzip or base64: nothing is packed again. */
+/* The guest could not unpack a command (no gzip or base64, or they
+ * failed): nothing is packed again. */
 static atomic_bool no_unpack;
-#define NO_UNPACK "mbfs: no gzip or base64 on the sandbox"
+#define NO_UNPACK "mbfs: the sandbox cannot unpack a command"
 
 /* cmd (n bytes, no trailing newline) gzip'd into *out (malloc'd). */
 static int gzip_text(const char *cmd, size_t n, unsigned char **out,
@@ -171,11 +172,14 @@ static int pack_cmd(const char *cmd, struct mb_buf *packed)
 	free(gz);
 	if (rc)
 		return rc;
+	/* nothing runs unless every byte came: else the marker, and the
+	 * caller sends the command as a file */
 	rc = mb_buf_appendf(packed, "if command -v gzip >/dev/null && "
-			    "command -v base64 >/dev/null; then "
+			    "command -v base64 >/dev/null && "
 			    "t=$(printf %%s '%s' | base64 -d | gzip -dc) && "
-			    "[ ${#t} -eq %zu ] || exit 1; eval \"$t\"; else "
-			    "echo '" NO_UNPACK "' >&2; exit 126; fi", b64, n);
+			    "[ ${#t} -eq %zu ]; then eval \"$t\"; else "
+			    "echo '" NO_UNPACK " (gzip, base64)' >&2; exit 126; "
+			    "fi", b64, n);
 	free(b64);
 	if (rc)
 		return rc == -E2BIG ? 0 : rc;
@@ -208,8 +212,8 @@ int mbfs_exec(struct mbfs *fs, const char *cmd, long timeout_ms,
 			if (rc || !res->has_exit_code || res->exit_code != 126 ||
 			    !res->errout || !strstr(res->errout, NO_UNPACK))
 				return rc;
-			mb_log(MB_LOG_INFO, "the sandbox has no gzip or base64: "
-			       "long commands go up as files");
+			mb_log(MB_LOG_INFO, "the sandbox cannot unpack a command "
+			       "(gzip, base64): long commands go up as files");
 			atomic_store(&no_unpack, true);
 			mb_exec_result_release(res);
 			memset(res, 0, sizeof(*res));
