@@ -104,6 +104,7 @@ static void mark_changed(struct mbfs *fs, struct mbfs_node *n, uint64_t size)
 	pthread_mutex_lock(&fs->nodes_lock);
 	n->size = size;
 	n->dirty = true;
+	n->guest_id[0] = '\0';   /* its upload makes a new file there */
 	n->version++;
 	clock_gettime(CLOCK_REALTIME, &n->mtime);
 	pthread_mutex_unlock(&fs->nodes_lock);
@@ -747,6 +748,8 @@ size_t mbfs_node_open_clean(struct mbfs *fs, struct mbfs_node_base *v,
 		v[k].loaded = n->loaded;
 		v[k].size = n->base_size;
 		v[k].mtime = n->base_mtime;
+		memcpy(v[k].id, n->guest_id, sizeof(v[k].id));
+		v[k].held = n->handles > 0;
 		k++;
 	}
 	pthread_mutex_unlock(&fs->nodes_lock);
