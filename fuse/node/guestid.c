@@ -16,10 +16,10 @@
 #include "fuse/node/nodeset.h"
 
 /* A copy whose identity means something: clean, of a file the guest has,
- * and under its name. */
+ * under its name, and in no journal record (which would name the path). */
 static bool clean_copy(const struct mbfs_node *n)
 {
-	return !n->dirty && !n->fresh && !n->unlinked;
+	return !n->dirty && !n->fresh && !n->unlinked && !n->recorded;
 }
 
 void mbfs_node_forget_ids(struct mbfs *fs, const char *path)
@@ -43,7 +43,6 @@ size_t mbfs_node_followed(struct mbfs *fs, const char *from, const char *to,
 			  const char *id)
 {
 	size_t moved = 0;
-	bool records = false;
 	pthread_mutex_lock(&fs->nodes_lock);
 	/* the file the move replaced first, so the moved copies are not
 	 * taken for it */
@@ -53,8 +52,6 @@ size_t mbfs_node_followed(struct mbfs *fs, const char *from, const char *to,
 		if (clean_copy(n) && strcmp(n->guest_id, id) != 0) {
 			n->unlinked = true;   /* its fds keep what they read */
 			n->shared = false;
-			n->rec_stale = n->recorded;
-			records |= n->recorded;
 		}
 	struct mbfs_node *n = mbfs_nodeset_find(fs->nodes, from, NULL);
 	while (n) {
@@ -67,14 +64,10 @@ size_t mbfs_node_followed(struct mbfs *fs, const char *from, const char *to,
 			} else if (np) {
 				mbfs_nodeset_move(fs->nodes, n, np);
 			}
-			n->rec_stale = n->recorded;
-			records |= n->recorded;
 			moved++;
 		}
 		n = next;
 	}
 	pthread_mutex_unlock(&fs->nodes_lock);
-	if (records)
-		mbfs_node_records_sync(fs);
 	return moved;
 }
