@@ -47,7 +47,8 @@
 #include "fuse/cache/cache.h"
 #include "fuse/cli/create.h"
 #include "fuse/durable/data.h"
-#include "fuse/view/hidden.h"
+#include "fuse/ns/hidden.h"
+#include "fuse/view/cachesink.h"
 #include "fuse/cache/inode.h"
 #include "fuse/cache/kcache.h"
 #include "fuse/durable/journal.h"
@@ -492,6 +493,7 @@ static int open_state(struct mbfs *fs, struct mbfs_opts *o,
 			  &fs->data, &err))
 		return fail("%s", err.msg);
 	fs->cache = mbfs_cache_new(fs->attr_ms, fs->dir_ms, fs->neg_ms);
+	fs->sink = &mbfs_view_sink;   /* before the outbox sends anything */
 	fs->batch = mbfs_batch_new();
 	fs->wbq = mbfs_wbq_new();
 	if (fs->wbq)

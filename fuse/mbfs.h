@@ -1,77 +1,69 @@
 /* mbfs.h: the state one mount shares between its modules.
  *
- * Module map (fuse/):
- *   main.c     options (fuse_opt), one validation block, session
- *              (fuse_new / mount / daemonise / loop / unmount)
- *   create.c   `mbfs --create`: keyed container creation with a saved key
- *   attach.c   before mounting: pin the generation, read its deadlines,
- *              make the default /workspace when the image has none
- *   lease.c    while mounted: keep-alive calls against the idle timeout,
- *              one warning before the hard deadline
- *   ops.c      the fuse_operations table: thin translation to the modules
- *   bound.c    that table, each operation bounded by one op_timeout deadline
- *   cache.c    attribute / listing / negative cache (decorator over the
- *              stat and list routes, with a write counter); our own
- *              changes applied in place; cache_tab.c is its table
- *   node.c     open files: one shared node per path, local working copy,
- *              dirty state
- *   fresh.c    files created here: a node until their first upload
- *   upload.c   a node's upload on flush/fsync/release/unmount, and what
- *              the mount knows afterwards without asking
- *   batch.c    utimens queued and sent in batches by a flusher thread;
- *              touch.c builds and runs the touch scripts
- *   wbq.c      write-back, the outbox: small files closed dirty and the
- *              other names' changes (wbq_dir.c: mkdirs, modes, times,
- *              removals), queued in order and sent in batches by a
- *              flusher thread (wbq_send.c: one batch; wbq_land.c: what a
- *              landed entry does; wbsend.c: the archive, its PUTs and
- *              apply.sh). The queue calls the nodes only through the
- *              table wbnode.c gives it (what a batch does to a node).
- *              status.c prints the queue (`mbfs --status`); newdir.c and
- *              gone.c: the mkdirs and removals queued, as the view
- *              (view.c) shows them
- *   load.c     filling a node's copy: data cache, whole file, or piece by
- *              piece as reads need it (node_int.h is the node's inside)
- *   dirty.c    a node's changes in the journal; keeping failed uploads
- *   journal.c  durable local state: records of dirty copies, staging
- *              notes, kept/ (the cache directory's layout); the outbox
- *              log (journal_outbox.c); the replay of ended mounts
- *              (journal_replay.c)
- *   recover.c  at mount: what ended mounts left in their journals
- *   prefetch.c bulk reads: a directory's small files in one archive
- *              built on the guest (tarread.c reads it) into data.c
- *   data.c     local copies: clean ones (evicted as the disk fills) and
- *              working ones, in the mount's run directory
- *   xfer.c     chunked transfer: the worker pool; downloads (xfer_get.c,
- *              their pieces xfer_pieces.c, a reader's fetch going on
- *              xfer_ahead.c); xfer_up.c: staged atomic uploads, retried
- *              while they make progress
- *   ns.c       namespace changes through the metadata routes
- *   remote.c   path mapping, failure reporting, exec-based operations;
- *              exec.c sends one command (inline, or as a script file)
- *   control.c  the virtual control file MOUNTPOINT/.mainbrella
- *   follow.c   open files follow the guest while a command runs
- *   watch.c    exit when unmounted while other namespaces hold copies
- *   kcache.c   what the kernel caches (names, attributes, pages): the
- *              paths it was shown, invalidated by a thread of its own
- *   name.c     names the guest can take (UTF-8, 255 bytes)
- *   inode.c    inode numbers, kept across renames
- *   hidden.c   files unlinked or replaced while open
+ * Module map (fuse/), one folder a layer; a folder includes only the
+ * folders below it, each through its own headers:
+ *   main.c      options, one validation block, the session; wires the
+ *               modules together (fs->sink, the queue's node table)
+ *   face/       the kernel's and mbexec's way in: ops.c (the table; bound.c
+ *               bounds each op by op_timeout), control.c (the control
+ *               file), agent.c (mbexec's socket; polls of running commands
+ *               in one exec), follow.c (open files and listings follow a
+ *               running command), warm.c, help.c
+ *   cli/        commands that are no mount: --create, --list, --status,
+ *               -u; they reach a mount through its control file only
+ *   session/    attach (pin the generation), lease (keep-alive, the
+ *               deadline warning), watch (exit once unmounted), recover
+ *               (what ended mounts left, at mount)
+ *   ns/         namespace changes: ns.c queues them in the outbox or sends
+ *               them; hidden.c keeps files unlinked or replaced while open
+ *   node/       open files: one shared node per path and its local copy
+ *               (node.c; fresh.c: created here; load.c: filling it;
+ *               upload.c, dirty.c: uploads and the journal's records;
+ *               wbnode.c: the table the outbox reaches nodes through;
+ *               guestid.c: which guest file a copy held open is)
+ *   view/       what a path shows: the cache under the outbox's queued
+ *               mkdirs, removals and times (view.c); cachesink.c answers
+ *               the outbox's sink (outbox/sink.h) with the cache
+ *   bulk/       bulk reads and listings (prefetch, pack, packparse) and
+ *               the listings again after a command (relist); never send
+ *   outbox/     every change not yet on the sandbox: the write-back queue
+ *               (wbq*.c; wbsend.c: a batch's archive, PUTs and apply.sh;
+ *               wbq_land.c: what a landed entry does), the times batch
+ *               (batch.c), the queued mkdirs and removals (newdir.c,
+ *               gone.c), the record of what an ended mount did not send
+ *               (unsent*.c). It tells results and asks what a path shows
+ *               through fs->sink only: no node, cache or view header
+ *   cache/      what the mount remembers of the sandbox (cache.c,
+ *               cache_tab.c, cache_own.c), of the kernel (kcache.c), and
+ *               the inode numbers (inode.c)
+ *   transport/  requests: remote.c (paths, failures, exec-based ops),
+ *               exec.c, xfer*.c (chunked transfers), touch.c, tarread.c,
+ *               report.c (apply.sh's report), name.c (names the guest can
+ *               take)
+ *   durable/    local disk only: journal*.c (records, staging, kept/, the
+ *               outbox log, the replay), data.c (local copies), fdio.c
+ *   guest/      the guest scripts, the transport's protocol
  *
- * Threads: libfuse runs ops on several threads; transfers add up to
- * MBFS_XFER_THREADS helpers; batch.c and wbq.c run one flusher each,
- * lease.c one keep-alive thread, kcache.c one invalidating thread,
- * follow.c one thread asking about open files while a command runs.
- * Lock order (a
- * thread holding one lock only takes locks further right):
+ * Threads: libfuse runs ops on several threads. Transfers add up to
+ * MBFS_XFER_THREADS workers (xfer.c), a reader's fetch going on
+ * (xfer_ahead.c, xfer_pieces.c) and an upload's hashing (xfer_up.c).
+ * batch.c and wbq.c run one flusher each, hidden.c one remover, lease.c
+ * one keep-alive thread, kcache.c one invalidating thread, follow.c one
+ * thread while a command runs, agent.c one accepting, one polling and one
+ * per mbexec connection, watch.c one watcher.
+ * Lock order (a thread holding one lock only takes locks further right):
+ *   node->lock  ->  node->fd_rw
  *   node->lock  ->  fs->nodes_lock  ->  cache->lock
  *   hidden->lock  ->  fs->nodes_lock
  *   fs->nodes_lock  ->  wbq->lock
  *   wbq->lock  ->  newdirs->lock, gone->lock
  *   wbq->lock  ->  journal->oplock  ->  journal->lock (the outbox log)
- *   data->lock, prefetch->lock, batch->lock, wbq->lock, lease->lock, statfs_lock,
- *   watch_lock, kcache->lock, follow->mu and the journal's lock are leaves
- *   (follow.c holds none while it asks the guest or calls the nodes).
+ *   Leaves: data->lock, prefetch->lock, relist->lock, batch->lock,
+ *   lease->lock, inos->lock, kcache->lock, agent->mu, follow->mu, an
+ *   upload's and a fetch's lock (xfer_up.c, xfer_fetch.h), and the file
+ *   locks statfs_lock, watch_lock, prev_lock (wbsend.c), unsent_lock,
+ *   seen_lock (name.c). follow.c holds none while it asks the guest or
+ *   calls the nodes; the outbox calls fs->sink with none of its own.
  * node->lock may be held across network calls (and across waiting for a
  * batch send); no other lock ever is.
  * Inode numbers: use_ino, st_ino = mbfs_ino() of the path, so they stay
@@ -113,6 +105,7 @@ struct mbfs_node;
 struct mbfs_prefetch;
 struct mbfs_relist;
 struct mbfs_warm;
+struct mbfs_out_sink;
 
 /* The remote directory mounted when none is given, and the one directory
  * mbfs creates when it is missing (the default node image has none). */
@@ -171,6 +164,8 @@ struct mbfs {
 	struct mbfs_wbq *wbq;           /* write-back of small files (wbq.h) */
 	struct mbfs_newdirs *newdirs;   /* mkdirs queued there (newdir.h) */
 	struct mbfs_gone *gone;         /* removals queued there (gone.h) */
+	const struct mbfs_out_sink *sink; /* the outbox's results and
+	                                   questions (outbox/sink.h) */
 	bool sync_close;                /* close() uploads and waits */
 	struct mbfs_prefetch *prefetch; /* bulk reads (prefetch.h); NULL:
 	                                   off */

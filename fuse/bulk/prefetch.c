@@ -11,7 +11,6 @@
 #include "common/util.h"
 #include "fuse/cache/cache.h"
 #include "fuse/mbfs.h"
-#include "fuse/outbox/newdir.h"
 #include "fuse/bulk/prefetch.h"
 #include "fuse/bulk/prefetch_int.h"
 #include "fuse/transport/xfer.h"
@@ -350,10 +349,8 @@ void mbfs_prefetch_listing(struct mbfs *fs, const char *dir, bool readdir)
 {
 	struct mbfs_prefetch *p = fs->prefetch;
 	char par[MB_PATH_MAX + 2];
-	struct stat st;
 	if (!p || strlen(dir) >= MB_PATH_MAX ||
-	    mbfs_cache_listed(fs->cache, dir) ||
-	    mbfs_newdir_stat(fs->newdirs, dir, &st) || mbfs_check_alive(fs))
+	    mbfs_cache_listed(fs->cache, dir) || mbfs_check_alive(fs))
 		return;
 	mbfs_parent_path(dir, par);
 	pthread_mutex_lock(&p->lock);

@@ -67,8 +67,8 @@ void mbfs_prefetch_stop(struct mbfs *fs);
 int mbfs_prefetch_miss(struct mbfs *fs, const char *path, uint64_t size);
 
 /* The listing of dir (mount-relative) is about to be fetched, for a
- * readdir (readdir true) or a lookup in it: the cache has none and dir is
- * not queued (newdir.h). When that makes a walk (a sibling was listed cold
+ * readdir (readdir true) or a lookup in it: the cache has none, and the
+ * caller knows dir is not queued (mbfs_view_made_here). When that makes a walk (a sibling was listed cold
  * within MBFS_PREFETCH_WINDOW_MS: find, ls -R, git add, git status, a
  * project scan; going down one path by lookups never does, by a third
  * readdir below a directory that is not the root does: rm -rf, du), the

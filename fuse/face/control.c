@@ -15,7 +15,7 @@
 #include "fuse/face/control.h"
 #include "fuse/face/follow.h"
 #include "fuse/durable/data.h"
-#include "fuse/view/hidden.h"
+#include "fuse/ns/hidden.h"
 #include "fuse/durable/journal.h"
 #include "fuse/cache/kcache.h"
 #include "fuse/mbfs.h"

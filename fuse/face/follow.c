@@ -19,7 +19,7 @@
 #include "fuse/face/follow.h"
 #include "fuse/mbfs.h"
 #include "fuse/node/node.h"
-#include "fuse/outbox/view.h"
+#include "fuse/view/view.h"
 #include "fuse/transport/guest_sh.h"
 #include "fuse/transport/name.h"
 #include "fuse/transport/remote.h"

@@ -34,7 +34,7 @@
 #include "fuse/outbox/batch.h"
 #include "fuse/cache/cache.h"
 #include "fuse/face/control.h"
-#include "fuse/view/hidden.h"
+#include "fuse/ns/hidden.h"
 #include "fuse/cache/kcache.h"
 #include "fuse/session/lease.h"
 #include "fuse/transport/name.h"
@@ -46,7 +46,7 @@
 #include "fuse/bulk/relist.h"
 #include "fuse/transport/remote.h"
 #include "fuse/outbox/unsent.h"
-#include "fuse/outbox/view.h"
+#include "fuse/view/view.h"
 #include "fuse/face/warm.h"
 #include "fuse/outbox/wbq.h"
 
@@ -207,7 +207,7 @@ static int mbfs_getattr(const char *path, struct stat *st,
 		mbfs_parent_path(path, dir);
 		/* after a command: what was listed, in one go; else git's
 		 * lstats */
-		if (!mbfs_relist_listing(FS, dir))
+		if (!mbfs_relist_listing(FS, dir) && !mbfs_view_made_here(FS, dir))
 			mbfs_prefetch_listing(FS, dir, false);
 	} else if (!rc && mbfs_cache_stats_for(FS->cache, path)) {
 		mbfs_relist_listing(FS, path);   /* the root's own */
@@ -347,7 +347,8 @@ static int mbfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 		fill(&d, d.fresh[i].name, &d.fresh[i].st);
 	/* after a command, what was listed comes in one go; a walk lists
 	 * its subtree */
-	if (!mbfs_cache_listed(FS->cache, path) && !mbfs_relist_listing(FS, path))
+	if (!mbfs_cache_listed(FS->cache, path) && !mbfs_relist_listing(FS, path) &&
+	    !mbfs_view_made_here(FS, path))
 		mbfs_prefetch_listing(FS, path, true);
 	rc = mbfs_view_readdir(FS, path, fill_one, &d);
 	if (rc == -EILSEQ) {   /* a name not UTF-8: a bulk listing drops it */

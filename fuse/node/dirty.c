@@ -22,7 +22,7 @@
 #include "fuse/node/node_int.h"
 #include "fuse/transport/remote.h"
 #include "fuse/transport/xfer_int.h"
-#include "fuse/outbox/view.h"
+#include "fuse/view/view.h"
 
 
 bool mbfs_node_make_room(struct mbfs *fs, int rc, uint64_t want)

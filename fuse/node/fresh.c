@@ -25,7 +25,7 @@
 #include "fuse/node/nodeset.h"
 #include "fuse/node/node_int.h"
 #include "fuse/outbox/newdir.h"
-#include "fuse/outbox/view.h"
+#include "fuse/view/view.h"
 #include "fuse/outbox/wbq.h"
 #include "fuse/transport/xfer_int.h"
 

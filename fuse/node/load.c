@@ -16,7 +16,7 @@
 #include "fuse/durable/data.h"
 #include "fuse/node/node_int.h"
 #include "fuse/bulk/prefetch.h"
-#include "fuse/outbox/view.h"
+#include "fuse/view/view.h"
 
 /* Forget the guest's pieces of a partial node. n->lock held. */
 void mbfs_load_drop_pieces(struct mbfs *fs, struct mbfs_node *n)

@@ -31,7 +31,7 @@
 #include "fuse/transport/remote.h"
 #include "fuse/outbox/wbq.h"
 #include "fuse/transport/xfer.h"
-#include "fuse/outbox/view.h"
+#include "fuse/view/view.h"
 
 struct mbfs_node *mbfs_node_find_shared(struct mbfs *fs, const char *path)
 {

@@ -27,7 +27,7 @@
 #include "fuse/cache/cache.h"
 #include "fuse/durable/data.h"
 #include "fuse/node/node_int.h"
-#include "fuse/outbox/view.h"
+#include "fuse/view/view.h"
 #include "fuse/transport/remote.h"
 #include "fuse/outbox/wbq.h"
 #include "fuse/outbox/wbsend.h"

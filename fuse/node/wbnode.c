@@ -26,7 +26,7 @@
 #include "fuse/outbox/wbsend.h"
 #include "fuse/transport/xfer.h"
 #include "fuse/transport/xfer_int.h"
-#include "fuse/outbox/view.h"
+#include "fuse/view/view.h"
 
 /* The working copy carries the file's mtime, so that a replay after a
  * crash gives the file its time (recover.c). */

@@ -26,7 +26,7 @@
 #include "fuse/node/node.h"
 #include "fuse/ns/ns.h"
 #include "fuse/transport/remote.h"
-#include "fuse/outbox/view.h"
+#include "fuse/view/view.h"
 #include "fuse/outbox/wbq.h"
 
 #ifndef RENAME_NOREPLACE

@@ -17,7 +17,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "fuse/outbox/batch.h"
-#include "fuse/cache/cache.h"
+#include "fuse/outbox/sink.h"
 #include "fuse/mbfs.h"
 #include "fuse/transport/remote.h"
 #include "fuse/transport/touch.h"
@@ -91,12 +91,6 @@ static bool moving(const struct mbfs_batch *b, const char *path)
 
 /* ---- sending ---- */
 
-static void set_mtime(struct stat *st, const void *arg)
-{
-	st->st_mtim = *(const struct timespec *)arg;   /* touch.sh's, exactly */
-	st->st_ctim = st->st_mtim;
-}
-
 /* The outcomes of a send into the cache, and one log line for failures. */
 static void settle(struct mbfs *fs, struct mbfs_touch **v, size_t n,
 		   const char *why)
@@ -108,11 +102,10 @@ static void settle(struct mbfs *fs, struct mbfs_touch **v, size_t n,
 		struct mbfs_touch *t = v[i];
 		if (t->rc == 0) {
 			if (t->m.tv_nsec != UTIME_OMIT)
-				mbfs_cache_modify(fs->cache, t->path, set_mtime,
-						  &t->m);
+				fs->sink->set_mtime(fs, t->path, &t->m);
 			continue;
 		}
-		mbfs_cache_invalidate(fs->cache, t->path);
+		fs->sink->unsure(fs, t->path, false);
 		if (failed++ < LOG_PATHS && used < sizeof(list)) {
 			char rpath[MB_PATH_MAX];
 			if (mbfs_remote_path(fs, t->path, rpath))

@@ -21,7 +21,6 @@
 
 #include "common/log.h"
 #include "common/util.h"
-#include "fuse/cache/cache.h"
 #include "fuse/mbfs.h"
 #include "fuse/outbox/pathsel.h"
 #include "fuse/outbox/wbq.h"

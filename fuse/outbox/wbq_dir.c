@@ -12,11 +12,10 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "fuse/outbox/batch.h"
-#include "fuse/cache/cache.h"
 #include "fuse/outbox/gone.h"
 #include "fuse/durable/journal.h"
 #include "fuse/mbfs.h"
-#include "fuse/outbox/view.h"
+#include "fuse/outbox/sink.h"
 #include "fuse/outbox/newdir.h"
 #include "fuse/outbox/pathsel.h"
 #include "fuse/outbox/wbq.h"
@@ -137,7 +136,7 @@ int mbfs_wbq_need_dir(struct mbfs *fs, const char *path)
 	 * to the guest, which does not have it; one still queued must not
 	 * be overtaken */
 	int rc = mbfs_wbq_flush(fs, path, 0);
-	if (rc == -EAGAIN || (rc && made && mbfs_view_lookup(fs, top, &st)))
+	if (rc == -EAGAIN || (rc && made && fs->sink->shows(fs, top, &st)))
 		return -EIO;
 	return 0;
 }

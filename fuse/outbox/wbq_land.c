@@ -10,19 +10,13 @@
 #include <time.h>
 
 #include "common/log.h"
-#include "fuse/cache/cache.h"
 #include "fuse/outbox/gone.h"
 #include "fuse/durable/journal.h"
 #include "fuse/mbfs.h"
 #include "fuse/outbox/newdir.h"
+#include "fuse/outbox/sink.h"
 #include "fuse/outbox/wbq_int.h"
 #include "fuse/outbox/wbsend.h"
-
-static void set_mtime(struct stat *st, const void *arg)
-{
-	st->st_mtim = *(const struct timespec *)arg;
-	st->st_ctim = st->st_mtim;
-}
 
 /* The cache learns the directory made (empty: the files of the batch
  * follow) or forgets what it was told, and the guest answers for it from
@@ -56,7 +50,7 @@ void mbfs_wbq_made(struct mbfs *fs, const char *path, int rc, const char *why)
 	bool mine = mbfs_newdir_stat(fs->newdirs, path, &st) == 1 &&
 		    S_ISDIR(st.st_mode);
 	if (!rc && mine)
-		mbfs_cache_put_dir(fs->cache, path, &st);
+		fs->sink->landed(fs, path, &st, true);
 	else if (rc)
 		mb_log(MB_LOG_WARN, "cannot make the directory '%s' on the "
 		       "sandbox: %s; the files written in it are kept", path,
@@ -64,7 +58,7 @@ void mbfs_wbq_made(struct mbfs *fs, const char *path, int rc, const char *why)
 	if (mine)
 		mbfs_newdir_remove(fs->newdirs, path);
 	if (rc)
-		mbfs_cache_invalidate_tree(fs->cache, path);
+		fs->sink->unsure(fs, path, true);
 }
 
 void mbfs_wbq_drop_dir_locked(struct mbfs *fs, struct mbfs_wbq *q,
@@ -95,23 +89,23 @@ void mbfs_wbq_moved(struct mbfs *fs, struct mbfs_wbq_entry *e,
 	e->shown = 0;
 	if (!d->rc && d->one_file) {
 		/* hard links: rename(2) leaves both names */
-		mbfs_cache_invalidate(fs->cache, d->path);
-		mbfs_cache_invalidate(fs->cache, d->to);
+		fs->sink->unsure(fs, d->path, false);
+		fs->sink->unsure(fs, d->to, false);
 		return;
 	}
 	if (!d->rc) {
 		/* a listing the cache took from the sandbox meanwhile still
 		 * had from and not to (the view showed them as moved) */
-		mbfs_cache_removed(fs->cache, d->path, false);
+		fs->sink->removed(fs, d->path, false);
 		if (shown)
-			mbfs_cache_put(fs->cache, d->to, &st);
+			fs->sink->landed(fs, d->to, &st, false);
 		return;
 	}
 	mb_log(MB_LOG_WARN, "the sandbox refused to rename '%s' to '%s': %s; "
 	       "both show as they are there", d->path, d->to,
 	       d->why);
-	mbfs_cache_invalidate_tree(fs->cache, d->path);
-	mbfs_cache_invalidate_tree(fs->cache, d->to);
+	fs->sink->unsure(fs, d->path, true);
+	fs->sink->unsure(fs, d->to, true);
 }
 
 void mbfs_wbq_dir_landed(struct mbfs *fs, const struct mbfs_wbdir *d)
@@ -120,11 +114,11 @@ void mbfs_wbq_dir_landed(struct mbfs *fs, const struct mbfs_wbdir *d)
 		/* done: a stat taken meanwhile (a time set) had the old
 		 * mode; a refusal shows the sandbox's again */
 		if (!d->rc)
-			mbfs_cache_set_perm(fs->cache, d->path, d->mode);
+			fs->sink->set_perm(fs, d->path, d->mode);
 		if (d->rc) {
 			mb_log(MB_LOG_WARN, "the sandbox refused to change the "
 			       "mode of '%s': %s", d->path, d->why);
-			mbfs_cache_invalidate(fs->cache, d->path);
+			fs->sink->unsure(fs, d->path, false);
 		}
 		return;
 	}
@@ -132,13 +126,13 @@ void mbfs_wbq_dir_landed(struct mbfs *fs, const struct mbfs_wbdir *d)
 		/* gone there now: a listing the cache took from the sandbox
 		 * meanwhile still had it (the view hid it until now) */
 		if (!d->rc)
-			mbfs_cache_removed(fs->cache, d->path,
-					   d->kind == MBFS_WBDIR_RMDIR);
+			fs->sink->removed(fs, d->path,
+					  d->kind == MBFS_WBDIR_RMDIR);
 		/* the sandbox kept it: show it as it is there, and say so */
 		if (d->rc) {
 			mb_log(MB_LOG_WARN, "the sandbox refused to remove '%s': "
 			       "%s; it is still there", d->path, d->why);
-			mbfs_cache_invalidate_tree(fs->cache, d->path);
+			fs->sink->unsure(fs, d->path, true);
 		}
 		return;
 	}
@@ -146,7 +140,7 @@ void mbfs_wbq_dir_landed(struct mbfs *fs, const struct mbfs_wbdir *d)
 	/* the files' renames moved the directory's mtime, then the batch
 	 * set it: what the cache assumed after the files is wrong */
 	if (d->kind == MBFS_WBDIR_TIME)
-		mbfs_cache_modify(fs->cache, d->path, set_mtime, &d->mtime);
+		fs->sink->set_mtime(fs, d->path, &d->mtime);
 	else if (d->kind == MBFS_WBDIR_MODE)
-		mbfs_cache_set_perm(fs->cache, d->path, d->mode);
+		fs->sink->set_perm(fs, d->path, d->mode);
 }

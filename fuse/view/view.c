@@ -4,7 +4,7 @@
 
 #include "fuse/outbox/batch.h"
 #include "fuse/cache/cache.h"
-#include "fuse/outbox/view.h"
+#include "fuse/view/view.h"
 #include "fuse/outbox/gone.h"
 #include "fuse/mbfs.h"
 #include "fuse/outbox/newdir.h"
@@ -60,6 +60,12 @@ int mbfs_view_refresh(struct mbfs *fs, const char *path, struct stat *st)
 	if (rc)
 		return rc > 0 ? 0 : rc;
 	return mbfs_cache_refresh(fs, path, st);
+}
+
+bool mbfs_view_made_here(struct mbfs *fs, const char *path)
+{
+	struct stat st;
+	return mbfs_newdir_stat(fs->newdirs, path, &st) != 0;
 }
 
 int mbfs_view_readdir(struct mbfs *fs, const char *path, mbfs_dir_fn fn,

@@ -32,6 +32,10 @@ int mbfs_view_getattr(struct mbfs *fs, const char *path, struct stat *st);
  * mkdir answered here. */
 int mbfs_view_refresh(struct mbfs *fs, const char *path, struct stat *st);
 
+/* Is path a directory whose mkdir is queued, or below one? Nothing of it
+ * is on the sandbox to list (a bulk listing is not asked for). */
+bool mbfs_view_made_here(struct mbfs *fs, const char *path);
+
 /* mbfs_cache_readdir, but nothing for a directory whose mkdir is queued
  * (what is in it was made here: node.h lists it). */
 int mbfs_view_readdir(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
