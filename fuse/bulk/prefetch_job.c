@@ -169,7 +169,7 @@ static int pack(struct job *j, struct mb_err *err)
 	 * from now on keeps the listings out of the cache */
 	j->ctr = mbfs_cache_counter(fs->cache);
 	j->stamp = mbfs_data_stamp(fs->data);
-	struct mb_exec_result res;
+	mbfs_reply res;
 	if (rc) {
 		mb_err_set(err, -rc, "command too long");
 	} else {
@@ -197,7 +197,7 @@ static int pack(struct job *j, struct mb_err *err)
 		if (!j->pieces.sizes)
 			j->pieces.sizes = calloc(1, sizeof(uint64_t));
 	}
-	mb_exec_result_release(&res);
+	mbfs_reply_release(&res);
 	return rc;
 }
 

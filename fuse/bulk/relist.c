@@ -243,7 +243,7 @@ static void relist(struct mbfs *fs, char (*run)[MB_PATH_MAX], size_t n)
 	/* read before the guest is asked: a change of ours meanwhile makes
 	 * a listing from before it stale (mbfs_cache_put_listing) */
 	uint64_t ctr = mbfs_cache_counter(fs->cache);
-	struct mb_exec_result res;
+	mbfs_reply res;
 	struct mb_err err;
 	mb_err_clear(&err);
 	if (!nd || mbfs_sh_cmd(&b, mbfs_sh_follow, argv, argc))
@@ -262,7 +262,7 @@ static void relist(struct mbfs *fs, char (*run)[MB_PATH_MAX], size_t n)
 		mb_log(MB_LOG_DEBUG, "listed %zu of %zu directories again in one "
 		       "exec after a command", put, nd);
 	}
-	mb_exec_result_release(&res);
+	mbfs_reply_release(&res);
 out:
 	mb_buf_release(&b);
 	free(argv);

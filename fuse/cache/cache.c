@@ -28,6 +28,7 @@
 #include "fuse/cache/kcache.h"
 #include "fuse/mbfs.h"
 #include "fuse/transport/name.h"
+#include "fuse/transport/route.h"
 
 /* dir/name into out; false when it does not fit. */
 static bool join_path(const char *dir, const char *name, char *out, size_t n)
@@ -94,7 +95,7 @@ static int fetch_attr(struct mbfs *fs, const char *path, struct stat *st)
 	struct mb_err err;
 	memset(&ent, 0, sizeof(ent));
 	mb_err_clear(&err);
-	rc = mb_fs_stat(fs->client, &fs->ident, rpath, false, &ent, &err);
+	rc = mbfs_route_lstat(fs, rpath, &ent, &err);
 	if (rc == 0)
 		mbfs_entry_stat(fs, &ent, st);
 
@@ -256,7 +257,7 @@ static int fetch_listing(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
 	struct mb_entry_list list = { NULL, 0 };
 	struct mb_err err;
 	mb_err_clear(&err);
-	rc = mb_fs_list_all(fs->client, &fs->ident, rpath, &list, &err);
+	rc = mbfs_route_list(fs, rpath, &list, NULL, &err);
 	if (rc)
 		return mbfs_fail(fs, rc, &err);
 	struct child *kids;
@@ -451,8 +452,7 @@ static int lookup_listing(struct mbfs *fs, const char *dir,
 	mb_err_clear(&err);
 	int rc = mbfs_remote_path(fs, dir, rpath);
 	if (rc == 0) {
-		rc = mb_fs_list(fs->client, &fs->ident, rpath,
-				MB_MAX_LIST_ENTRIES, 0, &list, &next, &err);
+		rc = mbfs_route_list(fs, rpath, &list, &next, &err);
 		if (rc == 0)
 			rc = take_kids(fs, dir, &list, &kids, &n);
 		else if (rc == -ENOENT || rc == -ENOTDIR ||

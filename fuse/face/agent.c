@@ -127,7 +127,7 @@ static void split(struct mux_req **v, size_t n, const char *out)
 static void run_batch(struct mbfs_agent *a, struct mux_req **v, size_t n,
 		      unsigned long batch)
 {
-	struct mb_exec_result res;
+	mbfs_reply res;
 	unsigned wait_ms = MUX_WAIT_MAX_MS;
 	struct mb_err err;
 	struct mb_buf b;
@@ -155,7 +155,7 @@ static void run_batch(struct mbfs_agent *a, struct mux_req **v, size_t n,
 			v[i]->rc = rc;
 			v[i]->err = err;
 		}
-	mb_exec_result_release(&res);
+	mbfs_reply_release(&res);
 	mb_buf_release(&b);
 	mb_log(MB_LOG_DEBUG, "shared poll of %zu command(s): %s", n,
 	       rc ? err.msg : "ok");
@@ -263,7 +263,7 @@ static int answer(int fd, const struct mux_req *q)
  * takes in a new request at once. A private base only (lib.sh's base_ok). */
 static void nudge(struct mbfs_agent *a, unsigned long batch)
 {
-	struct mb_exec_result res;
+	mbfs_reply res;
 	struct mb_err err;
 	char cmd[256];
 
@@ -274,7 +274,7 @@ static void nudge(struct mbfs_agent *a, unsigned long batch)
 	mb_err_clear(&err);
 	if (mbfs_exec(a->fs, cmd, 10000L, &res, &err))
 		mb_log(MB_LOG_DEBUG, "cannot nudge the shared poll: %s", err.msg);
-	mb_exec_result_release(&res);
+	mbfs_reply_release(&res);
 }
 
 /* Queue one request and wait for its answer. */

@@ -211,7 +211,7 @@ static void ask(struct mbfs *fs, enum ask how)
 	/* argv[0] is the root when there are files */
 	const char **args = k ? argv : argv + 1;
 	size_t nargs = k ? argc : argc - 1;
-	struct mb_exec_result res;
+	mbfs_reply res;
 	struct mb_err err;
 	mb_err_clear(&err);
 	if (!nargs || mbfs_sh_cmd(&b, mbfs_sh_follow, args, nargs))
@@ -230,7 +230,7 @@ static void ask(struct mbfs *fs, enum ask how)
 			mbfs_relist_take(fs, text, dirs, &rpath[k], nd, ctr,
 					 FOLLOW_DIR_KIDS, true);
 	}
-	mb_exec_result_release(&res);
+	mbfs_reply_release(&res);
 out:
 	mb_buf_release(&b);
 	free(dirs);

@@ -38,6 +38,7 @@
 #include "fuse/cache/kcache.h"
 #include "fuse/session/lease.h"
 #include "fuse/transport/name.h"
+#include "fuse/transport/route.h"
 #include "fuse/node/node.h"
 #include "fuse/ns/ns.h"
 #include "fuse/face/follow.h"
@@ -255,7 +256,7 @@ static int mbfs_readlink(const char *path, char *buf, size_t size)
 	struct mb_entry e;
 	struct mb_err err;
 	mb_err_clear(&err);
-	rc = mb_fs_stat(FS->client, &FS->ident, rpath, false, &e, &err);
+	rc = mbfs_route_lstat(FS, rpath, &e, &err);
 	if (rc)
 		return mbfs_fail(FS, rc, &err);
 	if (e.type != MB_FT_SYMLINK || !e.link_target)

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "fuse/transport/guest_sh.h"
+#include "fuse/transport/route.h"
 #include "fuse/durable/journal.h"
 #include "fuse/mbfs.h"
 #include "fuse/transport/remote.h"
@@ -357,8 +358,7 @@ static int put_part(struct send *s, size_t i, const char *data, size_t len,
 	bool made = false;
 	for (unsigned tries = 0;;) {
 		mb_err_clear(err);
-		int rc = mb_file_put(s->fs->client, &s->fs->ident, p, data, len,
-				     err);
+		int rc = mbfs_route_put(s->fs, p, data, len, err);
 		if (rc == 0) {
 			progress(s);
 			return 0;
@@ -370,8 +370,7 @@ static int put_part(struct send *s, size_t i, const char *data, size_t len,
 			made = true;
 			struct mb_err e2;
 			mb_err_clear(&e2);
-			int mrc = mb_fs_mkdir(s->fs->client, &s->fs->ident,
-					      s->dir, false, 0700, &e2);
+			int mrc = mbfs_route_mkdir_private(s->fs, s->dir, &e2);
 			if (mrc == 0 || mrc == -EEXIST)
 				continue;
 		}
@@ -465,7 +464,7 @@ static int apply(struct send *s, struct mbfs_wbfile *v, const size_t *order,
 		mb_buf_release(&b);
 		return mb_err_set(err, ENAMETOOLONG, "command too long");
 	}
-	struct mb_exec_result res;
+	mbfs_reply res;
 	for (unsigned tries = 0;;) {
 		/* repeatable: a rerun prints the first run's report */
 		rc = mbfs_exec(s->fs, b.data, MBFS_EXEC_TIMEOUT_MS, &res, err);
@@ -497,7 +496,7 @@ static int apply(struct send *s, struct mbfs_wbfile *v, const size_t *order,
 			mb_err_set(err, EIO, "the guest's report of the batch "
 				   "is not understood: %s", perr.msg);
 	}
-	mb_exec_result_release(&res);
+	mbfs_reply_release(&res);
 	return rc;
 }
 
@@ -617,7 +616,7 @@ void mbfs_wbsend_finish(struct mbfs *fs)
 	struct mb_err err;
 	mb_err_clear(&err);
 	uint64_t outer = mb_op_deadline(mb_now_ms() + 5000);
-	int rc = mb_fs_remove(fs->client, &fs->ident, dir, true, &err);
+	int rc = mbfs_route_remove_tree(fs, dir, &err);
 	mb_op_deadline(outer);
 	if (note && (rc == 0 || rc == -ENOENT))
 		mbfs_journal_unstage(fs->journal, note);

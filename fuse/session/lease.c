@@ -11,6 +11,7 @@
 #include "common/util.h"
 #include "fuse/session/lease.h"
 #include "fuse/mbfs.h"
+#include "fuse/transport/route.h"
 
 /* after a failed keep-alive, the next try comes this soon at the latest */
 #define RETRY_MS 15000u
@@ -67,7 +68,7 @@ static bool renew(struct mbfs *fs)
 	struct mb_entry e;
 	struct mb_err err;
 	mb_err_clear(&err);
-	int rc = mb_fs_stat(fs->client, &fs->ident, root, false, &e, &err);
+	int rc = mbfs_route_lstat(fs, root, &e, &err);
 	if (rc == 0) {
 		mb_entry_release(&e);
 		mb_log(MB_LOG_DEBUG, "keep-alive: the container was idle for %llu s",

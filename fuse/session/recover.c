@@ -20,6 +20,7 @@
 #include "fuse/transport/guest_sh.h"
 #include "fuse/durable/journal.h"
 #include "fuse/mbfs.h"
+#include "fuse/transport/route.h"
 #include "fuse/session/recover.h"
 #include "fuse/transport/remote.h"
 #include "fuse/outbox/wbq.h"
@@ -77,7 +78,7 @@ static int still_base(struct mbfs *fs, const struct mbfs_jrec *r,
 	struct mb_entry e;
 	struct mb_err err;
 	mb_err_clear(&err);
-	int rc = mb_fs_stat(fs->client, &fs->ident, r->rpath, false, &e, &err);
+	int rc = mbfs_route_lstat(fs, r->rpath, &e, &err);
 	if (rc == -ENOENT || rc == -ENOTDIR) {
 		*why = "the file was removed on the sandbox since";
 		return r->fresh;
@@ -146,7 +147,7 @@ static int make_parents(struct mbfs *fs, const char *rpath)
 	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - rpath), rpath);
 	struct mb_err err;
 	mb_err_clear(&err);
-	int rc = mb_fs_mkdir(fs->client, &fs->ident, dir, true, 0755, &err);
+	int rc = mbfs_route_mkdirs(fs, dir, &err);
 	if (rc == 0)
 		mb_log(MB_LOG_INFO, "'%s' was made before mbfs stopped and not "
 		       "yet on the sandbox: made now (mode 0755)", dir);
@@ -234,7 +235,7 @@ static int upload(struct mbfs *fs, const char *local,
 	if (rc == 0 && mode) {   /* one PUT: a chmod after */
 		struct mb_err e2;
 		mb_err_clear(&e2);
-		if (mb_fs_chmod(fs->client, &fs->ident, r->rpath, mode, &e2))
+		if (mbfs_route_chmod(fs, r->rpath, mode, &e2))
 			mb_log(MB_LOG_WARN, "cannot give '%s' mode %04o: %s",
 			       r->rpath, mode, e2.msg);
 	}

@@ -245,7 +245,12 @@ static int exec_line(struct mbfs *fs, const char *cmd, const char *what,
 	return rc ? rc : take(res, err);
 }
 
-int mbfs_exec_ok(const struct mb_exec_result *res)
+void mbfs_reply_release(mbfs_reply *res)
+{
+	mb_exec_result_release(res);
+}
+
+int mbfs_exec_ok(const mbfs_reply *res)
 {
 	return res->has_exit_code && res->exit_code == 0 && !res->timed_out;
 }

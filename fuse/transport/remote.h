@@ -32,6 +32,12 @@ struct mbfs;
 
 /* The longest command the builders here make (two quoted paths of
  * MB_PATH_MAX and some text fit); mbfs_exec decides how it travels. */
+/* A guest command's answer, as mbfs_exec gives it (common's exec result:
+ * out, out_len, output_truncated, exit status): the caller's, released
+ * with mbfs_reply_release. Code above transport/ names it so, and never
+ * calls common's exec bindings itself. */
+typedef struct mb_exec_result mbfs_reply;
+
 #define MBFS_CMD_MAX 65536u
 
 /* The command that runs one of the scripts of fuse/guest/ (guest_sh.h)
@@ -59,10 +65,12 @@ int mbfs_sh_cmd(struct mb_buf *b, const char *script,
  * script file in the guest's /tmp that removes itself as it starts: one PUT
  * more. */
 int mbfs_exec(struct mbfs *fs, const char *cmd, long timeout_ms,
-	      struct mb_exec_result *res, struct mb_err *err);
+	      mbfs_reply *res, struct mb_err *err);
 
 /* 1 when res is a normal exit with status 0. */
-int mbfs_exec_ok(const struct mb_exec_result *res);
+int mbfs_exec_ok(const mbfs_reply *res);
+/* Free what res holds (a zeroed one too). */
+void mbfs_reply_release(mbfs_reply *res);
 
 /* Map a failed command's stderr (coreutils / sh messages) to -errno;
  * -EIO when nothing is recognised. */
