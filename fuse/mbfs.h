@@ -4,8 +4,9 @@
  * folders below it, each through its own headers:
  *   main.c      options, one validation block, the session; wires the
  *               modules together (fs->sink, the queue's node table)
- *   face/       the kernel's and mbexec's way in: ops.c (the table; bound.c
- *               bounds each op by op_timeout), control.c (the control
+ *   face/       the kernel's and mbexec's way in: ops.c (the table;
+ *               ops_name.c its namespace ops; bound.c bounds each op by
+ *               op_timeout), control.c (the control
  *               file), agent.c (mbexec's socket; polls of running commands
  *               in one exec), follow.c (open files and listings follow a
  *               running command), warm.c, help.c
@@ -20,7 +21,8 @@
  *               (node.c; fresh.c: created here; load.c: filling it;
  *               upload.c, dirty.c: uploads and the journal's records;
  *               wbnode.c: the table the outbox reaches nodes through;
- *               guestid.c: which guest file a copy held open is)
+ *               guestfile.c: a clean copy following the guest's file;
+ *               names.c: renames, unlinks and hides of open nodes)
  *   view/       what a path shows: the cache under the outbox's queued
  *               mkdirs, removals and times (view.c); cachesink.c answers
  *               the outbox's sink (outbox/sink.h) with the cache

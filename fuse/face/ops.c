@@ -1,4 +1,6 @@
-/* ops.c: the FUSE operations table, a thin translation to the modules.
+/* ops.c: the FUSE operations table, a thin translation to the modules:
+ * attributes, listings and open files here, the namespace operations in
+ * ops_name.c.
  *
  * Every op returns 0 (or a count) or -errno and never exits. File handles
  * (fi->fh) hold a struct mbfs_node *, or for the control file a handle
@@ -40,9 +42,9 @@
 #include "fuse/transport/name.h"
 #include "fuse/transport/route.h"
 #include "fuse/node/node.h"
-#include "fuse/ns/ns.h"
 #include "fuse/face/follow.h"
 #include "fuse/face/ops.h"
+#include "fuse/face/ops_int.h"
 #include "fuse/bulk/prefetch.h"
 #include "fuse/bulk/relist.h"
 #include "fuse/transport/remote.h"
@@ -51,21 +53,8 @@
 #include "fuse/face/warm.h"
 #include "fuse/outbox/wbq.h"
 
-#ifndef RENAME_NOREPLACE
-#define RENAME_NOREPLACE (1 << 0)
-#endif
-
-#define FS mbfs_fs
-#define NODE(fi) ((struct mbfs_node *)(uintptr_t)(fi)->fh)
-/* An open of the control file (control.h tags its handles). */
-#define CONTROL(fi) (((fi)->fh & 1) != 0)
-/* The node an open holds, or NULL (none, or the control file). */
-#define NODE_OF(fi) ((fi) && (fi)->fh && !CONTROL(fi) ? NODE(fi) : NULL)
-
-/* The path of an op that may come with a handle only (nullpath_ok):
- * the node's current path, copied into buf. NULL when unlinked. */
-static const char *op_path(const char *path, struct fuse_file_info *fi,
-			   char *buf)
+const char *mbfs_op_path(const char *path, struct fuse_file_info *fi,
+			 char *buf)
 {
 	if (path)
 		return path;
@@ -360,185 +349,6 @@ static int mbfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 	return rc;
 }
 
-static int mbfs_mkdir(const char *path, mode_t mode)
-{
-	int rc = mbfs_check_alive(FS);
-	if (!rc)
-		rc = mbfs_name_check_new(path);
-	if (!rc && mbfs_is_control(path))
-		rc = -EEXIST;
-	if (!rc)
-		mbfs_hidden_settle(FS, NULL);
-	return rc ? rc : mbfs_ns_mkdir(FS, path, mode);
-}
-
-static int mbfs_unlink(const char *path)
-{
-	if (mbfs_hidden_unlink(FS, path))
-		return 0;   /* the last close of a file gone while open */
-	int rc = mbfs_check_alive(FS);
-	if (!rc && mbfs_is_control(path))
-		rc = -EPERM;
-	if (!rc)
-		mbfs_hidden_settle(FS, NULL);
-	if (!rc)
-		rc = mbfs_ns_unlink(FS, path);
-	if (!rc)
-		mbfs_kcache_gone(FS->kcache, path);
-	return rc;
-}
-
-static int mbfs_rmdir(const char *path)
-{
-	int rc = mbfs_check_alive(FS);
-	if (!rc)
-		mbfs_hidden_settle(FS, NULL);
-	if (!rc)
-		rc = mbfs_ns_rmdir(FS, path);
-	if (!rc)
-		mbfs_kcache_gone(FS->kcache, path);
-	return rc;
-}
-
-static int mbfs_symlink(const char *target, const char *path)
-{
-	int rc = mbfs_check_alive(FS);
-	if (!rc)
-		rc = mbfs_name_check_new(path);
-	if (!rc)
-		rc = mbfs_name_check_target(target);
-	if (!rc && mbfs_is_control(path))
-		rc = -EEXIST;
-	if (rc)
-		return rc;
-	mbfs_hidden_settle(FS, NULL);
-	rc = mbfs_wbq_need_dir(FS, path);
-	if (rc)
-		return rc;
-	mbfs_batch_flush(FS, path, MBFS_BATCH_PARENT);
-	mbfs_wbq_parent_changes(FS, path, false);
-	rc = mbfs_remote_symlink(FS, target, path);
-	if (rc) {
-		mbfs_cache_invalidate(FS->cache, path);
-		return rc;
-	}
-	struct stat st;
-	memset(&st, 0, sizeof(st));
-	st.st_mode = S_IFLNK | 0777;
-	st.st_nlink = 1;
-	st.st_uid = FS->uid;
-	st.st_gid = FS->gid;
-	st.st_size = (off_t)strlen(target);
-	st.st_blksize = 65536;
-	st.st_mtim.tv_sec = time(NULL);
-	st.st_atim = st.st_ctim = st.st_mtim;
-	mbfs_cache_put(FS->cache, path, &st);
-	return 0;
-}
-
-static int mbfs_rename(const char *from, const char *to, unsigned int flags)
-{
-	if (flags & ~(unsigned)RENAME_NOREPLACE)
-		return -EINVAL;   /* RENAME_EXCHANGE has no atomic equivalent */
-	int rc = mbfs_check_alive(FS);
-	if (!rc)
-		rc = mbfs_name_check(from);
-	if (!rc)   /* libfuse hides a file open here: a reserved name */
-		rc = mbfs_hidden_is_name(to) ? mbfs_name_check(to) :
-					       mbfs_name_check_new(to);
-	if (!rc && (mbfs_is_control(from) || mbfs_is_control(to)))
-		rc = -EBUSY;
-	if (rc)
-		return rc;
-	if (mbfs_hidden_is_name(to)) {   /* libfuse hides a file open here */
-		/* nothing open at from: a program's rename to such a name,
-		 * which would hide the file from both sides */
-		if (!mbfs_node_open_at(FS, from)) {
-			mb_log(MB_LOG_WARN, "cannot rename a file to a name "
-			       "beginning '" MBFS_HIDDEN_PREFIX "': reserved for "
-			       "mbfs (EPERM)");
-			return -EPERM;
-		}
-		rc = mbfs_hidden_hide(FS, from, to);
-		if (!rc)
-			mbfs_kcache_gone(FS->kcache, from);
-		return rc;
-	}
-	/* a file removed here while open, whose removal on the sandbox is
-	 * still to come, is replaced by our mv -fT; a directory moved there
-	 * is not a file's replacement: the removal goes first */
-	struct stat fst;
-	bool dir = mbfs_hidden_pending(FS, to) &&
-		   mbfs_view_getattr(FS, from, &fst) == 0 && S_ISDIR(fst.st_mode);
-	mbfs_hidden_settle(FS, dir ? NULL : to);
-	rc = mbfs_ns_rename(FS, from, to, flags);
-	if (!rc)
-		mbfs_kcache_moved(FS->kcache, from, to);
-	return rc;
-}
-
-static int mbfs_link(const char *from, const char *to)
-{
-	int rc = mbfs_check_alive(FS);
-	if (!rc)
-		rc = mbfs_name_check_new(to);
-	if (!rc && (mbfs_is_control(from) || mbfs_is_control(to)))
-		rc = -EPERM;
-	if (!rc)
-		mbfs_hidden_settle(FS, NULL);
-	if (!rc && mbfs_wbq_flush_removals(FS, to) == -EAGAIN)
-		rc = -EIO;
-	if (!rc && mbfs_node_link_new(FS, from, to, &rc))
-		return rc;   /* both names still queued here */
-	if (!rc)
-		rc = mbfs_node_sync_path(FS, from);
-	if (!rc)   /* from may be a file whose move here is queued */
-		rc = mbfs_wbq_need_dir(FS, from);
-	if (!rc)
-		rc = mbfs_wbq_need_dir(FS, to);
-	if (!rc) {
-		mbfs_batch_flush(FS, from, MBFS_BATCH_SELF);
-		mbfs_batch_flush(FS, to, MBFS_BATCH_PARENT);
-		mbfs_wbq_parent_changes(FS, to, false);
-		rc = mbfs_remote_link(FS, from, to);
-	}
-	mbfs_cache_invalidate(FS->cache, to);
-	mbfs_cache_invalidate(FS->cache, from);
-	if (!rc)
-		mbfs_cache_dir_changed(FS->cache, to);
-	return rc;
-}
-
-static int mbfs_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
-{
-	char buf[MB_PATH_MAX];
-	path = op_path(path, fi, buf);
-	int rc = mbfs_check_alive(FS);
-	if (!rc && (!path || mbfs_is_control(path)))
-		rc = path ? -EPERM : -ENOENT;
-	return rc ? rc : mbfs_ns_chmod(FS, path, mode);
-}
-
-static int mbfs_chown(const char *path, uid_t uid, gid_t gid,
-		      struct fuse_file_info *fi)
-{
-	(void)path; (void)uid; (void)gid; (void)fi;
-	return mbfs_check_alive(FS);
-}
-
-static int mbfs_truncate(const char *path, off_t size,
-			 struct fuse_file_info *fi)
-{
-	if (mbfs_is_control(path))
-		return 0;   /* `echo invalidate > .mainbrella` truncates first */
-	int rc = mbfs_check_alive(FS);
-	if (rc)
-		return rc;
-	if (NODE_OF(fi))
-		return mbfs_node_truncate(FS, NODE(fi), size);
-	return path ? mbfs_ns_truncate(FS, path, size) : -ENOENT;
-}
-
 static int mbfs_open(const char *path, struct fuse_file_info *fi)
 {
 	if (mbfs_is_control(path)) {
@@ -587,30 +397,6 @@ static int mbfs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 		fi->fh = (uintptr_t)n;
 		mbfs_node_handle(FS, n, 1);
 	}
-	return rc;
-}
-
-/* mknod(2) of a regular file: an exclusive create, closed at once (the
- * release uploads the empty file). Other types have no route. */
-static int mbfs_mknod(const char *path, mode_t mode, dev_t rdev)
-{
-	(void)rdev;
-	if (!S_ISREG(mode))
-		return -EPERM;
-	int rc = mbfs_check_alive(FS);
-	if (!rc)
-		rc = mbfs_name_check_new(path);
-	if (!rc && mbfs_is_control(path))
-		rc = -EEXIST;
-	struct mbfs_node *n = NULL;
-	if (!rc) {
-		mbfs_hidden_settle(FS, NULL);
-		rc = mbfs_node_create(FS, path, mode & 07777, O_EXCL, &n);
-	}
-	if (!rc)
-		rc = mbfs_node_flush(FS, n);
-	if (n)
-		mbfs_node_release(FS, n);
 	return rc;
 }
 
@@ -688,40 +474,6 @@ static int mbfs_fsyncdir(const char *path, int datasync,
 {
 	(void)path; (void)datasync; (void)fi;
 	return mbfs_wbq_sync(FS);
-}
-
-static int mbfs_utimens(const char *path, const struct timespec tv[2],
-			struct fuse_file_info *fi)
-{
-	char buf[MB_PATH_MAX];
-	path = op_path(path, fi, buf);
-	if (mbfs_is_control(path))
-		return 0;
-	int rc = mbfs_check_alive(FS);
-	if (!rc && !path)
-		rc = -ENOENT;
-	if (rc)
-		return rc;
-	/* "now" is our clock's, like the mtime we assume after an upload */
-	struct timespec now, t[2];
-	clock_gettime(CLOCK_REALTIME, &now);
-	for (int i = 0; i < 2; i++) {
-		t[i] = tv ? tv[i] : now;
-		if (t[i].tv_nsec == UTIME_NOW)
-			t[i] = now;
-	}
-	bool mnow = !tv || tv[1].tv_nsec == UTIME_NOW;
-	bool anow = !tv || tv[0].tv_nsec == UTIME_NOW ||
-		    tv[0].tv_nsec == UTIME_OMIT;
-	/* a dirty copy is uploaded first, or its upload would move the
-	 * mtime again; the times then follow in a batch (batch.h: utimens
-	 * succeeds before they reach the guest) */
-	rc = mbfs_node_before_utimens(FS, path, mnow && anow, t);
-	if (rc)
-		return rc > 0 ? 0 : rc;
-	if (t[1].tv_nsec != UTIME_OMIT)
-		mbfs_node_retime(FS, path, t[1].tv_sec);
-	return mbfs_batch_utimens(FS, path, t);
 }
 
 /* Our files are local cache files or memory: always ready. Implemented so

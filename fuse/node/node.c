@@ -129,7 +129,6 @@ static bool outdated(struct mbfs *fs, struct mbfs_node *n, const char *path)
 	return (uint64_t)st.st_size != bs || st.st_mtim.tv_sec != bm;
 }
 
-static void follow_guest(struct mbfs *fs, struct mbfs_node *n);
 
 int mbfs_node_open(struct mbfs *fs, const char *path, int flags,
 		   struct mbfs_node **out)
@@ -145,7 +144,7 @@ int mbfs_node_open(struct mbfs *fs, const char *path, int flags,
 		pthread_mutex_lock(&fs->nodes_lock);
 		n->recheck = true;
 		pthread_mutex_unlock(&fs->nodes_lock);
-		follow_guest(fs, n);
+		mbfs_node_follow_guest(fs, n);
 		pthread_mutex_unlock(&n->lock);
 		pthread_mutex_lock(&fs->nodes_lock);
 		bool left = n->loaded && !n->dirty;
@@ -265,52 +264,6 @@ void mbfs_node_ref(struct mbfs *fs, struct mbfs_node *n)
 
 #define RETRY_QUIET_MS 1000
 
-/* n is a clean copy of a guest file that st (the guest's, now) shows
- * changed since n was fetched. nodes_lock held. */
-static bool clean_behind(const struct mbfs_node *n, const struct stat *st)
-{
-	return !n->dirty && !n->fresh && !n->unlinked && n->base_known &&
-	       ((uint64_t)st->st_size != n->base_size ||
-		st->st_mtim.tv_sec != n->base_mtime);
-}
-
-/* A clean copy the guest may have moved on from (recheck): when the
- * guest's file differs from its base, drop it, so that the caller's load
- * fetches the guest's content again; the fds open on n read that, as on a
- * local disk when another program rewrites the file. n->lock held. */
-static void follow_guest(struct mbfs *fs, struct mbfs_node *n)
-{
-	char path[MB_PATH_MAX];
-	pthread_mutex_lock(&fs->nodes_lock);
-	bool check = n->recheck && n->loaded && !n->dirty && !n->fresh &&
-		     !n->unlinked && n->base_known && !n->partial &&
-		     !n->recorded;
-	bool refetch = n->refetch;
-	n->recheck = false;
-	n->refetch = false;
-	snprintf(path, sizeof(path), "%s", n->path);
-	pthread_mutex_unlock(&fs->nodes_lock);
-	if (!check || n->kept_file || n->linked)
-		return;
-	struct stat st;
-	if (mbfs_view_getattr(fs, path, &st) || !S_ISREG(st.st_mode))
-		return;
-	pthread_mutex_lock(&fs->nodes_lock);
-	bool drop = (refetch && !n->dirty) || clean_behind(n, &st);
-	if (drop)
-		n->loaded = false;
-	pthread_mutex_unlock(&fs->nodes_lock);
-	if (!drop)
-		return;
-	mbfs_node_set_fd(n, -1);
-	if (n->local)
-		mbfs_data_recycle(fs->data, n->local);
-	n->local = NULL;
-	n->in_memory = false;
-	mb_log(MB_LOG_DEBUG, "'%s' changed on the sandbox while open: its "
-	       "readers follow", path);
-}
-
 int mbfs_node_read(struct mbfs *fs, struct mbfs_node *n, char *buf,
 		   size_t size, off_t off)
 {
@@ -320,7 +273,7 @@ int mbfs_node_read(struct mbfs *fs, struct mbfs_node *n, char *buf,
 	if (got != -EAGAIN)
 		return got;
 	pthread_mutex_lock(&n->lock);
-	follow_guest(fs, n);
+	mbfs_node_follow_guest(fs, n);
 	/* the kernel follows a failed read at once with a read of its first
 	 * page (another operation): one that ran out of its op_timeout a
 	 * moment ago answers it now, so that a read(2) fails after one
@@ -349,7 +302,7 @@ int mbfs_node_write(struct mbfs *fs, struct mbfs_node *n, const char *buf,
 	pthread_mutex_lock(&n->lock);
 	/* a clean copy the guest moved on from is fetched again first: the
 	 * write goes into the guest's file as it is now */
-	follow_guest(fs, n);
+	mbfs_node_follow_guest(fs, n);
 	int rc = mbfs_load(fs, n, true);
 	if (!rc)
 		rc = mbfs_node_will_change(fs, n, false);
@@ -444,7 +397,7 @@ int mbfs_node_getattr(struct mbfs *fs, const char *path, struct stat *st)
 	pthread_mutex_lock(&fs->nodes_lock);
 	struct mbfs_node *n = mbfs_node_find_shared(fs, path);
 	bool hit = n && n->loaded && (n->dirty || !n->base_known ||
-				       !clean_behind(n, st));
+				       !mbfs_node_behind(n, st));
 	if (hit)
 		apply_local(n, st);
 	pthread_mutex_unlock(&fs->nodes_lock);
@@ -480,7 +433,7 @@ void mbfs_node_records_sync(struct mbfs *fs)
 void mbfs_node_fgetattr(struct mbfs *fs, struct mbfs_node *n, struct stat *st)
 {
 	pthread_mutex_lock(&fs->nodes_lock);
-	if (n->loaded && clean_behind(n, st))
+	if (n->loaded && mbfs_node_behind(n, st))
 		n->recheck = true;   /* st is the guest's: the next read follows */
 	else if (n->loaded)
 		apply_local(n, st);
@@ -562,210 +515,6 @@ int mbfs_node_truncate_path(struct mbfs *fs, const char *path, off_t size,
 		*rc = mbfs_node_flush(fs, n);
 	mbfs_node_release(fs, n);
 	return 1;
-}
-
-void mbfs_node_renamed(struct mbfs *fs, const char *from, const char *to)
-{
-	size_t fl = strlen(from);
-	pthread_mutex_lock(&fs->nodes_lock);
-	for (struct mbfs_node *n = fs->nodes->head; n; n = n->next) {
-		if (strcmp(n->path, to) == 0 && !n->unlinked) {
-			n->unlinked = true;   /* replaced by the rename */
-			n->shared = false;
-			n->rec_stale = n->recorded;
-			continue;
-		}
-		/* one replaced or removed keeps the name its batch, maybe in
-		 * flight, lands under (a barrier on that name finds it) */
-		if (n->unlinked || strncmp(n->path, from, fl) != 0 ||
-		    (n->path[fl] != '\0' && n->path[fl] != '/'))
-			continue;
-		char *np;
-		if (asprintf(&np, "%s%s", to, n->path + fl) < 0)
-			continue;
-		mbfs_nodeset_move(fs->nodes, n, np);
-		n->rec_stale = n->recorded;
-	}
-	pthread_mutex_unlock(&fs->nodes_lock);
-	mbfs_node_records_sync(fs);
-}
-
-void mbfs_node_unlinked(struct mbfs *fs, const char *path)
-{
-	pthread_mutex_lock(&fs->nodes_lock);
-	for (struct mbfs_node *n = mbfs_nodeset_find(fs->nodes, path, NULL);
-	     n; n = mbfs_nodeset_find(fs->nodes, path, n)) {
-		n->unlinked = true;
-		n->shared = false;
-		n->rec_stale = n->recorded;
-	}
-	pthread_mutex_unlock(&fs->nodes_lock);
-	mbfs_node_records_sync(fs);
-}
-
-/* libfuse counts a handle open until just after our release returns, and
- * an unlink in between hides the file: the last paths whose last handle
- * went count as open a moment longer (a program's own rename to a hidden
- * name so soon after a close is still taken for a hide). Protected by
- * fs->nodes_lock. */
-#define LET_GO_N 8
-#define LET_GO_MS 50
-static struct {
-	char path[MB_PATH_MAX];
-	uint64_t at;
-} let_go[LET_GO_N];
-static unsigned let_go_next;
-
-void mbfs_node_handle(struct mbfs *fs, struct mbfs_node *n, int delta)
-{
-	pthread_mutex_lock(&fs->nodes_lock);
-	n->handles += delta;
-	if (n->handles <= 0 && delta < 0) {
-		unsigned k = let_go_next++ % LET_GO_N;
-		snprintf(let_go[k].path, sizeof(let_go[k].path), "%s", n->path);
-		let_go[k].at = mb_now_ms();
-	}
-	pthread_mutex_unlock(&fs->nodes_lock);
-}
-
-bool mbfs_node_open_at(struct mbfs *fs, const char *path)
-{
-	uint64_t now = mb_now_ms();
-	pthread_mutex_lock(&fs->nodes_lock);
-	struct mbfs_node *n = NULL;
-	while ((n = mbfs_nodeset_find(fs->nodes, path, n)) && n->handles <= 0)
-		;
-	bool open = n != NULL;
-	for (unsigned k = 0; !open && k < LET_GO_N; k++)
-		open = let_go[k].at && now - let_go[k].at < LET_GO_MS &&
-		       strcmp(let_go[k].path, path) == 0;
-	pthread_mutex_unlock(&fs->nodes_lock);
-	return open;
-}
-
-bool mbfs_node_at(struct mbfs *fs, const char *path)
-{
-	pthread_mutex_lock(&fs->nodes_lock);
-	bool any = mbfs_nodeset_find(fs->nodes, path, NULL) != NULL;
-	pthread_mutex_unlock(&fs->nodes_lock);
-	return any;
-}
-
-void mbfs_node_hide(struct mbfs *fs, const char *path, const char *hidden,
-		    struct mbfs_node **out, bool *fresh)
-{
-	/* the guest's file is about to go: an open copy that is not here yet
-	 * (or that a command may have changed: recheck) is fetched first (a
-	 * large one as pieces in the guest's /tmp, which stay); without it,
-	 * its handles read the file as gone, or as it was */
-	for (;;) {
-		pthread_mutex_lock(&fs->nodes_lock);
-		struct mbfs_node *n = NULL;
-		while ((n = mbfs_nodeset_find(fs->nodes, path, n)) &&
-		       ((n->loaded && !n->recheck) || n->unlinked))
-			;
-		if (n)
-			n->refs++;
-		pthread_mutex_unlock(&fs->nodes_lock);
-		if (!n)
-			break;
-		pthread_mutex_lock(&n->lock);
-		follow_guest(fs, n);   /* clears recheck */
-		int rc = mbfs_load(fs, n, false);
-		pthread_mutex_unlock(&n->lock);
-		mbfs_node_release(fs, n);
-		if (rc) {
-			mb_log(MB_LOG_WARN, "'%s' went while open and its content "
-			       "could not be fetched (%s): it reads as gone",
-			       path, strerror(-rc));
-			break;
-		}
-	}
-	pthread_mutex_lock(&fs->nodes_lock);
-	struct mbfs_node *n = mbfs_node_find_shared(fs, path);
-	if (n && n->unlinked)
-		n = NULL;
-	if (n)
-		n->refs++;
-	pthread_mutex_unlock(&fs->nodes_lock);
-	/* an upload in progress ends first: whether the file reached the
-	 * guest is then known, and none starts once it is unlinked */
-	if (n)
-		pthread_mutex_lock(&n->lock);
-	pthread_mutex_lock(&fs->nodes_lock);
-	/* one that replaced the guest's file leaves that file to remove */
-	*fresh = n && n->fresh && !n->replaces;
-	/* hidden, they keep the name for the barriers of what they left on
-	 * their way (mbfs_node_renamed), but no open or stat of the name
-	 * finds them again: a later file there is another node */
-	for (struct mbfs_node *o = mbfs_nodeset_find(fs->nodes, path, NULL);
-	     o; o = mbfs_nodeset_find(fs->nodes, path, o)) {
-		o->unlinked = true;
-		o->shared = false;
-	}
-	pthread_mutex_unlock(&fs->nodes_lock);
-	if (n)
-		pthread_mutex_unlock(&n->lock);
-	/* no node lock held: these may take them */
-	mbfs_node_renamed(fs, path, hidden);
-	mbfs_node_unlinked(fs, hidden);
-	*out = n;
-}
-
-/* n's copy may be behind the guest's file. A file still open keeps its
- * name: a write through its fds is the path's, and a new open checks the
- * guest first (mbfs_node_open's outdated). One being let go does not: its
- * copy must not be shared again. nodes_lock held. */
-static void unshare_if_let_go(struct mbfs_node *n)
-{
-	if (n->refs <= 0 || n->closing)
-		n->shared = false;
-}
-
-void mbfs_node_invalidate_all(struct mbfs *fs)
-{
-	pthread_mutex_lock(&fs->nodes_lock);
-	for (struct mbfs_node *n = fs->nodes->head; n; n = n->next)
-		if (!n->dirty && n->loaded) {
-			n->recheck = true;   /* its open fds follow the guest */
-			n->refetch = true;
-			unshare_if_let_go(n);
-		}
-	pthread_mutex_unlock(&fs->nodes_lock);
-}
-
-size_t mbfs_node_open_clean(struct mbfs *fs, struct mbfs_node_base *v,
-			    size_t max)
-{
-	size_t k = 0;
-	pthread_mutex_lock(&fs->nodes_lock);
-	for (struct mbfs_node *n = fs->nodes->head; n && k < max; n = n->next) {
-		if (n->refs <= 0 || n->dirty || n->fresh || n->unlinked ||
-		    (n->loaded && (!n->base_known || n->partial)) ||
-		    strlen(n->path) >= sizeof(v[k].path))
-			continue;
-		snprintf(v[k].path, sizeof(v[k].path), "%s", n->path);
-		v[k].loaded = n->loaded;
-		v[k].size = n->base_size;
-		v[k].mtime = n->base_mtime;
-		memcpy(v[k].id, n->guest_id, sizeof(v[k].id));
-		v[k].held = n->handles > 0;
-		k++;
-	}
-	pthread_mutex_unlock(&fs->nodes_lock);
-	return k;
-}
-
-void mbfs_node_recheck(struct mbfs *fs, const char *path)
-{
-	pthread_mutex_lock(&fs->nodes_lock);
-	for (struct mbfs_node *n = mbfs_nodeset_find(fs->nodes, path, NULL);
-	     n; n = mbfs_nodeset_find(fs->nodes, path, n))
-		if (!n->dirty && !n->unlinked) {
-			n->recheck = true;
-			unshare_if_let_go(n);
-		}
-	pthread_mutex_unlock(&fs->nodes_lock);
 }
 
 void mbfs_node_flush_all(struct mbfs *fs)

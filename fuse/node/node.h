@@ -23,6 +23,8 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "fuse/node/guestfile.h"
+
 struct mbfs;
 struct mbfs_node;
 
@@ -157,44 +159,6 @@ bool mbfs_node_open_at(struct mbfs *fs, const char *path);
 bool mbfs_node_at(struct mbfs *fs, const char *path);
 void mbfs_node_hide(struct mbfs *fs, const char *path, const char *hidden,
 		    struct mbfs_node **out, bool *fresh);
-/* Clean nodes are no longer shared with new opens, and their open fds
- * check the guest's file at their next read (control invalidate). */
-void mbfs_node_invalidate_all(struct mbfs *fs);
-
-/* A guest file that some fd holds open with no change of ours, and the
- * guest's size and mtime its copy was fetched at (follow.c); loaded
- * false: not fetched yet (an empty file, or not read yet), the base is
- * unknown. */
-/* "DEVICE:INODE" of a guest's file, with its NUL. */
-#define MBFS_GUEST_ID_MAX 48
-
-struct mbfs_node_base {
-	char path[MB_PATH_MAX];
-	bool loaded;
-	uint64_t size;
-	time_t mtime;
-	char id[MBFS_GUEST_ID_MAX];   /* the guest's DEVICE:INODE, or "" */
-	bool held;              /* a program holds it open (not only the
-	                           write-back queue) */
-};
-/* Up to max such copies into v; how many. */
-size_t mbfs_node_open_clean(struct mbfs *fs, struct mbfs_node_base *v,
-			    size_t max);
-/* The guest's file at path moved on from the copies of it: their fds
- * fetch it again at their next read. */
-void mbfs_node_recheck(struct mbfs *fs, const char *path);
-/* guestid.c: which file of the guest's an open clean copy is, so that its
- * fds follow it when a command renames it (fuse/face/follow.c asks). */
-
-/* The clean copies of path are of the guest's file id ("": not known). */
-void mbfs_node_set_id(struct mbfs *fs, const char *path, const char *id);
-/* A command moved the guest's file id from `from` to `to` (NULL: it is
- * gone): the clean copies of it at from follow it there, and those at to
- * (the file it replaced) keep their fds' bytes, nameless, as on a local
- * disk. How many copies followed. */
-size_t mbfs_node_followed(struct mbfs *fs, const char *from, const char *to,
-			  const char *id);
-
 /* Upload every dirty node (unmount). */
 void mbfs_node_flush_all(struct mbfs *fs);
 /* Free the nodes still open at exit (after flush_all; no other thread). */

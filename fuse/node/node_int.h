@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "fuse/mbfs.h"
-#include "fuse/node/node.h"
+#include "fuse/node/guestfile.h"
 #include "fuse/transport/xfer.h"
 
 struct mbfs_node {
@@ -65,7 +65,7 @@ struct mbfs_node {
 	                          this version; 0: never */
 	char guest_id[MBFS_GUEST_ID_MAX]; /* DEVICE:INODE of the guest's file
 	                          a clean copy is of, "" when not known
-	                          (guestid.c); any local change forgets it,
+	                          (guestfile.c); any local change forgets it,
 	                          since its upload makes a new file there */
 	bool recorded;         /* the journal holds a record of the copy */
 	bool rec_stale;        /* ... for an old path, or no longer wanted
@@ -115,8 +115,17 @@ struct mbfs_node *mbfs_node_find_shared(struct mbfs *fs, const char *path);
 struct mbfs_node *mbfs_node_alloc(const char *path);
 void mbfs_node_destroy(struct mbfs *fs, struct mbfs_node *n);
 
-/* guestid.c: an upload of path landed, which made a new file there: the
- * identity of every copy of it is unknown again. nodes_lock held. */
+/* guestfile.c: a clean copy and the guest's file. */
+
+/* n is a clean copy of a guest file that st (the guest's, now) shows
+ * changed since n was fetched. nodes_lock held. */
+bool mbfs_node_behind(const struct mbfs_node *n, const struct stat *st);
+/* A clean copy the guest may have moved on from (recheck): drop it when
+ * the guest's file differs from its base (or a command ran: refetch), so
+ * that the caller's load fetches it again. n->lock held. */
+void mbfs_node_follow_guest(struct mbfs *fs, struct mbfs_node *n);
+/* An upload of path landed, which made a new file there: the identity of
+ * every copy of it is unknown again. nodes_lock held. */
 void mbfs_node_forget_ids(struct mbfs *fs, const char *path);
 
 /* copyfd.c: the copy's fd and its reads. */
