@@ -80,28 +80,7 @@ int mbfs_symlink(const char *target, const char *path)
 	if (rc)
 		return rc;
 	mbfs_hidden_settle(FS, NULL);
-	rc = mbfs_wbq_need_dir(FS, path);
-	if (rc)
-		return rc;
-	mbfs_batch_flush(FS, path, MBFS_BATCH_PARENT);
-	mbfs_wbq_parent_changes(FS, path, false);
-	rc = mbfs_remote_symlink(FS, target, path);
-	if (rc) {
-		mbfs_cache_invalidate(FS->cache, path);
-		return rc;
-	}
-	struct stat st;
-	memset(&st, 0, sizeof(st));
-	st.st_mode = S_IFLNK | 0777;
-	st.st_nlink = 1;
-	st.st_uid = FS->uid;
-	st.st_gid = FS->gid;
-	st.st_size = (off_t)strlen(target);
-	st.st_blksize = 65536;
-	st.st_mtim.tv_sec = time(NULL);
-	st.st_atim = st.st_ctim = st.st_mtim;
-	mbfs_cache_put(FS->cache, path, &st);
-	return 0;
+	return mbfs_ns_symlink(FS, target, path);
 }
 
 int mbfs_rename(const char *from, const char *to, unsigned int flags)
@@ -154,26 +133,8 @@ int mbfs_link(const char *from, const char *to)
 		rc = -EPERM;
 	if (!rc)
 		mbfs_hidden_settle(FS, NULL);
-	if (!rc && mbfs_wbq_flush_removals(FS, to) == -EAGAIN)
-		rc = -EIO;
-	if (!rc && mbfs_node_link_new(FS, from, to, &rc))
-		return rc;   /* both names still queued here */
 	if (!rc)
-		rc = mbfs_node_sync_path(FS, from);
-	if (!rc)   /* from may be a file whose move here is queued */
-		rc = mbfs_wbq_need_dir(FS, from);
-	if (!rc)
-		rc = mbfs_wbq_need_dir(FS, to);
-	if (!rc) {
-		mbfs_batch_flush(FS, from, MBFS_BATCH_SELF);
-		mbfs_batch_flush(FS, to, MBFS_BATCH_PARENT);
-		mbfs_wbq_parent_changes(FS, to, false);
-		rc = mbfs_remote_link(FS, from, to);
-	}
-	mbfs_cache_invalidate(FS->cache, to);
-	mbfs_cache_invalidate(FS->cache, from);
-	if (!rc)
-		mbfs_cache_dir_changed(FS->cache, to);
+		rc = mbfs_ns_link(FS, from, to);
 	return rc;
 }
 

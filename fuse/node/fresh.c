@@ -26,6 +26,7 @@
 #include "fuse/node/node_int.h"
 #include "fuse/outbox/newdir.h"
 #include "fuse/view/view.h"
+#include "fuse/outbox/settle.h"
 #include "fuse/outbox/wbq.h"
 #include "fuse/transport/xfer_int.h"
 
@@ -71,7 +72,7 @@ static void fresh_stat(struct mbfs *fs, const struct mbfs_node *n,
  * show over the change. */
 static void dir_changes(struct mbfs *fs, const char *path)
 {
-	mbfs_batch_flush(fs, path, MBFS_BATCH_PARENT);
+	mbfs_outbox_settle(fs, path, MBFS_SETTLE_TIMES_PARENT);
 	mbfs_wbq_parent_changes(fs, path, true);
 }
 
@@ -244,9 +245,23 @@ static int can_take(struct mbfs *fs, const char *to, unsigned flags)
 	return rc;
 }
 
+/* Before a file created here at from takes the name to: a removal queued
+ * for to would land after the file (queued before it) and remove it, so
+ * it goes first. 0, or -EIO (it could not be sent). No node lock held. */
+static int clear_name(struct mbfs *fs, const char *from, const char *to)
+{
+	pthread_mutex_lock(&fs->nodes_lock);
+	struct mbfs_node *n = mbfs_node_find_shared(fs, from);
+	bool fresh = n && n->fresh;
+	pthread_mutex_unlock(&fs->nodes_lock);
+	return fresh ? mbfs_outbox_settle(fs, to, MBFS_SETTLE_REMOVALS) : 0;
+}
+
 int mbfs_node_rename_new(struct mbfs *fs, const char *from, const char *to,
 			 unsigned flags, int *rc)
 {
+	if ((*rc = clear_name(fs, from, to)))
+		return 1;
 	struct mbfs_node *n = lock_fresh(fs, from);
 	if (!n)
 		return 0;
@@ -376,6 +391,8 @@ int mbfs_node_link_new(struct mbfs *fs, const char *from, const char *to,
 {
 	if (fs->sync_close)
 		return 0;
+	if ((*rc = clear_name(fs, from, to)))
+		return 1;
 	struct mbfs_node *n = lock_fresh(fs, from);
 	if (!n)
 		return 0;

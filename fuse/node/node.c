@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "fuse/outbox/batch.h"
+#include "fuse/outbox/settle.h"
 #include "fuse/cache/cache.h"
 #include "fuse/durable/data.h"
 #include "fuse/durable/journal.h"
@@ -133,7 +134,7 @@ static bool outdated(struct mbfs *fs, struct mbfs_node *n, const char *path)
 int mbfs_node_open(struct mbfs *fs, const char *path, int flags,
 		   struct mbfs_node **out)
 {
-	if (mbfs_wbq_need_moved(fs, path))
+	if (mbfs_outbox_settle(fs, path, MBFS_SETTLE_MOVED_HERE))
 		return -EIO;
 	struct mbfs_node *n = get_or_insert(fs, path, NULL);
 	if (n && outdated(fs, n, path)) {
@@ -198,7 +199,7 @@ static void need_dirs(struct mbfs *fs, struct mbfs_node *n)
 	snprintf(path, sizeof(path), "%s", n->path);
 	pthread_mutex_unlock(&fs->nodes_lock);
 	if (dirty)
-		mbfs_wbq_need_dir(fs, path);
+		mbfs_outbox_settle(fs, path, MBFS_SETTLE_DIRS);
 }
 
 void mbfs_node_release(struct mbfs *fs, struct mbfs_node *n)
@@ -372,7 +373,7 @@ int mbfs_node_flush(struct mbfs *fs, struct mbfs_node *n)
 	pthread_mutex_unlock(&fs->nodes_lock);
 	/* the sandbox cannot be reached: it stays queued (and in the
 	 * journal), in order, and goes when the sandbox answers */
-	if (mbfs_wbq_flush(fs, path, MBFS_BATCH_SELF) == -EAGAIN ||
+	if (mbfs_outbox_settle(fs, path, MBFS_SETTLE_FILE | MBFS_SETTLE_STRICT) ||
 	    mbfs_wbq_holds(fs, n))
 		return -EIO;
 	need_dirs(fs, n);

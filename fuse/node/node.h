@@ -94,7 +94,9 @@ int mbfs_node_stat_new(struct mbfs *fs, struct mbfs_node *n, const char *path,
 int mbfs_node_chmod_new(struct mbfs *fs, const char *path, unsigned mode);
 int mbfs_node_unlink_new(struct mbfs *fs, const char *path);
 /* rename of a fresh node (not on the guest yet) from -> to, done here
- * alone: 1 with *rc (0 or -errno), or 0 when from is not fresh; 2 (and
+ * alone (a removal queued for to sent first): 1 with *rc (0 or -errno;
+ * -EIO when that removal could not be sent), or 0 when from is not
+ * fresh; 2 (and
  * *rc 0) when the node had replaced what the guest has at from, which is
  * then to be removed there. */
 int mbfs_node_rename_new(struct mbfs *fs, const char *from, const char *to,

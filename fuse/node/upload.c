@@ -24,6 +24,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "fuse/outbox/batch.h"
+#include "fuse/outbox/settle.h"
 #include "fuse/cache/cache.h"
 #include "fuse/durable/data.h"
 #include "fuse/node/node_int.h"
@@ -109,10 +110,9 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 	int rc = mbfs_check_alive(fs);
 	/* times queued for the file or its directory land first: the upload
 	 * moves both mtimes */
-	if (!rc) {
-		mbfs_batch_flush(fs, path, MBFS_BATCH_SELF | MBFS_BATCH_PARENT);
-		mbfs_wbq_parent_changes(fs, path, false);
-	}
+	if (!rc)
+		mbfs_outbox_settle(fs, path, MBFS_SETTLE_TIMES |
+				   MBFS_SETTLE_TIMES_PARENT | MBFS_SETTLE_CHANGE);
 	struct mb_err err;
 	mb_err_clear(&err);
 	mbfs_data_drop(fs->data, path);

@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "fuse/outbox/batch.h"
+#include "fuse/outbox/settle.h"
 #include "fuse/cache/cache.h"
 #include "fuse/durable/data.h"
 #include "fuse/durable/fdio.h"
@@ -362,7 +363,7 @@ int mbfs_node_before_utimens(struct mbfs *fs, const char *path, bool now,
 	 * land first */
 	if (!n && (t[1].tv_nsec == UTIME_OMIT ||
 		   !mbfs_wbq_dir_time(fs, path, &t[1])))
-		mbfs_wbq_flush(fs, path, MBFS_BATCH_CHILDREN);
+		mbfs_outbox_settle(fs, path, MBFS_SETTLE_CHILDREN);
 	if (dirty && now)
 		return 1;   /* its upload will set "now" anyway */
 	return dirty ? mbfs_node_sync_path(fs, path) : 0;

@@ -23,6 +23,7 @@
 #include "fuse/cache/inode.h"
 #include "fuse/mbfs.h"
 #include "fuse/outbox/newdir.h"
+#include "fuse/outbox/settle.h"
 #include "fuse/node/node.h"
 #include "fuse/ns/ns.h"
 #include "fuse/transport/remote.h"
@@ -68,7 +69,7 @@ static bool queue_mkdir(struct mbfs *fs, const char *path, mode_t mode)
 		return false;
 	new_dir_stat(fs, mode | sgid, &st);
 	/* the parent's queued times land before the mkdir moves its mtime */
-	mbfs_batch_flush(fs, path, MBFS_BATCH_PARENT);
+	mbfs_outbox_settle(fs, path, MBFS_SETTLE_TIMES_PARENT);
 	if (!mbfs_wbq_mkdir(fs, path, &st))
 		return false;
 	mbfs_wbq_parent_changes(fs, path, true);
@@ -84,11 +85,9 @@ int mbfs_ns_mkdir(struct mbfs *fs, const char *path, mode_t mode)
 		return rc;
 	if (queue_mkdir(fs, path, mode))
 		return 0;
-	rc = mbfs_wbq_need_dir(fs, path);
+	rc = mbfs_outbox_settle(fs, path, MBFS_SETTLE_NEW_NAME);
 	if (rc)
 		return rc;
-	mbfs_batch_flush(fs, path, MBFS_BATCH_PARENT);
-	mbfs_wbq_parent_changes(fs, path, false);
 	bool sure;
 	rc = mbfs_remote_mkdir(fs, path, mode & 07777, &sure);
 	if (rc || !sure) {
@@ -187,23 +186,19 @@ static int remove_path(struct mbfs *fs, const char *path, bool dir)
 	 * travels (the node is unlinked) */
 	if (fresh == 2 || can_queue_remove(fs, path, dir)) {
 		/* times queued for it or its directory land before */
-		mbfs_batch_flush(fs, path, MBFS_BATCH_SELF | MBFS_BATCH_BELOW |
-				 MBFS_BATCH_PARENT);
+		mbfs_outbox_settle(fs, path, MBFS_SETTLE_TIMES |
+				   MBFS_SETTLE_TIMES_BELOW |
+				   MBFS_SETTLE_TIMES_PARENT);
 		if (mbfs_wbq_remove(fs, path, dir, NULL)) {
 			mbfs_wbq_parent_changes(fs, path, false);
 			removed_here(fs, path, dir, dir);
 			return 0;
 		}
 	}
-	rc = mbfs_wbq_need_dir(fs, path);
+	/* a queued copy of it (or below it) would land after the remove */
+	rc = mbfs_outbox_settle(fs, path, MBFS_SETTLE_GONE);
 	if (rc)
 		return rc;
-	mbfs_batch_flush(fs, path, MBFS_BATCH_SELF | MBFS_BATCH_BELOW |
-			 MBFS_BATCH_PARENT);
-	mbfs_wbq_parent_changes(fs, path, false);
-	/* a queued copy of it (or below it) would land after the remove */
-	mbfs_wbq_flush(fs, path, MBFS_BATCH_SELF | MBFS_BATCH_BELOW);
-	mbfs_wbq_settle(fs);
 	bool sure;
 	rc = mbfs_remote_remove(fs, path, dir, &sure);
 	if (fresh && rc == -ENOENT)
@@ -254,8 +249,8 @@ static bool queue_move(struct mbfs *fs, const char *from, const char *to,
 		return false;
 	/* times queued for either name or their directories land first:
 	 * the move carries or replaces the one, and moves the others */
-	mbfs_batch_flush(fs, from, MBFS_BATCH_SELF | MBFS_BATCH_PARENT);
-	mbfs_batch_flush(fs, to, MBFS_BATCH_SELF | MBFS_BATCH_PARENT);
+	mbfs_outbox_settle(fs, from, MBFS_SETTLE_TIMES | MBFS_SETTLE_TIMES_PARENT);
+	mbfs_outbox_settle(fs, to, MBFS_SETTLE_TIMES | MBFS_SETTLE_TIMES_PARENT);
 	if (!mbfs_wbq_move(fs, from, to, &fst))
 		return false;
 	mbfs_wbq_parent_changes(fs, from, false);
@@ -305,9 +300,6 @@ int mbfs_ns_rename(struct mbfs *fs, const char *from, const char *to,
 	/* in order with what is queued: no barrier */
 	if (queue_move(fs, from, to, flags))
 		return 0;
-	rc = mbfs_wbq_flush_removals(fs, to);
-	if (rc == -EAGAIN)
-		return -EIO;
 	/* created here and still queued: renamed here, sent once */
 	int fresh = mbfs_node_rename_new(fs, from, to, flags, &rc);
 	if (fresh == 2) {
@@ -317,7 +309,7 @@ int mbfs_ns_rename(struct mbfs *fs, const char *from, const char *to,
 			mbfs_cache_removed(fs->cache, from, false);
 			return 0;
 		}
-		mbfs_wbq_flush(fs, from, MBFS_BATCH_SELF);
+		mbfs_outbox_settle(fs, from, MBFS_SETTLE_FILE);
 		bool sure;
 		rc = mbfs_remote_remove(fs, from, false, &sure);
 		if (rc == -ENOENT)
@@ -335,24 +327,21 @@ int mbfs_ns_rename(struct mbfs *fs, const char *from, const char *to,
 	}
 	if (fresh)
 		return rc;
-	rc = mbfs_wbq_need_dir(fs, from);
+	/* an open copy's changes first (its flush settles from's mkdirs
+	 * and moves); then queued copies below from, or of what to
+	 * replaces; both directories' mtimes move; what replaces to ends
+	 * its times; times queued for from follow it (move_begin/end) */
+	rc = mbfs_node_sync_path(fs, from);
 	if (!rc)
-		rc = mbfs_wbq_need_dir(fs, to);
+		rc = mbfs_outbox_settle(fs, from, MBFS_SETTLE_DIRS |
+					MBFS_SETTLE_FILES_BELOW |
+					MBFS_SETTLE_INFLIGHT |
+					MBFS_SETTLE_TIMES_PARENT |
+					MBFS_SETTLE_CHANGE);
 	if (!rc)
-		rc = mbfs_node_sync_path(fs, from);
+		rc = mbfs_outbox_settle(fs, to, MBFS_SETTLE_GONE);
 	if (rc)
 		return rc;
-	/* queued copies below from, or of what to replaces, land first */
-	mbfs_wbq_flush(fs, from, MBFS_BATCH_BELOW);
-	mbfs_wbq_flush(fs, to, MBFS_BATCH_SELF | MBFS_BATCH_BELOW);
-	mbfs_wbq_settle(fs);
-	/* both directories' mtimes move; what replaces to ends its times;
-	 * times queued for from follow it (move_begin/end) */
-	mbfs_batch_flush(fs, from, MBFS_BATCH_PARENT);
-	mbfs_batch_flush(fs, to, MBFS_BATCH_SELF | MBFS_BATCH_BELOW |
-			 MBFS_BATCH_PARENT);
-	mbfs_wbq_parent_changes(fs, from, false);
-	mbfs_wbq_parent_changes(fs, to, false);
 	mbfs_batch_move_begin(fs, from);
 	bool sure;
 	rc = mbfs_remote_rename(fs, from, to, flags & RENAME_NOREPLACE, &sure);
@@ -386,17 +375,17 @@ int mbfs_ns_chmod(struct mbfs *fs, const char *path, mode_t mode)
 	if (!fs->sync_close && mbfs_view_getattr(fs, path, &st) == 0 &&
 	    S_ISREG(st.st_mode) && !mbfs_node_at(fs, path) &&
 	    /* its base is the sandbox's file: queued times land first */
-	    mbfs_batch_flush(fs, path, MBFS_BATCH_SELF) == 0 &&
+	    mbfs_outbox_settle(fs, path, MBFS_SETTLE_TIMES |
+			       MBFS_SETTLE_STRICT) == 0 &&
 	    mbfs_view_lookup(fs, path, &st) == 0 && S_ISREG(st.st_mode) &&
 	    mbfs_wbq_chmod(fs, path, perm, &st)) {
 		mbfs_cache_set_perm(fs->cache, path, perm);
 		return 0;
 	}
-	int rc = mbfs_wbq_need_dir(fs, path);
+	/* a queued copy carries the mode it had when queued */
+	int rc = mbfs_outbox_settle(fs, path, MBFS_SETTLE_DIRS | MBFS_SETTLE_FILE);
 	if (rc)
 		return rc;
-	/* a queued copy carries the mode it had when queued */
-	mbfs_wbq_flush(fs, path, MBFS_BATCH_SELF);
 	rc = mbfs_remote_chmod(fs, path, perm);
 	if (rc)
 		mbfs_cache_invalidate(fs->cache, path);
@@ -410,10 +399,9 @@ int mbfs_ns_truncate(struct mbfs *fs, const char *path, off_t size)
 	int rc;
 	if (mbfs_node_truncate_path(fs, path, size, &rc))
 		return rc;
-	rc = mbfs_wbq_need_dir(fs, path);
+	rc = mbfs_outbox_settle(fs, path, MBFS_SETTLE_DIRS | MBFS_SETTLE_TIMES);
 	if (rc)
 		return rc;
-	mbfs_batch_flush(fs, path, MBFS_BATCH_SELF);
 	char rpath[MB_PATH_MAX];
 	rc = mbfs_remote_path(fs, path, rpath);
 	if (rc)
@@ -422,5 +410,51 @@ int mbfs_ns_truncate(struct mbfs *fs, const char *path, off_t size)
 	mbfs_data_drop(fs->data, path);
 	rc = mbfs_remote_truncate(fs, path, (uint64_t)size);
 	mbfs_cache_invalidate(fs->cache, path);
+	return rc;
+}
+
+int mbfs_ns_symlink(struct mbfs *fs, const char *target, const char *path)
+{
+	int rc = mbfs_outbox_settle(fs, path, MBFS_SETTLE_NEW_NAME);
+	if (rc)
+		return rc;
+	rc = mbfs_remote_symlink(fs, target, path);
+	if (rc) {
+		mbfs_cache_invalidate(fs->cache, path);
+		return rc;
+	}
+	struct stat st;
+	memset(&st, 0, sizeof(st));
+	st.st_mode = S_IFLNK | 0777;
+	st.st_nlink = 1;
+	st.st_uid = fs->uid;
+	st.st_gid = fs->gid;
+	st.st_size = (off_t)strlen(target);
+	st.st_blksize = 65536;
+	st.st_mtim.tv_sec = time(NULL);
+	st.st_atim = st.st_ctim = st.st_mtim;
+	mbfs_cache_put(fs->cache, path, &st);
+	return 0;
+}
+
+int mbfs_ns_link(struct mbfs *fs, const char *from, const char *to)
+{
+	int rc = 0;
+	if (mbfs_node_link_new(fs, from, to, &rc))
+		return rc;   /* both names still queued here */
+	/* an open copy's changes first; from may be a file whose move here
+	 * is queued; its times travel with it */
+	rc = mbfs_node_sync_path(fs, from);
+	if (!rc)
+		rc = mbfs_outbox_settle(fs, from, MBFS_SETTLE_DIRS |
+					MBFS_SETTLE_TIMES);
+	if (!rc)
+		rc = mbfs_outbox_settle(fs, to, MBFS_SETTLE_NEW_NAME);
+	if (!rc)
+		rc = mbfs_remote_link(fs, from, to);
+	mbfs_cache_invalidate(fs->cache, to);
+	mbfs_cache_invalidate(fs->cache, from);
+	if (!rc)
+		mbfs_cache_dir_changed(fs->cache, to);
 	return rc;
 }

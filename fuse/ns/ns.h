@@ -30,5 +30,10 @@ int mbfs_ns_rename(struct mbfs *fs, const char *from, const char *to,
 int mbfs_ns_chmod(struct mbfs *fs, const char *path, mode_t mode);
 /* truncate(2) by path (no open handle). */
 int mbfs_ns_truncate(struct mbfs *fs, const char *path, off_t size);
+/* A symlink to target (checked by the caller), made on the sandbox now. */
+int mbfs_ns_symlink(struct mbfs *fs, const char *target, const char *path);
+/* A hard link to from: both names of a file still queued here, else made
+ * on the sandbox now. */
+int mbfs_ns_link(struct mbfs *fs, const char *from, const char *to);
 
 #endif
