@@ -1,14 +1,10 @@
 #!/bin/sh
 # follow.sh: while a command runs there, what the mount holds of the sandbox, asked about once a second: the files held open, the directories listed.
 #
-# Usage: follow.sh [ROOT FILE ID...] [-d DIR...]
-# For each FILE, in order, one line: "SIZE MTIME ID" (bytes, whole Unix
-# seconds, DEVICE:INODE) of the regular file it names, or "-" when it is
-# gone or is no regular file (a symlink is not followed). ID is what the
-# mount last knew FILE as ("-": nothing): a known one no longer at FILE is
-# looked for under ROOT, on its device, and each place found is said as
-# "> ID PATH" (a command renamed a file held open: its fds follow it, as
-# on a local disk). Then "=". Then, with -d, every DIR and
+# Usage: follow.sh [FILE...] [-d DIR...]
+# For each FILE, in order, one line: "SIZE MTIME" (bytes, whole Unix
+# seconds) of the regular file it names, or "-" when it is gone or is no
+# regular file (a symlink is not followed). Then, with -d, every DIR and
 # its entries, all in one find (this runs every second while a command
 # runs): "@", then per entry "DEPTH TYPE MODE UID GID SIZE MTIME PATH" (0
 # for DIR itself, 1 for DIR/NAME; find's %y, octal mode bits, numeric
@@ -16,36 +12,18 @@
 # next line, and "! DIR" for a DIR that is no directory (or a symlink), or
 # that holds a name or target with a newline; "." last when every DIR was
 # read. Only reads. mbfs (fuse/face/follow.c) fetches again the open files
-# that changed, moves those renamed, and takes the listings as fresh ones;
-# before and after a command it asks about the open files alone; after a
-# command (fuse/bulk/relist.c), the listings it held come back the same way.
+# that changed and takes the listings as fresh ones; after a command
+# (fuse/bulk/relist.c), the listings it held come back the same way.
 nl='
 '
-if [ $# -gt 0 ] && [ "$1" != -d ]; then
-	root=$1
-	shift
-	lost=
-	while [ $# -gt 1 ] && [ "$1" != -d ]; do
-		line=-
-		if [ -f "$1" ] && [ ! -L "$1" ]; then
-			line=$(stat -c '%s %Y %d:%i' -- "$1" 2>/dev/null) || line=-
-		fi
-		echo "$line"
-		case $2 in
-		-|"${line##* }") ;;
-		*[!0-9:]*|*:*:*|:*|*:) ;;
-		*:*) lost="$lost -o -inum ${2#*:}" ;;
-		esac
-		shift 2
-	done
-	if [ -n "$lost" ]; then
-		# inode numbers only (checked above); one walk for all of them
-		# shellcheck disable=SC2086
-		find "$root" -xdev -name "*$nl*" -prune -o -type f \( ${lost# -o } \) \
-			-printf '> %D:%i %p\n' 2>/dev/null
+while [ $# -gt 0 ] && [ "$1" != -d ]; do
+	if [ -f "$1" ] && [ ! -L "$1" ]; then
+		stat -c '%s %Y' -- "$1" 2>/dev/null || echo -
+	else
+		echo -
 	fi
-	echo '='
-fi
+	shift
+done
 [ $# -gt 0 ] || exit 0
 shift
 echo @

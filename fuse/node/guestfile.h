@@ -3,10 +3,8 @@
  * The guest may move on from a copy while some program holds it open: a
  * command ran, or a stat shows another size or time. The fds then check at
  * their next read and fetch the guest's file again, as fds on a local
- * disk read what another program wrote. And a command may rename the
- * file: which guest file a copy is (device and inode, which
- * fuse/face/follow.c asks the guest about) says where it went, and its
- * fds follow it there. Ownership: nothing here is the caller's to free.
+ * disk read what another program wrote. Ownership: nothing here is the
+ * caller's to free.
  */
 #ifndef MBFS_GUESTFILE_H
 #define MBFS_GUESTFILE_H
@@ -20,9 +18,6 @@
 
 struct mbfs;
 
-/* "DEVICE:INODE" of a guest's file, with its NUL. */
-#define MBFS_GUEST_ID_MAX 48
-
 /* A guest file that some fd holds open with no change of ours, and the
  * guest's size and mtime its copy was fetched at (follow.c); loaded
  * false: not fetched yet (an empty file, or not read yet), the base is
@@ -32,9 +27,6 @@ struct mbfs_node_base {
 	bool loaded;
 	uint64_t size;
 	time_t mtime;
-	char id[MBFS_GUEST_ID_MAX];   /* the guest's DEVICE:INODE, or "" */
-	bool held;              /* a program holds it open (not only the
-	                           write-back queue) */
 };
 /* Up to max such copies into v; how many. */
 size_t mbfs_node_open_clean(struct mbfs *fs, struct mbfs_node_base *v,
@@ -46,14 +38,5 @@ void mbfs_node_invalidate_all(struct mbfs *fs);
 /* The guest's file at path moved on from the copies of it: their fds
  * fetch it again at their next read. */
 void mbfs_node_recheck(struct mbfs *fs, const char *path);
-
-/* The clean copies of path are of the guest's file id ("": not known). */
-void mbfs_node_set_id(struct mbfs *fs, const char *path, const char *id);
-/* A command moved the guest's file id from `from` to `to` (NULL: it is
- * gone): the clean copies of it at from follow it there, and those at to
- * (the file it replaced) keep their fds' bytes, nameless, as on a local
- * disk. How many copies followed. */
-size_t mbfs_node_followed(struct mbfs *fs, const char *from, const char *to,
-			  const char *id);
 
 #endif
