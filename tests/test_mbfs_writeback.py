@@ -13,6 +13,7 @@ import re
 import resource
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
@@ -564,3 +565,41 @@ def test_sync_returns_while_a_program_keeps_rewriting_one_file(service, containe
             w.write("%d\n" % i)
     sync_beside_a_writer(
         mount, append, lambda: len(sh(service, container, "cat %s" % rel).split()))
+
+
+def test_a_sync_is_not_failed_by_a_file_queued_after_it_began(service, container, wb):
+    """mbexec's sync waits for what was queued before it; a file another
+    program closes meanwhile, which the sandbox then refuses, is said by
+    the next sync, not this one (the command would not start)."""
+    d = wb.path(unique("later"))
+    os.makedirs(os.path.join(d, "x"))
+    sync(wb)
+    rel = "/workspace/" + os.path.relpath(d, wb.mountpoint)
+    # the sandbox puts a file where x was: what is queued into x cannot land
+    sh(service, container, "rmdir %s/x && echo f > %s/x" % (rel, rel))
+    hold_writeback(service, wb, d)
+    write_file(os.path.join(d, "a"), b"a\n")
+    outcome = {}
+
+    def run_sync():
+        try:
+            with open(wb.path(".mainbrella"), "w") as f:
+                f.write("sync\n")
+            outcome["rc"] = 0
+        except OSError as e:
+            outcome["rc"] = e.errno
+
+    t = threading.Thread(target=run_sync)
+    t.start()
+    try:
+        until(lambda: control(wb)["writeback"]["syncing"] >= 1, "the sync to wait")
+        write_file(os.path.join(d, "x", "b"), b"b\n")   # queued after it began
+    finally:
+        service.release_held()
+        t.join(120)
+    assert outcome == {"rc": 0}, (outcome, wb.log()[-2000:])
+    assert sh(service, container, "cat %s/a" % rel) == "a\n"
+    # the refused file: said by the next sync, and kept
+    with pytest.raises(OSError):
+        sync(wb)
+    assert control(wb)["writeback"]["failedFiles"] == 1

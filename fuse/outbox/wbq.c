@@ -349,7 +349,9 @@ int mbfs_wbq_flush(struct mbfs *fs, const char *path, unsigned which)
 		}
 		if (any) {
 			pthread_cond_broadcast(&q->cond);
+			q->flushing++;
 			pthread_cond_wait(&q->cond, &q->lock);
+			q->flushing--;
 		}
 		bool failed = q->failed_files != failed0;
 		pthread_mutex_unlock(&q->lock);
@@ -387,7 +389,8 @@ void mbfs_wbq_note_failed(struct mbfs *fs, size_t count, const char *path,
 	if (!q)
 		return;
 	pthread_mutex_lock(&q->lock);
-	mbfs_wbq_note_failure_locked(q, count, path, why);
+	/* of no entry: the next sync to end says it */
+	mbfs_wbq_note_failure_locked(q, count, 0, path, why);
 	pthread_mutex_unlock(&q->lock);
 }
 
@@ -447,13 +450,23 @@ int mbfs_wbq_sync(struct mbfs *fs)
 	struct mbfs_wbq *q = fs->wbq;
 	if (!q)
 		return 0;
-	int frc = mbfs_wbq_flush(fs, NULL, 0);
 	pthread_mutex_lock(&q->lock);
-	int rc = q->failed_files != q->failed_reported || frc == -EAGAIN
-		 ? -EIO : 0;
-	q->failed_reported = q->failed_files;
+	uint64_t upto = q->next_seq;
 	pthread_mutex_unlock(&q->lock);
-	return rc;
+	int frc = mbfs_wbq_flush(fs, NULL, 0);
+	/* the failures of what was queued before it, not of later files */
+	pthread_mutex_lock(&q->lock);
+	bool failed = false;
+	size_t k = 0;
+	for (size_t i = 0; i < q->nunsaid; i++) {
+		if (q->unsaid[i].seq <= upto)
+			failed = true;
+		else
+			q->unsaid[k++] = q->unsaid[i];
+	}
+	q->nunsaid = k;
+	pthread_mutex_unlock(&q->lock);
+	return failed || frc == -EAGAIN ? -EIO : 0;
 }
 
 char *mbfs_wbq_json(struct mbfs *fs)
@@ -500,14 +513,14 @@ char *mbfs_wbq_json(struct mbfs *fs)
 		     ",\"sentFiles\":%" PRIu64 ",\"sentBatches\":%" PRIu64
 		     ",\"sentBytes\":%" PRIu64 ",\"failedFiles\":%" PRIu64
 		     ",\"waiting\":%s,\"retries\":%" PRIu64
-		     ",\"inFlightMs\":%" PRIu64
+		     ",\"inFlightMs\":%" PRIu64 ",\"syncing\":%zu"
 		     ",\"lastError\":\"%s\"}",
 		     q->queued + q->inflight - dirs + q->up_files, mkdirs, removes,
 		     q->queued_bytes + q->inflight_bytes + q->up_bytes - up_sent,
 		     q->inflight - dirs_inflight, q->up_files, q->up_bytes, up_sent,
 		     q->sent_files, q->sent_batches, q->sent_bytes,
 		     q->failed_files, q->retry_at ? "true" : "false",
-		     q->retries, sending_ms, esc) < 0)
+		     q->retries, sending_ms, q->flushing, esc) < 0)
 		s = NULL;
 	pthread_mutex_unlock(&q->lock);
 	return s;

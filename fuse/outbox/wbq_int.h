@@ -50,6 +50,8 @@ struct mbfs_wbq_entry {
 	                            since it left, its seq once it lands */
 };
 
+#define MBFS_WBQ_UNSAID 64
+
 struct mbfs_wbq {
 	const struct mbfs_wbq_files *files;   /* set at mount, then fixed */
 	pthread_mutex_t lock;
@@ -65,11 +67,17 @@ struct mbfs_wbq {
 	size_t removes;          /* RM, RMDIR, MV and CHMOD entries, queued or
 	                            not */
 	size_t chmods;           /* CHMOD entries of them */
+	size_t flushing;         /* callers waiting in mbfs_wbq_flush */
 	bool running, stop;
 	pthread_t thread;
 	/* totals since mount */
 	uint64_t sent_files, sent_batches, sent_bytes, failed_files;
-	uint64_t failed_reported;  /* failed_files at the last sync */
+	/* failures no sync has said yet: per batch, the least seq of its
+	 * failed entries and how many failed. A sync says those of the
+	 * entries queued before it began, not those of later ones (a writer
+	 * going on meanwhile); when full, the last takes in the newest */
+	struct { uint64_t seq, count; } unsaid[MBFS_WBQ_UNSAID];
+	size_t nunsaid;
 	char last_error[256];
 	/* disconnected: batches that could not reach the sandbox go again
 	 * (wbq.c, retry_later); retries counts them since mount */
@@ -85,10 +93,11 @@ struct mbfs_wbq {
 /* Form, send and settle one batch of the oldest queued entries
  * (wbq_send.c). q->lock held; dropped meanwhile. */
 void mbfs_wbq_send_locked(struct mbfs *fs, struct mbfs_wbq *q);
-/* count files (the last path) failed (why): the next sync says so.
- * q->lock held. */
+/* count files (the last path) failed (why), the first of them queued at
+ * seq: the next sync that waited for it says so. q->lock held. */
 void mbfs_wbq_note_failure_locked(struct mbfs_wbq *q, size_t count,
-				  const char *path, const char *why);
+				  uint64_t seq, const char *path,
+				  const char *why);
 
 /* Queue e (not in flight) at the end, as of now. q->lock held. */
 void mbfs_wbq_append_locked(struct mbfs_wbq *q, struct mbfs_wbq_entry *e);

@@ -32,19 +32,33 @@ struct batch {
 	size_t *up, nup;
 	uint64_t upbytes, sent;
 	size_t failed, bfailed;
+	uint64_t fail_seq;   /* the least seq of a failed entry */
 	char first_fail[MB_PATH_MAX], first_why[200];
 };
 
 void mbfs_wbq_note_failure_locked(struct mbfs_wbq *q, size_t count,
-				  const char *path, const char *why)
+				  uint64_t seq, const char *path,
+				  const char *why)
 {
 	q->failed_files += count;
+	if (q->nunsaid < MBFS_WBQ_UNSAID) {
+		q->unsaid[q->nunsaid].seq = seq;
+		q->unsaid[q->nunsaid++].count = count;
+	} else {   /* said at the latest sync of either */
+		size_t last = MBFS_WBQ_UNSAID - 1;
+		if (seq < q->unsaid[last].seq)
+			q->unsaid[last].seq = seq;
+		q->unsaid[last].count += count;
+	}
 	snprintf(q->last_error, sizeof(q->last_error), "'%.80s': %.160s", path,
 		 why);
 }
 
-static void failure(struct batch *b, const char *path, const char *why)
+static void failure(struct batch *b, uint64_t seq, const char *path,
+		    const char *why)
 {
+	if (!b->failed || seq < b->fail_seq)
+		b->fail_seq = seq;
 	if (b->failed++)
 		return;
 	snprintf(b->first_fail, sizeof(b->first_fail), "%s", path);
@@ -234,17 +248,19 @@ static void land_names(struct mbfs *fs, struct batch *b, int rc,
 			mbfs_gone_remove(fs->gone, d->path);
 		b->ev[j]->landed = true;
 		if (d->rc)
-			failure(b, d->path, d->why);
+			failure(b, b->ev[j]->seq, d->path, d->why);
 	}
-	for (size_t i = 0; i < b->nd; i++) {
-		struct mbfs_wbdir *d = &b->dv[i];
+	for (size_t j = 0, i = 0; j < b->k; j++) {
+		if (b->ev[j]->n)
+			continue;
+		struct mbfs_wbdir *d = &b->dv[i++];
 		if (d->kind != MBFS_WBDIR_MAKE)
 			continue;
 		int drc = rc ? rc : d->rc;
 		const char *why = rc ? err->msg : d->why;
 		mbfs_wbq_made(fs, d->path, drc, why);
 		if (drc)
-			failure(b, d->path, why);
+			failure(b, b->ev[j]->seq, d->path, why);
 	}
 }
 
@@ -260,7 +276,7 @@ static void land_files(struct mbfs *fs, struct mbfs_wbq *q, struct batch *b, int
 		q->files->done(fs, b->ev[b->fe[i]]->n, f, frc, why);
 		if (frc) {
 			b->bfailed++;
-			failure(b, f->path, why);
+			failure(b, b->ev[b->fe[i]]->seq, f->path, why);
 		} else {
 			b->sent += f->len;
 		}
@@ -287,12 +303,10 @@ static void upload_rest(struct mbfs *fs, struct mbfs_wbq *q, struct batch *b)
 	for (size_t i = 0; i < b->nup; i++) {
 		struct mbfs_node *n = b->ev[b->up[i]]->n;
 		int urc = q->files->upload(fs, n);
-		if (urc && !b->failed) {
-			char path[MB_PATH_MAX];
+		char path[MB_PATH_MAX] = "";
+		if (urc) {
 			q->files->path(fs, n, path);
-			failure(b, path, strerror(-urc));
-		} else if (urc) {
-			b->failed++;
+			failure(b, b->ev[b->up[i]]->seq, path, strerror(-urc));
 		}
 	}
 }
@@ -319,8 +333,8 @@ static size_t finish_locked(struct mbfs *fs, struct mbfs_wbq *q,
 	q->sent_files += b->nf - b->bfailed;
 	q->sent_bytes += b->sent;
 	if (b->failed)
-		mbfs_wbq_note_failure_locked(q, b->failed, b->first_fail,
-					     b->first_why);
+		mbfs_wbq_note_failure_locked(q, b->failed, b->fail_seq,
+					     b->first_fail, b->first_why);
 	/* one batch in flight at a time: what is in flight is this one's */
 	struct mbfs_wbq_entry **pp = &q->head;
 	while (*pp) {
