@@ -157,8 +157,10 @@ void mbfs_wbq_append_locked(struct mbfs_wbq *q, struct mbfs_wbq_entry *e)
 	e->next = NULL;
 	*q->tail = e;
 	q->tail = &e->next;
-	if (e->n)
+	if (e->n) {
 		q->files->set_entry(e->n, e);
+		q->nfiles++;
+	}
 	q->queued++;
 }
 
@@ -408,14 +410,6 @@ static size_t files_bound(void)
 	return left > 256 ? (size_t)(left - 128) / 2 : 64;
 }
 
-static size_t files_locked(const struct mbfs_wbq *q)
-{
-	size_t n = 0;
-	for (const struct mbfs_wbq_entry *e = q->head; e; e = e->next)
-		n += e->n != NULL;
-	return n;
-}
-
 void mbfs_wbq_room(struct mbfs *fs)
 {
 	struct mbfs_wbq *q = fs->wbq;
@@ -427,7 +421,7 @@ void mbfs_wbq_room(struct mbfs *fs)
 	bool waited = false;
 	pthread_mutex_lock(&q->lock);
 	while (q->running && !q->stop && !q->retry_at &&
-	       q->queued + q->inflight > bound && files_locked(q) > bound) {
+	       q->nfiles > bound) {
 		uint64_t now = mb_now_ms();
 		if (now >= until)
 			break;

@@ -68,6 +68,8 @@ struct mbfs_wbq {
 	                            not */
 	size_t chmods;           /* CHMOD entries of them */
 	size_t flushing;         /* callers waiting in mbfs_wbq_flush */
+	size_t nfiles;           /* file entries, queued or in flight: each
+	                            holds its node's working copy open */
 	bool running, stop;
 	pthread_t thread;
 	/* totals since mount */

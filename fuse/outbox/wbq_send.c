@@ -360,6 +360,7 @@ static size_t finish_locked(struct mbfs *fs, struct mbfs_wbq *q,
 		*pp = e->next;
 		if (e->n) {
 			q->files->set_entry(e->n, NULL);
+			q->nfiles--;
 			drop[ndrop++] = e->n;
 			free(e);
 		} else {
