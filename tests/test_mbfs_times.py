@@ -3,12 +3,15 @@ mount's mtime on the sandbox to the nanosecond (a whole second could be
 older than what a build made from it earlier in that second), and the
 mount's own mtime does not step back once the sandbox has the file. So
 `mbexec make` right after an edit, and `touch` then make, rebuild."""
+import errno
 import os
 import subprocess
 import time
 
+import pytest
+
 import mbtest
-from test_mbfs_helpers import sync, unique
+from test_mbfs_helpers import hold_writeback, sh, sync, unique, write_file
 
 MAKEFILE = b"out: in\n\tcp in out\n"
 
@@ -213,3 +216,27 @@ def test_times_a_command_sets_show_exactly_whole_seconds_and_before_1970(
     assert os.stat(os.path.join(d, "f")).st_mtime_ns == s * 10**9
     mbexec(service, d, "touch", "-d", "@-0.25", "f")
     assert os.stat(os.path.join(d, "f")).st_mtime_ns == -250000000
+
+
+def test_a_rename_that_fails_keeps_the_time_queued_for_its_directory(service, container, mount):
+    """A rename whose target's queued mkdir fails on the sandbox fails and
+    changes nothing: the time set on the source's directory
+    meanwhile, queued behind a file in it, still lands."""
+    top = mount.path(unique("fail"))
+    p, q, h = (os.path.join(top, x) for x in ("P", "Q", "H"))
+    for x in (top, p, p + "/sub", q, h):
+        os.mkdir(x)
+    sync(mount)
+    rel = "/workspace/" + os.path.relpath(top, mount.mountpoint)
+    hold_writeback(service, mount, h, held_ms=3000)   # what follows waits
+    write_file(p + "/f", b"f\n")
+    os.utime(p, (1000000000, 1000000000))
+    os.mkdir(q + "/N")
+    sh(service, container, "rmdir %s/Q" % rel)   # the queued mkdir will fail
+    # EIO when the rename waits for the mkdir, ENOENT when it lands first
+    with pytest.raises(OSError) as e:
+        os.rename(p + "/sub", q + "/N/sub")
+    assert e.value.errno in (errno.EIO, errno.ENOENT)
+    with pytest.raises(OSError):
+        sync(mount)   # the failed mkdir is said
+    assert sh(service, container, "stat -c %%Y %s/P; ls %s/P" % (rel, rel)) == "1000000000\nf\nsub\n"

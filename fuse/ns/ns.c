@@ -330,18 +330,20 @@ int mbfs_ns_rename(struct mbfs *fs, const char *from, const char *to,
 	/* an open copy's changes first (its flush settles from's mkdirs
 	 * and moves); then queued copies below from, or of what to
 	 * replaces; both directories' mtimes move; what replaces to ends
-	 * its times; times queued for from follow it (move_begin/end) */
+	 * its times; times queued for from follow it (move_begin/end).
+	 * from's directory changes only once to's settle holds too: a
+	 * rename that fails there leaves the time queued for it */
 	rc = mbfs_node_sync_path(fs, from);
 	if (!rc)
 		rc = mbfs_outbox_settle(fs, from, MBFS_SETTLE_DIRS |
 					MBFS_SETTLE_FILES_BELOW |
 					MBFS_SETTLE_INFLIGHT |
-					MBFS_SETTLE_TIMES_PARENT |
-					MBFS_SETTLE_CHANGE);
+					MBFS_SETTLE_TIMES_PARENT);
 	if (!rc)
 		rc = mbfs_outbox_settle(fs, to, MBFS_SETTLE_GONE);
 	if (rc)
 		return rc;
+	mbfs_wbq_parent_changes(fs, from, false);
 	mbfs_batch_move_begin(fs, from);
 	bool sure;
 	rc = mbfs_remote_rename(fs, from, to, flags & RENAME_NOREPLACE, &sure);
