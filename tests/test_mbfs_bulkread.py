@@ -219,13 +219,14 @@ def test_grep_r_of_a_tree_costs_a_few_archives(service, container, bmount):
     # 200 files: a GET, the first directory's archive, then its parent's
     # and their parent's (a tree walk escalates, each time with a GET of
     # its own first), each an exec and a piece; and the listing walk of
-    # grep's second directory (an exec and a piece)
-    assert c[EXEC] <= 5, c
+    # grep's second directory (an exec and a piece); a cold listing
+    # before is an exec or a list
+    lists = mbtest.requests_for(service.stats(), LIST)
+    assert c[EXEC] + lists <= 10, (c, lists)
     assert c[REMOVE] == 0, c
     assert sum(c.values()) <= 14, c
     # the whole tree's archive brings its directories' listings: 31
     # directories, listed only before it came
-    lists = mbtest.requests_for(service.stats(), LIST)
     assert lists <= 8, lists
     for name, body in files.items():
         assert read_file(bmount.path(name)) == body, name
@@ -483,8 +484,8 @@ def test_a_walk_lists_the_rest_of_the_tree_in_one_go(service, container, bmount)
     # top were listed cold just before: a walk down a tree), one exec
     # whose answer holds the listings (no piece to GET), instead of 49
     # more listings (and not a walk of d00, then one of top)
-    assert mbtest.requests_for(stats, LIST) <= 4, stats
-    assert mbtest.requests_for(stats, EXEC) == 1, stats
+    # (each cold listing before the walk is an exec of its own: relist.h)
+    assert mbtest.requests_for(stats, LIST) + mbtest.requests_for(stats, EXEC) <= 5, stats
     assert mbtest.requests_for(stats, GET) == 0, stats
     # what a walk brought is the sandbox's: a change there shows as a
     # listing's would, once the mount is told
@@ -541,8 +542,9 @@ def test_a_third_readdir_down_a_cold_tree_walks_it(service, container, bmount):
     for rel in ("", "d00", "d00/s0"):
         os.listdir(bmount.path(top, rel))
     stats = service.stats()
-    assert mbtest.requests_for(stats, LIST) == 2, stats
-    assert mbtest.requests_for(stats, EXEC) == 1, stats
+    # two cold listings through the guest (relist.h), then the walk
+    assert mbtest.requests_for(stats, LIST) == 0, stats
+    assert mbtest.requests_for(stats, EXEC) == 3, stats
     service.reset_stats()
     assert mount_entries(bmount.path(top)) == want
     assert service.stats()["requests"] == {}

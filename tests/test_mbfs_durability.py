@@ -207,7 +207,9 @@ class EndlessListings:
 def test_listing_that_never_ends_fails_within_op_timeout(service, container, need_fuse):
     proxy = EndlessListings(service.url)
     d = unique("list")
-    sh(service, container, "mkdir -p /workspace/%s/endless && touch /workspace/%s/endless/a" % (d, d))
+    # too large to list through the guest (relist.h): the list route's
+    sh(service, container, "mkdir -p /workspace/%s/endless && cd /workspace/%s/endless && "
+       "touch a && seq 1 4100 | sed 's/^/f/' | xargs touch" % (d, d))
     m = mbtest.Mount(service, container, options=["op_timeout=2", "api_url=" + proxy.url])
     try:
         with pytest.raises(OSError):

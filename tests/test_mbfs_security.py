@@ -261,8 +261,10 @@ def test_listing_drops_impossible_names_with_a_warning(service, container, need_
 
     proxy, m = proxied_mount(service, container, edit)
     try:
-        assert sorted(os.listdir(m.path(d))) == ["a", "b", "c"]
+        # a lookup lists through the list route (a cold ls lists
+        # through the guest, whose names the same rule filters)
         assert os.path.exists(m.path(d, "b"))
+        assert sorted(os.listdir(m.path(d))) == ["a", "b", "c"]
     finally:
         rc = m.unmount()
         proxy.close()

@@ -240,3 +240,29 @@ def test_a_rename_that_fails_keeps_the_time_queued_for_its_directory(service, co
     with pytest.raises(OSError):
         sync(mount)   # the failed mkdir is said
     assert sh(service, container, "stat -c %%Y %s/P; ls %s/P" % (rel, rel)) == "1000000000\nf\nsub\n"
+
+
+def test_times_stay_exact_across_a_remount(service, container, need_fuse):
+    """Files saved through one mount show the same nanoseconds through the
+    next: a cold ls lists through the guest (relist.h), not the list
+    route's whole seconds, so make and rsync -a see what they saw."""
+    top = unique("remount")
+    m = mbtest.Mount(service, container)
+    try:
+        d = m.path(top)
+        os.mkdir(d)
+        for i in range(3):
+            write_file(os.path.join(d, "f%d" % i), b"x" * i)
+        os.utime(os.path.join(d, "f1"), ns=(1500000000123456789, 1500000000123456789))
+        sync(m)
+        before = {n: os.lstat(os.path.join(d, n)).st_mtime_ns for n in os.listdir(d)}
+    finally:
+        m.unmount()
+    assert before["f1"] == 1500000000123456789
+    assert any(t % 1000000000 for t in before.values() if t != before["f1"])
+    m = mbtest.Mount(service, container)
+    try:
+        d = m.path(top)
+        assert {n: os.lstat(os.path.join(d, n)).st_mtime_ns for n in os.listdir(d)} == before
+    finally:
+        m.unmount()

@@ -113,6 +113,9 @@ static size_t dir_index(char (*rdirs)[MB_PATH_MAX], size_t nd,
 	return nd;
 }
 
+/* U+FFFD in UTF-8 */
+#define REPLACEMENT "\xef\xbf\xbd"
+
 size_t mbfs_relist_take(struct mbfs *fs, char *text,
 			char (*dirs)[MB_PATH_MAX], char (*rdirs)[MB_PATH_MAX],
 			size_t nd, uint64_t ctr, size_t max_kids, bool follow)
@@ -158,6 +161,14 @@ size_t mbfs_relist_take(struct mbfs *fs, char *text,
 						       : NULL;
 		if (i == nd || (e.type == MB_FT_SYMLINK && !target))
 			goto out;   /* not asked about: not understood */
+		/* the answer is JSON text: a byte that is not UTF-8 came as
+		 * U+FFFD, a name that is not the sandbox's. Its directory
+		 * goes the list route's way (which drops just that name) */
+		if (strstr(slash + 1, REPLACEMENT) ||
+		    (target && strstr(target, REPLACEMENT))) {
+			odd[i] = true;
+			continue;
+		}
 		if (lists[i].n >= max_kids * 2) {
 			odd[i] = true;   /* grew since it was listed: not now */
 			continue;
@@ -220,9 +231,12 @@ void mbfs_relist_note(struct mbfs *fs)
 }
 
 /* List the n directories of run (the noted ones, read only: others look
- * at them under the lock) in one exec. */
-static void relist(struct mbfs *fs, char (*run)[MB_PATH_MAX], size_t n)
+ * at them under the lock; or one cold one) in one exec, each taken when it
+ * has fewer than max_kids * 2 entries. How many were put in the cache. */
+static size_t relist(struct mbfs *fs, char (*run)[MB_PATH_MAX], size_t n,
+		     size_t max_kids)
 {
+	size_t put = 0;
 	char (*dirs)[MB_PATH_MAX] = calloc(n, sizeof(*dirs));
 	char (*rdirs)[MB_PATH_MAX] = calloc(n, sizeof(*rdirs));
 	const char **argv = calloc(n + 1, sizeof(*argv));
@@ -249,25 +263,21 @@ static void relist(struct mbfs *fs, char (*run)[MB_PATH_MAX], size_t n)
 	if (!nd || mbfs_sh_cmd(&b, mbfs_sh_follow, argv, argc))
 		goto out;
 	if (mbfs_exec(fs, b.data, MBFS_EXEC_TIMEOUT_MS, &res, &err)) {
-		mb_log(MB_LOG_DEBUG, "cannot list again what the command may "
-		       "have changed: %s", err.msg);
+		mb_log(MB_LOG_DEBUG, "cannot list '%s'%s through the guest: %s",
+		       run[0], n > 1 ? " and others" : "", err.msg);
 		goto out;
 	}
 	/* a cut answer would drop the names past the cut */
-	if (mbfs_exec_ok(&res) && res.out && !res.output_truncated) {
-		size_t put = mbfs_relist_take(fs, res.out, dirs, rdirs, nd, ctr,
-					      MBFS_RELIST_KIDS, false);
-		for (size_t i = 0; put && i < nd; i++)
-			mbfs_prefetch_relisted(fs, dirs[i]);
-		mb_log(MB_LOG_DEBUG, "listed %zu of %zu directories again in one "
-		       "exec after a command", put, nd);
-	}
+	if (mbfs_exec_ok(&res) && res.out && !res.output_truncated)
+		put = mbfs_relist_take(fs, res.out, dirs, rdirs, nd, ctr,
+				       max_kids, false);
 	mbfs_reply_release(&res);
 out:
 	mb_buf_release(&b);
 	free(argv);
 	free(rdirs);
 	free(dirs);
+	return put;
 }
 
 static bool among(char (*v)[MB_PATH_MAX], size_t n, const char *dir)
@@ -305,12 +315,26 @@ bool mbfs_relist_listing(struct mbfs *fs, const char *dir)
 	pthread_mutex_unlock(&r->lock);
 
 	/* r->run is this thread's until nrun drops to 0 */
-	if (!mbfs_check_alive(fs))
-		relist(fs, r->run, n);
+	if (!mbfs_check_alive(fs)) {
+		size_t put = relist(fs, r->run, n, MBFS_RELIST_KIDS);
+		for (size_t i = 0; put && i < n; i++)
+			mbfs_prefetch_relisted(fs, r->run[i]);
+		mb_log(MB_LOG_DEBUG, "listed %zu of %zu directories again in one "
+		       "exec after a command", put, n);
+	}
 
 	pthread_mutex_lock(&r->lock);
 	r->nrun = 0;
 	pthread_cond_broadcast(&r->done);
 	pthread_mutex_unlock(&r->lock);
 	return true;
+}
+
+bool mbfs_relist_cold(struct mbfs *fs, const char *dir)
+{
+	char one[1][MB_PATH_MAX];
+	if (!fs->relist || strlen(dir) >= MB_PATH_MAX || mbfs_check_alive(fs))
+		return false;
+	memcpy(one[0], dir, strlen(dir) + 1);
+	return relist(fs, one, 1, MBFS_COLD_KIDS / 2) == 1;
 }

@@ -48,6 +48,16 @@ void mbfs_relist_note(struct mbfs *fs);
  * them (its listing may be in the cache now), false otherwise. */
 bool mbfs_relist_listing(struct mbfs *fs, const char *dir);
 
+/* A directory the mount has no listing of (a cold ls, a lookup in it),
+ * listed through the guest: one find, which gives each entry's time to
+ * the nanosecond, where the list route gives whole seconds (and runs a
+ * stat per entry on the guest). true when its listing is in the cache
+ * now; false (the list route lists it, as before) when the guest could
+ * not say, or dir has MBFS_COLD_KIDS entries or more, or a name with a
+ * newline. */
+#define MBFS_COLD_KIDS 4096
+bool mbfs_relist_cold(struct mbfs *fs, const char *dir);
+
 /* follow.sh's listings in text (from its "@" line; cut at each newline),
  * of the nd directories dirs (mount-relative) that the guest knows as
  * rdirs, each put in the cache as a fresh listing (mbfs_cache_put_listing,

@@ -160,6 +160,17 @@ static void default_file_stat(struct stat *st)
 	st->st_gid = FS->gid;
 }
 
+/* A directory the cache has no listing of, about to be listed: a walk's
+ * subtree in one go (prefetch.h), else this one through the guest, with
+ * its times to the nanosecond (relist.h); the list route when neither
+ * could. */
+static void list_cold(const char *dir)
+{
+	mbfs_prefetch_listing(FS, dir, true);
+	if (!mbfs_cache_listed(FS->cache, dir))
+		mbfs_relist_cold(FS, dir);
+}
+
 static int mbfs_getattr(const char *path, struct stat *st,
 			struct fuse_file_info *fi)
 {
@@ -339,7 +350,7 @@ static int mbfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 	 * its subtree */
 	if (!mbfs_cache_listed(FS->cache, path) && !mbfs_relist_listing(FS, path) &&
 	    !mbfs_view_made_here(FS, path))
-		mbfs_prefetch_listing(FS, path, true);
+		list_cold(path);
 	rc = mbfs_view_readdir(FS, path, fill_one, &d);
 	if (rc == -EILSEQ) {   /* a name not UTF-8: a bulk listing drops it */
 		mbfs_prefetch_listing_now(FS, path);
