@@ -169,3 +169,17 @@ def test_changes_seen_after_attr_timeout(service, container, need_fuse):
     finally:
         rc = m.unmount()
     assert rc == 0, m.log()
+
+
+def test_with_dir_timeout_0_an_ls_is_one_request(service, container, need_fuse, request):
+    """dir_timeout=0 keeps no listing: an ls goes the list route's way
+    alone, not through the guest first as well."""
+    name = unique("nolist")
+    sh(service, container, "mkdir /workspace/%s && touch /workspace/%s/a" % (name, name))
+    m = mbtest.Mount(service, container, options=["dir_timeout=0"])
+    request.addfinalizer(m.unmount)
+    os.stat(m.path(name))
+    for _ in range(2):
+        service.reset_stats()
+        assert os.listdir(m.path(name)) == ["a"]
+        assert sum(service.stats()["requests"].values()) == 1, service.stats()["requests"]

@@ -474,3 +474,29 @@ def test_a_walk_back_after_a_command_lists_in_one_request(service, container, mo
     assert read_file(os.path.join(d, "g")) == b"made\n"
     got = service.stats()["requests"]
     assert got == {GET: 1, EXEC: 1}, got
+
+
+def test_an_edit_run_loop_after_ls_r_lists_no_level_on_its_own(service, need_fuse, request):
+    """ls -lR of a tree, then rounds of: save a file three levels down,
+    run a command there. Each round's relist lists the latest listings
+    again, which keeps the tree's directories the latest; the directories
+    above the command's are listed in the same exec, so the walk back
+    from the mount's root lists no level on its own, round after round."""
+    ident = service.create_container()   # a root of its own: small
+    request.addfinalizer(lambda: service.delete_container(ident))
+    sh(service, ident, "mkdir -p /workspace/w/tree && cd /workspace/w/tree && for d in $(seq 1 30); "
+       "do mkdir d$d; for f in 1 2 3; do echo x > d$d/f$f; done; done")
+    mount = mbtest.Mount(service, ident)
+    request.addfinalizer(mount.unmount)
+    r = subprocess.run(["ls", "-lR", mount.path("w", "tree")], capture_output=True, timeout=120)
+    assert r.returncode == 0, r
+    d = mount.path("w", "edit", "a", "b")
+    os.makedirs(d)
+    for rnd in range(4):
+        service.reset_stats()
+        write_file(os.path.join(d, "f.txt"), b"round %d\n" % rnd)
+        p = mbtest.run_mbexec(service, ["cat", "f.txt"], cwd=d)
+        assert p.returncode == 0 and p.stdout == b"round %d\n" % rnd, p
+        got = service.stats()["requests"]
+        if rnd:   # the first round's walk came from the mkdirs
+            assert LIST not in got and STAT not in got, (rnd, got)

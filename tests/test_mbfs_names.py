@@ -190,3 +190,18 @@ def test_a_name_that_is_not_utf8_hides_only_itself(service, container, mount):
         assert d in os.listdir(mount.mountpoint)
     finally:
         sh(service, container, "rm -f \"/workspace/$(printf 'top\\376')\"")
+
+
+def test_a_cold_ls_of_the_guests_root_keeps_names_with_a_newline(service, need_fuse, request):
+    """A mount of the guest's /: its entries are listed by find with an
+    empty directory name; one holding a newline still sends the listing
+    the list route's way, which shows it."""
+    ident = service.create_container()
+    request.addfinalizer(lambda: service.delete_container(ident))
+    sh(service, ident, "touch \"/$(printf 'nl\\nname')\" /plain && ln -s \"$(printf 't\\nx')\" /nlsym")
+    m = mbtest.Mount(service, ident, remote="/")
+    request.addfinalizer(m.unmount)
+    got = os.listdir(m.path())
+    assert {"plain", "nl\nname", "nlsym"} <= set(got), got
+    os.lstat(m.path("nl\nname"))
+    assert os.readlink(m.path("nlsym")) == "t\nx"

@@ -19,9 +19,9 @@
 struct mbfs_relist {
 	pthread_mutex_t lock;
 	pthread_cond_t done;
-	char (*dirs)[MB_PATH_MAX];   /* noted, MBFS_RELIST_DIRS long */
+	char (*dirs)[MB_PATH_MAX];   /* noted, MBFS_RELIST_ALL long */
 	size_t nd;
-	char (*run)[MB_PATH_MAX];    /* being listed, MBFS_RELIST_DIRS long */
+	char (*run)[MB_PATH_MAX];    /* being listed, MBFS_RELIST_ALL long */
 	size_t nrun;                 /* 0: no relist is asking the guest */
 };
 
@@ -30,8 +30,8 @@ struct mbfs_relist *mbfs_relist_new(void)
 	struct mbfs_relist *r = calloc(1, sizeof(*r));
 	if (!r)
 		return NULL;
-	r->dirs = calloc(MBFS_RELIST_DIRS, sizeof(*r->dirs));
-	r->run = calloc(MBFS_RELIST_DIRS, sizeof(*r->run));
+	r->dirs = calloc(MBFS_RELIST_ALL, sizeof(*r->dirs));
+	r->run = calloc(MBFS_RELIST_ALL, sizeof(*r->run));
 	if (!r->dirs || !r->run) {
 		free(r->dirs);
 		free(r->run);
@@ -135,9 +135,11 @@ size_t mbfs_relist_take(struct mbfs *fs, char *text,
 			break;
 		}
 		if (line[0] == '!' && line[1] == ' ') {
-			size_t i = dir_index(rdirs, nd, line + 2);
-			if (i < nd)
-				odd[i] = true;
+			/* find's %h of an entry of / is empty */
+			size_t i = dir_index(rdirs, nd, line[2] ? line + 2 : "/");
+			for (size_t j = 0; j < nd; j++)   /* unknown: none */
+				if (i == nd || j == i)
+					odd[j] = true;
 			continue;
 		}
 		struct mb_entry e;
@@ -215,11 +217,12 @@ out:
 void mbfs_relist_note(struct mbfs *fs)
 {
 	struct mbfs_relist *r = fs->relist;
-	char (*dirs)[MB_PATH_MAX] = r ? calloc(MBFS_RELIST_DIRS, sizeof(*dirs))
+	char (*dirs)[MB_PATH_MAX] = r ? calloc(MBFS_RELIST_ALL, sizeof(*dirs))
 				      : NULL;
 	if (!dirs)
 		return;
 	size_t n = mbfs_cache_held_dirs(fs->cache, dirs, MBFS_RELIST_DIRS,
+					MBFS_RELIST_ALL,
 					MBFS_RELIST_KIDS, MBFS_RELIST_GRACE_MS);
 	pthread_mutex_lock(&r->lock);
 	/* what an earlier command left noted and nobody looked up since is

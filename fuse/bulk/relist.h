@@ -7,7 +7,8 @@
  * again through the list route: one request per directory, with whole
  * seconds for times. Instead, the directories the mount held listed when
  * it was told (the latest MBFS_RELIST_DIRS of at most MBFS_RELIST_KIDS
- * entries, listed within MBFS_RELIST_GRACE_MS) are noted, and the first
+ * entries, listed within MBFS_RELIST_GRACE_MS, and the held ones above
+ * them, MBFS_RELIST_ALL in all) are noted, and the first
  * lookup or readdir that would list one of them lists them all in one
  * follow.sh: one request for the walk back to the command's directory and
  * the editor's, and the sandbox's times to the nanosecond, so that make
@@ -31,6 +32,8 @@ struct mbfs;
 struct mbfs_relist;
 
 #define MBFS_RELIST_DIRS 16
+/* ... and the held directories above them: the way back to them */
+#define MBFS_RELIST_ALL 32
 #define MBFS_RELIST_KIDS 256
 #define MBFS_RELIST_GRACE_MS (10u * 60u * 1000u)
 
@@ -53,8 +56,8 @@ bool mbfs_relist_listing(struct mbfs *fs, const char *dir);
  * the nanosecond, where the list route gives whole seconds (and runs a
  * stat per entry on the guest). true when its listing is in the cache
  * now; false (the list route lists it, as before) when the guest could
- * not say, or dir has MBFS_COLD_KIDS entries or more, or a name with a
- * newline. */
+ * not say, or dir has more than MBFS_COLD_KIDS entries, or a name with a
+ * newline, or dir_timeout is 0 (no listing is kept). */
 #define MBFS_COLD_KIDS 4096
 bool mbfs_relist_cold(struct mbfs *fs, const char *dir);
 

@@ -312,7 +312,9 @@ int mbfs_cache_readdir(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
 	int rc;
 	pthread_mutex_lock(&c->lock);
 	struct centry *e = mbfs_cache_find(c, path);
-	if (e && e->dir_until > mb_now_ms()) {
+	uint64_t now = mb_now_ms();
+	if (e && e->dir_until > now) {
+		e->used_ms = now;
 		rc = emit(e, fn, ud);
 		pthread_mutex_unlock(&c->lock);
 		return rc;
@@ -363,38 +365,74 @@ static enum miss on_miss_locked(struct mbfs_cache *c, const char *path,
 	return MISS_LIST;
 }
 
+/* e's listing is held (or expired less than grace_ms ago) with at most
+ * max_kids entries. c->lock held. */
+static bool held_dir(const struct centry *e, uint64_t now, size_t max_kids,
+		     uint64_t grace_ms)
+{
+	return e->dir_until && e->dir_until + grace_ms > now &&
+	       e->nkids <= max_kids && strlen(e->path) < MB_PATH_MAX;
+}
+
 size_t mbfs_cache_held_dirs(struct mbfs_cache *c, char (*out)[MB_PATH_MAX],
-			    size_t max, size_t max_kids, uint64_t grace_ms)
+			    size_t max, size_t max_all, size_t max_kids,
+			    uint64_t grace_ms)
 {
 	uint64_t *until = calloc(max ? max : 1, sizeof(*until));
+	uint64_t *used = calloc(max ? max : 1, sizeof(*used));
 	size_t k = 0;
-	if (!until)
+	if (!until || !used) {
+		free(until);
+		free(used);
 		return 0;
+	}
 	uint64_t now = mb_now_ms();
 	pthread_mutex_lock(&c->lock);
 	for (size_t b = 0; b < c->nbuckets; b++) {
 		for (struct centry *e = c->tab[b]; e; e = e->next) {
-			if (!e->dir_until || e->dir_until + grace_ms <= now ||
-			    e->nkids > max_kids ||
-			    strlen(e->path) >= MB_PATH_MAX)
+			if (!held_dir(e, now, max_kids, grace_ms))
 				continue;
-			/* insertion into the max latest, latest first */
+			/* insertion into the max latest used, latest first
+			 * (then the latest listed) */
+			uint64_t key = e->used_ms;
 			size_t i = k < max ? k++ : max;
-			while (i > 0 && until[i - 1] < e->dir_until) {
+			while (i > 0 && (used[i - 1] < key ||
+					 (used[i - 1] == key &&
+					  until[i - 1] < e->dir_until))) {
 				if (i < max) {
 					until[i] = until[i - 1];
+					used[i] = used[i - 1];
 					memcpy(out[i], out[i - 1], MB_PATH_MAX);
 				}
 				i--;
 			}
 			if (i < max) {
 				until[i] = e->dir_until;
+				used[i] = key;
 				snprintf(out[i], MB_PATH_MAX, "%s", e->path);
 			}
 		}
 	}
+	/* the held directories above them, nearest first */
+	size_t chosen = k;
+	char up[MB_PATH_MAX + 2];
+	for (size_t i = 0; i < chosen && k < max_all; i++) {
+		snprintf(up, sizeof(up), "%s", out[i]);
+		while (strcmp(up, "/") != 0 && k < max_all) {
+			char dir[MB_PATH_MAX + 2];
+			mbfs_parent_path(up, dir);
+			memcpy(up, dir, sizeof(up));
+			const struct centry *p = mbfs_cache_find(c, up);
+			bool have = false;
+			for (size_t j = 0; j < k && !have; j++)
+				have = strcmp(out[j], up) == 0;
+			if (!have && p && held_dir(p, now, max_kids, grace_ms))
+				snprintf(out[k++], MB_PATH_MAX, "%s", up);
+		}
+	}
 	pthread_mutex_unlock(&c->lock);
 	free(until);
+	free(used);
 	return k;
 }
 

@@ -62,10 +62,14 @@ int mbfs_cache_readdir(struct mbfs *fs, const char *path, mbfs_dir_fn fn,
 bool mbfs_cache_listed(struct mbfs_cache *c, const char *path);
 /* The directories whose listing is held now, or expired less than
  * grace_ms ago, with at most max_kids entries each: at most max of them,
- * the most recently listed first, into out (each MB_PATH_MAX long). How
- * many. */
+ * the most recently used by a lookup or a readdir first (then the most
+ * recently listed), into out (each MB_PATH_MAX long); then,
+ * up to max_all in all, the held directories above those (the way back
+ * to them: a listing refreshed elsewhere must not push out the root).
+ * How many. */
 size_t mbfs_cache_held_dirs(struct mbfs_cache *c, char (*out)[MB_PATH_MAX],
-			    size_t max, size_t max_kids, uint64_t grace_ms);
+			    size_t max, size_t max_all, size_t max_kids,
+			    uint64_t grace_ms);
 /* Would a getattr of path now list its parent (a lookup the cache cannot
  * answer)? */
 bool mbfs_cache_lists_for(struct mbfs_cache *c, const char *path);

@@ -27,6 +27,11 @@ struct centry {
 	uint64_t attr_until;        /* 0: no attributes */
 	uint64_t neg_until;         /* 0: not negative */
 	uint64_t dir_until;         /* 0: no listing */
+	uint64_t used_ms;           /* when a lookup or a readdir last took
+	                               its answer from the listing: what a
+	                               user is working in. A listing fetched
+	                               again (a relist of all held) is not
+	                               used by that (mbfs_cache_held_dirs) */
 	uint64_t large_until;       /* until then a lookup of a name in this
 	                               directory stats it: the first page of
 	                               its listing was not all of it */

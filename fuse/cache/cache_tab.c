@@ -353,6 +353,7 @@ int mbfs_cache_lookup_locked(struct mbfs_cache *c, const char *path,
 	struct centry *p = mbfs_cache_find(c, parent);
 	if (!p || p->dir_until <= now)
 		return 0;
+	p->used_ms = now;
 	struct child *k = mbfs_cache_kid(p, strrchr(path, '/') + 1);
 	if (!k)
 		return -ENOENT;

@@ -87,7 +87,7 @@ static void round_once(struct mbfs *fs)
 	/* read before the guest is asked: a change of ours meanwhile makes
 	 * a listing from before it stale (mbfs_cache_put_listing) */
 	uint64_t ctr = mbfs_cache_counter(fs->cache);
-	size_t held = mem ? mbfs_cache_held_dirs(fs->cache, dirs, FOLLOW_DIRS,
+	size_t held = mem ? mbfs_cache_held_dirs(fs->cache, dirs, FOLLOW_DIRS, FOLLOW_DIRS,
 						 FOLLOW_DIR_KIDS, 0) : 0;
 	size_t argc = k;
 	if (held)

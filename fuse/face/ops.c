@@ -167,7 +167,8 @@ static void default_file_stat(struct stat *st)
 static void list_cold(const char *dir)
 {
 	mbfs_prefetch_listing(FS, dir, true);
-	if (!mbfs_cache_listed(FS->cache, dir))
+	/* dir_timeout=0 keeps no listing: the list route's is the one */
+	if (FS->dir_ms && !mbfs_cache_listed(FS->cache, dir))
 		mbfs_relist_cold(FS, dir);
 }
 
