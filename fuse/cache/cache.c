@@ -426,8 +426,10 @@ size_t mbfs_cache_held_dirs(struct mbfs_cache *c, char (*out)[MB_PATH_MAX],
 			bool have = false;
 			for (size_t j = 0; j < k && !have; j++)
 				have = strcmp(out[j], up) == 0;
-			if (!have && p && held_dir(p, now, max_kids, grace_ms))
-				snprintf(out[k++], MB_PATH_MAX, "%s", up);
+			size_t ul = strlen(up);
+			if (!have && p && held_dir(p, now, max_kids, grace_ms) &&
+			    ul < MB_PATH_MAX)
+				memcpy(out[k++], up, ul + 1);
 		}
 	}
 	pthread_mutex_unlock(&c->lock);
