@@ -490,6 +490,10 @@ def test_an_edit_run_loop_after_ls_r_lists_no_level_on_its_own(service, need_fus
     request.addfinalizer(mount.unmount)
     r = subprocess.run(["ls", "-lR", mount.path("w", "tree")], capture_output=True, timeout=120)
     assert r.returncode == 0, r
+    # and lookups in the tree (grep opens every file) since
+    r = subprocess.run(["grep", "-r", "-c", "x", mount.path("w", "tree")], capture_output=True,
+                       timeout=120)
+    assert r.returncode == 0, r
     d = mount.path("w", "edit", "a", "b")
     os.makedirs(d)
     for rnd in range(4):
@@ -500,3 +504,5 @@ def test_an_edit_run_loop_after_ls_r_lists_no_level_on_its_own(service, need_fus
         got = service.stats()["requests"]
         if rnd:   # the first round's walk came from the mkdirs
             assert LIST not in got and STAT not in got, (rnd, got)
+        if rnd > 1:   # the save's batch (a PUT, a command), the relist, the command
+            assert sum(got.values()) <= 4, (rnd, got)

@@ -333,17 +333,33 @@ bool mbfs_cache_st_differs_exact(const struct stat *a, const struct stat *b,
 
 /* Look path up. 1 with *st (fresh attributes), -ENOENT (fresh negative, or
  * absent from a fresh parent listing), 0 when unknown. Lock held. */
+/* A lookup of a name in dir was answered: dir is where a user works
+ * (mbfs_cache_held_dirs). */
+static void used_dir(struct mbfs_cache *c, const char *path, uint64_t now)
+{
+	char parent[MB_PATH_MAX];
+	if (strcmp(path, "/") == 0 || strlen(path) >= sizeof(parent))
+		return;
+	mbfs_parent_path(path, parent);
+	struct centry *p = mbfs_cache_find(c, parent);
+	if (p && p->dir_until)
+		p->used_ms = now;
+}
+
 int mbfs_cache_lookup_locked(struct mbfs_cache *c, const char *path,
 			 struct stat *st)
 {
 	uint64_t now = mb_now_ms();
 	struct centry *e = mbfs_cache_find(c, path);
 	if (e && e->attr_until > now) {
+		used_dir(c, path, now);
 		*st = e->st;
 		return 1;
 	}
-	if (e && e->neg_until > now)
+	if (e && e->neg_until > now) {
+		used_dir(c, path, now);
 		return -ENOENT;
+	}
 	if (strcmp(path, "/") == 0)
 		return 0;
 	char parent[MB_PATH_MAX];
