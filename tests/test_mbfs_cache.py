@@ -183,3 +183,22 @@ def test_with_dir_timeout_0_an_ls_is_one_request(service, container, need_fuse, 
         service.reset_stats()
         assert os.listdir(m.path(name)) == ["a"]
         assert sum(service.stats()["requests"].values()) == 1, service.stats()["requests"]
+
+
+def test_a_directory_too_large_for_the_guest_listing_is_asked_once(service, container, mount):
+    """A cold ls of a directory of more than 4,096 entries: the guest's
+    listing of it is refused for its size, and the list route lists it.
+    The next cold ls (after a command) goes the list route's way at once,
+    with no find on the guest whose answer would be thrown away."""
+    name = unique("huge")
+    sh(service, container, "mkdir /workspace/%s && cd /workspace/%s && "
+       "seq 1 4100 | sed 's/^/f/' | xargs touch" % (name, name))
+    invalidate(mount)
+    os.stat(mount.path(name))
+    for rnd in range(2):
+        service.reset_stats()
+        assert len(os.listdir(mount.path(name))) == 4100
+        execs = requests(service, "POST /containers/exec")
+        assert execs == (1 if rnd == 0 else 0), (rnd, service.stats()["requests"])
+        invalidate(mount)
+        os.stat(mount.path(name))

@@ -16,6 +16,8 @@
 #include "fuse/transport/guest_sh.h"
 #include "fuse/transport/remote.h"
 
+#define BIG_DIRS 16
+
 struct mbfs_relist {
 	pthread_mutex_t lock;
 	pthread_cond_t done;
@@ -23,6 +25,10 @@ struct mbfs_relist {
 	size_t nd;
 	char (*run)[MB_PATH_MAX];    /* being listed, MBFS_RELIST_ALL long */
 	size_t nrun;                 /* 0: no relist is asking the guest */
+	/* directories a cold listing found too large lately (hash of the
+	 * path, when), a ring */
+	struct { uint64_t hash, at; } big[BIG_DIRS];
+	unsigned big_next;
 };
 
 struct mbfs_relist *mbfs_relist_new(void)
@@ -118,7 +124,8 @@ static size_t dir_index(char (*rdirs)[MB_PATH_MAX], size_t nd,
 
 size_t mbfs_relist_take(struct mbfs *fs, char *text,
 			char (*dirs)[MB_PATH_MAX], char (*rdirs)[MB_PATH_MAX],
-			size_t nd, uint64_t ctr, size_t max_kids, bool follow)
+			size_t nd, uint64_t ctr, size_t max_kids, bool follow,
+			bool *big)
 {
 	struct mb_entry_list *lists = calloc(nd, sizeof(*lists));
 	size_t *cap = calloc(nd, sizeof(*cap));
@@ -173,6 +180,8 @@ size_t mbfs_relist_take(struct mbfs *fs, char *text,
 		}
 		if (lists[i].n >= max_kids * 2) {
 			odd[i] = true;   /* grew since it was listed: not now */
+			if (big)
+				*big = true;
 			continue;
 		}
 		if (lists[i].n == cap[i]) {
@@ -237,7 +246,7 @@ void mbfs_relist_note(struct mbfs *fs)
  * at them under the lock; or one cold one) in one exec, each taken when it
  * has fewer than max_kids * 2 entries. How many were put in the cache. */
 static size_t relist(struct mbfs *fs, char (*run)[MB_PATH_MAX], size_t n,
-		     size_t max_kids)
+		     size_t max_kids, bool *big)
 {
 	size_t put = 0;
 	char (*dirs)[MB_PATH_MAX] = calloc(n, sizeof(*dirs));
@@ -273,7 +282,9 @@ static size_t relist(struct mbfs *fs, char (*run)[MB_PATH_MAX], size_t n,
 	/* a cut answer would drop the names past the cut */
 	if (mbfs_exec_ok(&res) && res.out && !res.output_truncated)
 		put = mbfs_relist_take(fs, res.out, dirs, rdirs, nd, ctr,
-				       max_kids, false);
+				       max_kids, false, big);
+	else if (mbfs_exec_ok(&res) && res.output_truncated)
+		*big = true;
 	mbfs_reply_release(&res);
 out:
 	mb_buf_release(&b);
@@ -319,7 +330,8 @@ bool mbfs_relist_listing(struct mbfs *fs, const char *dir)
 
 	/* r->run is this thread's until nrun drops to 0 */
 	if (!mbfs_check_alive(fs)) {
-		size_t put = relist(fs, r->run, n, MBFS_RELIST_KIDS);
+		bool big = false;
+		size_t put = relist(fs, r->run, n, MBFS_RELIST_KIDS, &big);
 		for (size_t i = 0; put && i < n; i++)
 			mbfs_prefetch_relisted(fs, r->run[i]);
 		mb_log(MB_LOG_DEBUG, "listed %zu of %zu directories again in one "
@@ -335,9 +347,27 @@ bool mbfs_relist_listing(struct mbfs *fs, const char *dir)
 
 bool mbfs_relist_cold(struct mbfs *fs, const char *dir)
 {
+	struct mbfs_relist *r = fs->relist;
 	char one[1][MB_PATH_MAX];
-	if (!fs->relist || strlen(dir) >= MB_PATH_MAX || mbfs_check_alive(fs))
+	if (!r || strlen(dir) >= MB_PATH_MAX || mbfs_check_alive(fs))
+		return false;
+	uint64_t hash = mbfs_fnv1a(MBFS_FNV_OFFSET, dir), now = mb_now_ms();
+	bool known = false;
+	pthread_mutex_lock(&r->lock);
+	for (size_t i = 0; i < BIG_DIRS && !known; i++)
+		known = r->big[i].at && r->big[i].hash == hash &&
+			now - r->big[i].at < MBFS_RELIST_GRACE_MS;
+	pthread_mutex_unlock(&r->lock);
+	if (known)
 		return false;
 	memcpy(one[0], dir, strlen(dir) + 1);
-	return relist(fs, one, 1, MBFS_COLD_KIDS / 2) == 1;
+	bool big = false;
+	bool put = relist(fs, one, 1, MBFS_COLD_KIDS / 2, &big) == 1;
+	if (big) {
+		pthread_mutex_lock(&r->lock);
+		r->big[r->big_next % BIG_DIRS].hash = hash;
+		r->big[r->big_next++ % BIG_DIRS].at = now;
+		pthread_mutex_unlock(&r->lock);
+	}
+	return put;
 }

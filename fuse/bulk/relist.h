@@ -57,7 +57,10 @@ bool mbfs_relist_listing(struct mbfs *fs, const char *dir);
  * stat per entry on the guest). true when its listing is in the cache
  * now; false (the list route lists it, as before) when the guest could
  * not say, or dir has more than MBFS_COLD_KIDS entries, or a name with a
- * newline, or dir_timeout is 0 (no listing is kept). */
+ * newline, or dir_timeout is 0 (no listing is kept). A directory found
+ * too large is remembered for MBFS_RELIST_GRACE_MS: its next cold
+ * listings go the list route's way at once, with no find whose answer
+ * would be thrown away. */
 #define MBFS_COLD_KIDS 4096
 bool mbfs_relist_cold(struct mbfs *fs, const char *dir);
 
@@ -65,9 +68,11 @@ bool mbfs_relist_cold(struct mbfs *fs, const char *dir);
  * of the nd directories dirs (mount-relative) that the guest knows as
  * rdirs, each put in the cache as a fresh listing (mbfs_cache_put_listing,
  * with follow and ctr as there) when the walk ended and it was read whole
- * with at most max_kids * 2 entries. How many were put. */
+ * with at most max_kids * 2 entries. How many were put; *big (may be
+ * NULL) says whether one had more. */
 size_t mbfs_relist_take(struct mbfs *fs, char *text,
 			char (*dirs)[MB_PATH_MAX], char (*rdirs)[MB_PATH_MAX],
-			size_t nd, uint64_t ctr, size_t max_kids, bool follow);
+			size_t nd, uint64_t ctr, size_t max_kids, bool follow,
+			bool *big);
 
 #endif

@@ -134,7 +134,7 @@ static void round_once(struct mbfs *fs)
 		/* a cut answer would drop the names past the cut */
 		if (nd && !res.output_truncated)
 			mbfs_relist_take(fs, text, dirs, &rpath[k], nd, ctr,
-					 FOLLOW_DIR_KIDS, true);
+					 FOLLOW_DIR_KIDS, true, NULL);
 	}
 	mbfs_reply_release(&res);
 out:
