@@ -170,8 +170,10 @@ class Service:
         status, data = self.request("GET", "/containers/files", query=self.ident_query(ident, path=path), raw=True)
         return status, data
 
-    def stats(self):
-        status, doc = self.request("GET", "/_local/stats")
+    def stats(self, commands=False):
+        """The service's counts; with commands, the heads of the exec
+        commands run since the last reset too."""
+        status, doc = self.request("GET", "/_local/stats", query={"commands": "1"} if commands else None)
         assert status == 200, (status, doc)
         return doc
 
@@ -220,6 +222,14 @@ class Service:
 
 def requests_for(stats, route):
     return stats.get("requests", {}).get(route, 0)
+
+
+def guest_listings(stats):
+    """How many exec requests of stats (service.stats(commands=True)) were
+    mbfs's guest listings (follow.sh: a cold directory, the relist after a
+    command, what a running command's mount follows), told by a line only
+    that script has."""
+    return sum(1 for c in stats["execCommands"] if "\necho @\n" in c)
 
 
 def read_pty_to_end(master, timeout=60):

@@ -254,6 +254,8 @@ def test_a_batch_whose_answer_comes_too_late_makes_no_conflict(service, containe
             for i in range(5):
                 write_file(os.path.join(d, "f%d" % i), b"v1 %d\n" % i)
             sync(m)
+        else:
+            assert not os.path.lexists(d)   # the root's listing: an exec
         # the next exec is the batch's apply: it runs, and answers late
         service.fault(route="POST /containers/exec", count=1, delayMs=5000)
         if case == "new_dir":

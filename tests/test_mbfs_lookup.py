@@ -1,7 +1,8 @@
-"""mbfs lookups of names in directories it has not listed yet: one list of
-the parent answers the lookups of all its entries (git lstat()s every file
-of its index without reading a directory), a page-sized part of a large
-directory is used without treating it as complete, and a parent that is
+"""mbfs lookups of names in directories it has not listed yet: one listing
+of the parent (through the guest, or the list route for a directory too
+large for that) answers the lookups of all its entries (git lstat()s every
+file of its index without reading a directory), a page-sized part of a
+large directory is used without treating it as complete, and a parent that is
 gone or no longer a directory gives the errno a local file system would.
 Each test checks the answers against the sandbox as well as their cost."""
 import errno
@@ -18,6 +19,7 @@ from test_mbfs_helpers import requests, sh, unique
 
 STAT = "GET /containers/files/stat"
 LIST = "GET /containers/files/list"
+EXEC = "POST /containers/exec"
 
 
 pytestmark = pytest.mark.usefixtures("no_faults_left")
@@ -41,7 +43,10 @@ def fresh(service, container, need_fuse):
 
 
 def counts(service):
-    return {"list": requests(service, LIST), "stat": requests(service, STAT)}
+    """Listings (the list route's, and the guest's, one exec each: these
+    tests write nothing, so no exec is a batch) and stats."""
+    return {"list": requests(service, LIST) + requests(service, EXEC),
+            "stat": requests(service, STAT)}
 
 
 def test_lstat_walk_lists_each_directory_once(service, container, fresh):
@@ -95,23 +100,26 @@ def test_cold_git_status(service, container, fresh):
 
 
 def test_large_directory_first_page_and_beyond(service, container, fresh):
+    # more than the guest listing takes (4,096): the list route's way
     name = unique("large")
     sh(service, container, "mkdir -p /workspace/%s && cd /workspace/%s && "
-       "for i in $(seq 1000 2499); do echo $i > f$i; done" % (name, name))
+       "for i in $(seq 10000 14199); do echo $i > f$i; done" % (name, name))
     m = fresh()
     os.lstat(m.path(name))
     service.reset_stats()
-    # sorted by name, the first page holds f1000 .. f1999
-    assert os.lstat(m.path(name, "f1500")).st_size == 5
-    assert counts(service) == {"list": 1, "stat": 0}
-    assert os.lstat(m.path(name, "f2300")).st_size == 5
-    assert counts(service) == {"list": 1, "stat": 1}
-    assert os.lstat(m.path(name, "f1001")).st_size == 5
-    assert os.lstat(m.path(name, "f2400")).st_size == 5
+    # sorted by name, the list route's first page holds f10000 .. f10999
+    assert os.lstat(m.path(name, "f10500")).st_size == 6
+    assert requests(service, EXEC) == 1   # the guest's find, too large
+    assert counts(service) == {"list": 2, "stat": 0}
+    assert os.lstat(m.path(name, "f12300")).st_size == 6
+    assert counts(service) == {"list": 2, "stat": 1}
+    assert os.lstat(m.path(name, "f10001")).st_size == 6
+    assert os.lstat(m.path(name, "f14100")).st_size == 6
     with pytest.raises(FileNotFoundError):
-        os.lstat(m.path(name, "f9999"))
-    assert counts(service) == {"list": 1, "stat": 3}
-    assert sorted(os.listdir(m.path(name))) == ["f%d" % i for i in range(1000, 2500)]
+        os.lstat(m.path(name, "f99999"))
+    # the directory is known too large: no second find
+    assert counts(service) == {"list": 2, "stat": 3}
+    assert sorted(os.listdir(m.path(name))) == ["f%d" % i for i in range(10000, 14200)]
 
 
 def test_missing_names_and_parents(service, container, fresh):
@@ -153,9 +161,9 @@ def test_concurrent_lookups_share_one_listing(service, container, fresh):
     time.sleep(1.2)
     os.lstat(m.path(name, "d"))
     service.reset_stats()
-    # the first list takes a while: the other lookups arrive while it is
-    # in flight
-    service.fault(route=LIST, count=1, delayMs=300)
+    # the first listing (the guest's) takes a while: the other lookups
+    # arrive while it is in flight
+    service.fault(route=EXEC, count=1, delayMs=300)
     start = threading.Barrier(8)
     sizes = {}
 

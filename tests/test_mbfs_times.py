@@ -136,6 +136,7 @@ def test_reading_a_tree_waits_for_none_of_its_queued_times(service, container, m
        "echo hello $i > f$i; echo x > sub/g$i; done" % (rd, rd))
     invalidate(mount)
     then = 978307200
+    os.stat(mount.path(name, "sub"))   # listed (an exec) before the fault
     # the times' batch is the next exec: its answer is held
     service.fault(route="POST /containers/exec", count=1, heldMs=45000)
     try:
@@ -264,5 +265,30 @@ def test_times_stay_exact_across_a_remount(service, container, need_fuse):
     try:
         d = m.path(top)
         assert {n: os.lstat(os.path.join(d, n)).st_mtime_ns for n in os.listdir(d)} == before
+    finally:
+        m.unmount()
+
+
+def test_make_after_a_remount_sees_a_source_newer_within_the_second(service, container, need_fuse):
+    """A fresh mount's lookups in a directory it has not listed (make stats
+    its target and sources, it reads no directory) show the sandbox's
+    nanoseconds: the directory is listed through the guest, not the list
+    route, whose whole seconds would make a source saved 0.5 s after its
+    target look as old, and make say "up to date"."""
+    top = unique("mkcold")
+    rd = "/workspace/" + top
+    sh(service, container, "mkdir -p %s/sub && cd %s/sub && printf 'out: src\\n\\tcp src out\\n' > Makefile && "
+       "echo v1 > out && echo v2 > src && touch -d @1700000000.25 out && touch -d @1700000000.75 src"
+       % (rd, rd))
+    m = mbtest.Mount(service, container)
+    try:
+        d = m.path(top, "sub")
+        assert os.lstat(os.path.join(d, "src")).st_mtime_ns == 1700000000750000000
+        assert os.lstat(os.path.join(d, "out")).st_mtime_ns == 1700000000250000000
+        r = subprocess.run(["make", "-q", "-C", d], capture_output=True, timeout=60)
+        assert r.returncode == 1, r   # out is older than src: not up to date
+        # what the lookups listed is what ls shows
+        assert {n: os.lstat(os.path.join(d, n)).st_mtime_ns % 1000000000 for n in os.listdir(d)
+                if n != "Makefile"} == {"src": 750000000, "out": 250000000}
     finally:
         m.unmount()

@@ -17,6 +17,7 @@
 #include "fuse/transport/remote.h"
 
 #define BIG_DIRS 16
+#define COLD_RUNS 8
 
 struct mbfs_relist {
 	pthread_mutex_t lock;
@@ -29,6 +30,9 @@ struct mbfs_relist {
 	 * path, when), a ring */
 	struct { uint64_t hash, at; } big[BIG_DIRS];
 	unsigned big_next;
+	/* cold listings asking the guest (hash of the path; 0: free): the
+	 * lookups of one directory, in parallel, share one */
+	uint64_t cold[COLD_RUNS];
 };
 
 struct mbfs_relist *mbfs_relist_new(void)
@@ -351,23 +355,41 @@ bool mbfs_relist_cold(struct mbfs *fs, const char *dir)
 	char one[1][MB_PATH_MAX];
 	if (!r || strlen(dir) >= MB_PATH_MAX || mbfs_check_alive(fs))
 		return false;
-	uint64_t hash = mbfs_fnv1a(MBFS_FNV_OFFSET, dir), now = mb_now_ms();
+	uint64_t hash = mbfs_fnv1a(MBFS_FNV_OFFSET, dir) | 1, now = mb_now_ms();
 	bool known = false;
+	size_t slot = COLD_RUNS;
 	pthread_mutex_lock(&r->lock);
 	for (size_t i = 0; i < BIG_DIRS && !known; i++)
 		known = r->big[i].at && r->big[i].hash == hash &&
 			now - r->big[i].at < MBFS_RELIST_GRACE_MS;
+	for (size_t i = 0; i < COLD_RUNS && !known; i++) {
+		if (r->cold[i] == hash) {
+			/* being listed: its answer (or its failure) is ours */
+			while (r->cold[i] == hash)
+				pthread_cond_wait(&r->done, &r->lock);
+			pthread_mutex_unlock(&r->lock);
+			return mbfs_cache_listed(fs->cache, dir);
+		}
+		if (!r->cold[i] && slot == COLD_RUNS)
+			slot = i;
+	}
+	if (slot < COLD_RUNS && !known)
+		r->cold[slot] = hash;   /* all taken: not shared, still right */
 	pthread_mutex_unlock(&r->lock);
 	if (known)
 		return false;
 	memcpy(one[0], dir, strlen(dir) + 1);
 	bool big = false;
 	bool put = relist(fs, one, 1, MBFS_COLD_KIDS / 2, &big) == 1;
+	pthread_mutex_lock(&r->lock);
 	if (big) {
-		pthread_mutex_lock(&r->lock);
 		r->big[r->big_next % BIG_DIRS].hash = hash;
 		r->big[r->big_next++ % BIG_DIRS].at = now;
-		pthread_mutex_unlock(&r->lock);
 	}
+	if (slot < COLD_RUNS) {
+		r->cold[slot] = 0;
+		pthread_cond_broadcast(&r->done);
+	}
+	pthread_mutex_unlock(&r->lock);
 	return put;
 }

@@ -60,7 +60,8 @@ bool mbfs_relist_listing(struct mbfs *fs, const char *dir);
  * newline, or dir_timeout is 0 (no listing is kept). A directory found
  * too large is remembered for MBFS_RELIST_GRACE_MS: its next cold
  * listings go the list route's way at once, with no find whose answer
- * would be thrown away. */
+ * would be thrown away. Callers at once for one directory (lookups in
+ * parallel) share one find. */
 #define MBFS_COLD_KIDS 4096
 bool mbfs_relist_cold(struct mbfs *fs, const char *dir);
 

@@ -164,9 +164,9 @@ static void default_file_stat(struct stat *st)
  * subtree in one go (prefetch.h), else this one through the guest, with
  * its times to the nanosecond (relist.h); the list route when neither
  * could. */
-static void list_cold(const char *dir)
+static void list_cold(const char *dir, bool readdir)
 {
-	mbfs_prefetch_listing(FS, dir, true);
+	mbfs_prefetch_listing(FS, dir, readdir);
 	/* dir_timeout=0 keeps no listing: the list route's is the one */
 	if (FS->dir_ms && !mbfs_cache_listed(FS->cache, dir))
 		mbfs_relist_cold(FS, dir);
@@ -207,10 +207,10 @@ static int mbfs_getattr(const char *path, struct stat *st,
 	if (!rc && mbfs_cache_lists_for(FS->cache, path)) {
 		char dir[MB_PATH_MAX + 2];
 		mbfs_parent_path(path, dir);
-		/* after a command: what was listed, in one go; else git's
-		 * lstats */
+		/* after a command: what was listed, in one go; else this
+		 * one's listing answers git's lstats, make's stats */
 		if (!mbfs_relist_listing(FS, dir) && !mbfs_view_made_here(FS, dir))
-			mbfs_prefetch_listing(FS, dir, false);
+			list_cold(dir, false);
 	} else if (!rc && mbfs_cache_stats_for(FS->cache, path)) {
 		mbfs_relist_listing(FS, path);   /* the root's own */
 	}
@@ -351,7 +351,7 @@ static int mbfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 	 * its subtree */
 	if (!mbfs_cache_listed(FS->cache, path) && !mbfs_relist_listing(FS, path) &&
 	    !mbfs_view_made_here(FS, path))
-		list_cold(path);
+		list_cold(path, true);
 	rc = mbfs_view_readdir(FS, path, fill_one, &d);
 	if (rc == -EILSEQ) {   /* a name not UTF-8: a bulk listing drops it */
 		mbfs_prefetch_listing_now(FS, path);

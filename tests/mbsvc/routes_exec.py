@@ -22,6 +22,7 @@ def register(router, svc):
         if not is_int(timeout) or not 1 <= timeout <= config.MAX_TIMEOUT_MS:
             raise ApiError(400, "invalid_request")
         gen = account.live(req.query.get("id"), req.query.get("createdAt"))
+        svc.stats.command(doc["command"])
         gen.acquire()
         try:
             result = execrun.run(gen, wellformed(doc["command"]), timeout, req.handler.connection, svc.opts)

@@ -11,7 +11,7 @@ from .validate import valid_container_id
 
 def register(router, svc):
     def get_stats(req):
-        doc = svc.stats.doc()
+        doc = svc.stats.doc(commands=req.query.get("commands") == "1")
         doc["zombies"] = {}
         doc["guestCpuMs"] = {}
         for gen in svc.account.running():

@@ -1,7 +1,12 @@
 # Request accounting for GET /_local/stats: per-route request and status
-# counts, peak concurrent pool operations and managed jobs created, per container.
+# counts, peak concurrent pool operations and managed jobs created, per container,
+# and the heads of the exec commands run (tests tell guest listings from
+# archives and batches by them).
 
 import threading
+
+COMMAND_HEAD = 4096    # characters of each exec command kept
+COMMANDS_KEPT = 4000   # the first ones since the last reset
 
 
 class Stats:
@@ -15,6 +20,7 @@ class Stats:
             self.statuses = {}
             self.peaks = {}
             self.jobs = {}
+            self.commands = []
 
     def request(self, route):
         with self.lock:
@@ -25,6 +31,11 @@ class Stats:
             per = self.statuses.setdefault(route, {})
             per[str(status)] = per.get(str(status), 0) + 1
 
+    def command(self, text):
+        with self.lock:
+            if len(self.commands) < COMMANDS_KEPT:
+                self.commands.append(text[:COMMAND_HEAD])
+
     def peak(self, cid, ops):
         with self.lock:
             if ops > self.peaks.get(cid, 0):
@@ -34,9 +45,12 @@ class Stats:
         with self.lock:
             self.jobs[cid] = self.jobs.get(cid, 0) + 1
 
-    def doc(self):
+    def doc(self, commands=False):
         with self.lock:
-            return {"requests": dict(self.requests),
-                    "statuses": {k: dict(v) for k, v in self.statuses.items()},
-                    "peakConcurrentOps": dict(self.peaks),
-                    "jobsCreated": dict(self.jobs)}
+            doc = {"requests": dict(self.requests),
+                   "statuses": {k: dict(v) for k, v in self.statuses.items()},
+                   "peakConcurrentOps": dict(self.peaks),
+                   "jobsCreated": dict(self.jobs)}
+            if commands:
+                doc["execCommands"] = list(self.commands)
+            return doc
