@@ -43,7 +43,8 @@
  *               report.c (apply.sh's report), name.c (names the guest can
  *               take)
  *   durable/    local disk only: journal*.c (records, staging, kept/, the
- *               outbox log, the replay), data.c (local copies), fdio.c
+ *               outbox log, the replay, the group commit), data.c (local
+ *               copies), fdio.c
  *   guest/      the guest scripts, the transport's protocol
  *
  * Threads: libfuse runs ops on several threads. Transfers add up to
@@ -60,7 +61,8 @@
  *   fs->nodes_lock  ->  wbq->lock
  *   wbq->lock  ->  newdirs->lock, gone->lock
  *   wbq->lock  ->  journal->oplock  ->  journal->lock (the outbox log)
- *   Leaves: data->lock, prefetch->lock, relist->lock, batch->lock,
+ *   Leaves: journal->clock (the group commit: waited on with no other
+ *   lock held but a node->lock), data->lock, prefetch->lock, relist->lock, batch->lock,
  *   lease->lock, inos->lock, kcache->lock, agent->mu, follow->mu, an
  *   upload's and a fetch's lock (xfer_up.c, xfer_fetch.h), and the file
  *   locks statfs_lock, watch_lock, prev_lock (wbsend.c), unsent_lock,

@@ -318,7 +318,7 @@ class Mount:
     """mbfs running in the foreground (-f) on a fresh mountpoint."""
 
     def __init__(self, service, ident, remote="/workspace", options=(), mountpoint=None, writeback=None,
-                 nofile=None):
+                 nofile=None, wrap=()):
         """writeback: small files closed are queued and sent in batches, the
         default of mbfs, so the default here too: a test that reads the
         sandbox after close() syncs first, as a user would.
@@ -326,7 +326,8 @@ class Mount:
         where close() uploads and reports the upload's error.
         MB_TEST_SYNC_CLOSE=1 runs the tests that do not ask for either with
         -o sync_close. nofile: (soft, hard) limit of open files mbfs starts
-        with."""
+        with. wrap: a command that runs mbfs as its child (strace), argv
+        before mbfs's own."""
         if writeback is None:
             writeback = "sync_close" not in options and os.environ.get("MB_TEST_SYNC_CLOSE") != "1"
         if not writeback and "sync_close" not in options:
@@ -349,6 +350,7 @@ class Mount:
             args += ["-o", o]
         if nofile:      # util-linux's prlimit sets them, then execs mbfs (same pid)
             args = ["prlimit", "--nofile=%d:%d" % nofile, "--"] + args
+        args = list(wrap) + args
         self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, env=service.env())
         deadline = time.time() + 20
         while time.time() < deadline:

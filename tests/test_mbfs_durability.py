@@ -17,7 +17,7 @@ import urllib.parse
 import pytest
 
 import mbtest
-from test_mbfs_helpers import CONTROL, MiB, finish, guest_sha, read_file, sh, sha, sync, unique, write_file
+from test_mbfs_helpers import CONTROL, MiB, control, finish, guest_sha, read_file, sh, sha, sync, unique, write_file
 
 PUT = "PUT /containers/files"
 REMOVE = "DELETE /containers/files/remove"
@@ -358,3 +358,58 @@ def test_create_resumes_a_saved_unresolved_key(need_fuse, tmp_path):
         assert glob.glob(os.path.join(state, "mbfs", "create-*.json")) == []
     finally:
         svc.stop()
+
+
+def test_a_close_returns_once_its_file_is_on_disk_and_closes_share_a_sync(service, container, need_fuse,
+                                                                            tmp_path):
+    """close() of a file written through the mount returns only once its
+    working copy and record are on disk (a power cut then loses nothing),
+    and the closes of a moment share the sync of the journal's names and
+    log. mbfs runs under strace, which holds each fsync 1 s: the first
+    close waits through its file's; seven closes made meanwhile sync their
+    own files, then all wait for one sync of the journal."""
+    trace = str(tmp_path / "strace.log")
+    m = mbtest.Mount(service, container, wrap=["strace", "-f", "-qq", "-o", trace, "-e", "trace=fsync,fdatasync",
+                                               "-e", "inject=fsync:delay_exit=1000000"])
+    try:
+        d = m.path(unique("durable"))
+        os.mkdir(d)
+        before = control(m)["journal"]
+        done = []
+
+        def save(name):
+            with open(os.path.join(d, name), "wb") as f:
+                f.write(name.encode() * 100)
+            done.append(name)
+        first = threading.Thread(target=save, args=("first",))
+        first.start()
+        deadline = time.monotonic() + 60
+        while control(m)["journal"]["commits"] == before["commits"]:
+            assert time.monotonic() < deadline, "the close never asked for the disk"
+            time.sleep(0.01)
+        assert not done and first.is_alive()   # its fsync is still held
+        others = [threading.Thread(target=save, args=("f%d" % i,)) for i in range(7)]
+        for t in others:
+            t.start()
+        while control(m)["journal"]["commits"] < before["commits"] + 8:
+            assert time.monotonic() < deadline, "the other closes never asked for the disk"
+            time.sleep(0.01)
+        j = control(m)["journal"]
+        assert j["durable"] == before["durable"] and not done, j   # all eight wait
+        for t in [first] + others:
+            t.join(60)
+        assert sorted(done) == sorted(["first"] + ["f%d" % i for i in range(7)])
+        j = control(m)["journal"]
+        assert j["durable"] == j["commits"], j
+        # the first's, then one for the seven; a batch that went meanwhile
+        # asked too (and made a sync of its own at most)
+        batches = j["commits"] - before["commits"] - 8
+        assert 2 <= j["syncs"] - before["syncs"] <= 2 + batches, j
+        sync(m)
+        assert sh(service, container, "cat %s/first" % ("/workspace/" + os.path.basename(d))) == "first" * 100
+    finally:
+        finish(m)
+    with open(trace) as f:
+        fsyncs = [line for line in f if "fsync(" in line]
+    # each close's own file, and the journal's shared ones
+    assert len(fsyncs) >= 8 + 2, fsyncs

@@ -3,7 +3,7 @@ text, the log file named (and holding the daemon's lines), large uploads
 in progress counted as pending and waited for, a stopped sandbox said so
 (exit 1), and --wait's progress line only on a terminal.
 
-Uploads are held by the service answering their parts late (a delay fault);
+Uploads are held by the service holding their parts' answers (a held fault);
 the tests poll --status until it shows what they look for, with a deadline:
 no timing is asserted."""
 import hashlib
@@ -184,28 +184,37 @@ def test_stopped_sandbox_is_said_and_exits_1(service, need_fuse):
 
 
 class Writer(threading.Thread):
-    """Write a file and close it: close() waits for the upload of a large
-    one."""
+    """Write a file and close it (`cp` of a local file, in a process of its
+    own): close() waits for the upload of a large one. Not a thread of
+    the test: the --status processes it starts meanwhile would inherit
+    the open file, and their exec's close of it is a flush of a file half
+    written, whose upload the service holds too."""
 
-    def __init__(self, path, data):
+    def __init__(self, path, data, tmp):
         super().__init__(daemon=True)
-        self.path, self.data, self.error = path, data, None
+        self.src = os.path.join(tmp, "writer-%d" % time.monotonic_ns())
+        with open(self.src, "wb") as f:
+            f.write(data)
+        self.path, self.error = path, None
         self.start()
 
     def run(self):
-        try:
-            write_file(self.path, self.data)
-        except OSError as e:
-            self.error = e
+        r = subprocess.run(["cp", self.src, self.path], capture_output=True, timeout=300)
+        if r.returncode:
+            self.error = r.stderr
+        os.unlink(self.src)
 
 
 def start_held_upload(service, mount, size):
-    """A file of size bytes whose parts the service answers late, until
-    the test clears the faults; returns once --status shows it uploading."""
-    service.fault(route=PUT, count=100000, match="mbfs-up", delayMs=1500)
+    """A file of size bytes whose parts the service holds the answers of
+    until the test clears the faults (or a --wait releases them); returns
+    once --status shows it uploading. (Parts answered late instead would
+    give a window of a few seconds, which a --status started on a machine
+    busy with disk writes could miss.)"""
+    service.fault(route=PUT, count=100000, match="mbfs-up", heldMs=60000)
     name = unique("large")
     data = os.urandom(size)
-    w = Writer(mount.path(name), data)
+    w = Writer(mount.path(name), data, service.tmp)
     def seen():
         rc, doc = status_json(mount)
         return doc if doc["uploadingFiles"] == 1 else None

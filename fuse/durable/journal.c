@@ -215,6 +215,44 @@ bool mbfs_journal_has_rec_xattr(const char *local)
 
 /* ---- kept/ ---- */
 
+/* fsync of the directory path: its names are on disk. 0 or -1 (errno). */
+static int sync_dir(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	int rc = fsync(fd);
+	int e = errno;
+	close(fd);
+	errno = e;
+	return rc;
+}
+
+/* A file moved under kept/ (out) on disk, and its names: its directory and
+ * those mb_mkdir_p may have made above it, up to kept/, and the run
+ * directory it left. */
+static void sync_kept(struct mbfs_journal *j, const char *out)
+{
+	char dir[PATH_MAX];
+	int fd = open(out, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd))
+		mb_log(MB_LOG_WARN, "cannot sync '%s': %s", out, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	snprintf(dir, sizeof(dir), "%s", out);
+	size_t top = strlen(j->keptdir);
+	char *slash;
+	while ((slash = strrchr(dir, '/')) && (size_t)(slash - dir) >= top) {
+		*slash = '\0';
+		if (sync_dir(dir))
+			mb_log(MB_LOG_WARN, "cannot sync '%s': %s", dir,
+			       strerror(errno));
+	}
+	if (fsync(j->runfd))
+		mb_log(MB_LOG_WARN, "cannot sync '%s': %s", j->run,
+		       strerror(errno));
+}
+
 static void note_kept(struct mbfs_journal *j, const char *rpath,
 		      const char *file, const char *why)
 {
@@ -269,8 +307,10 @@ int mbfs_journal_keep(struct mbfs_journal *j, const char *local,
 		rc = n < 0 || (size_t)n >= outsz ? -ENAMETOOLONG
 			: rename(local, out) ? -errno : 0;
 	}
-	if (!rc)
+	if (!rc) {
+		sync_kept(j, out);
 		note_kept(j, rpath, out, why);
+	}
 	return rc;
 }
 
@@ -385,8 +425,10 @@ int mbfs_journal_open(const char *dir, const char *api_url,
 	if (!j)
 		return mb_err_set(err, ENOMEM, "out of memory");
 	j->lockfd = -1;
+	j->runfd = -1;
 	j->opfd = -1;
 	pthread_mutex_init(&j->oplock, NULL);
+	mbfs_journal_commit_init(j);
 	snprintf(j->api_url, sizeof(j->api_url), "%s", api_url);
 	j->who = *who;
 	pthread_mutex_init(&j->lock, NULL);
@@ -424,9 +466,19 @@ int mbfs_journal_open(const char *dir, const char *api_url,
 		rmdir(fresh);
 		goto fail;
 	}
+	/* the run directory's fd, for the commits' fsync; its own name in
+	 * DIR is made durable now, once */
+	j->runfd = open(j->run, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (j->runfd < 0 || sync_dir(dir)) {
+		rc = mb_err_set(err, errno ? errno : EIO, "cannot sync cache "
+				"directory '%s': %s", dir, strerror(errno));
+		goto fail;
+	}
 	*out = j;
 	return 0;
 fail:
+	if (j->runfd >= 0)
+		close(j->runfd);
 	if (j->lockfd >= 0)
 		close(j->lockfd);
 	free(j->run);
@@ -434,6 +486,7 @@ fail:
 	free(j->dir);
 	pthread_mutex_destroy(&j->lock);
 	pthread_mutex_destroy(&j->oplock);
+	mbfs_journal_commit_destroy(j);
 	free(j);
 	return rc;
 }
@@ -450,6 +503,7 @@ void mbfs_journal_close(struct mbfs_journal *j)
 	    snprintf(ob, sizeof(ob), "%s/" OUTBOX_NAME, j->run) < (int)sizeof(ob))
 		unlink(ob);
 	mbfs_journal_close_dir(j->run);
+	close(j->runfd);
 	close(j->lockfd);
 	while (j->kept) {
 		struct kept *k = j->kept;
@@ -462,6 +516,7 @@ void mbfs_journal_close(struct mbfs_journal *j)
 	mbfs_journal_free_stages(j);
 	pthread_mutex_destroy(&j->lock);
 	pthread_mutex_destroy(&j->oplock);
+	mbfs_journal_commit_destroy(j);
 	free(j->run);
 	free(j->keptdir);
 	free(j->dir);

@@ -19,9 +19,10 @@
  * mbfs_journal_replay hands its records and staging lists to the caller
  * (recover.c) and removes the rest. Data moves under kept/ by rename, never
  * by copy, so keeping needs no free space and cannot truncate anything.
- * Durability: a crash of mbfs loses nothing (the kernel has every byte); a
- * power cut may lose what was written in the last seconds and never
- * fsync()ed, as on a local disk (fsync on the mount uploads).
+ * Durability: a crash of mbfs loses nothing (the kernel has every byte);
+ * a close() of a file written through the mount returns once its copy,
+ * its record and every outbox line before it are on disk
+ * (mbfs_journal_commit), so a power cut loses none of them either.
  * Never touches the network. Thread-safe.
  */
 #ifndef MBFS_JOURNAL_H
@@ -58,6 +59,19 @@ int mbfs_journal_open(const char *dir, const char *api_url,
 /* At exit: removes the run directory unless a record or staging list is
  * still in it (a later mount replays those); frees j. */
 void mbfs_journal_close(struct mbfs_journal *j);
+
+/* What a close() waits for: the working copy fd (its data and its
+ * record, an attribute of it; -1: none) synced, then everything written
+ * under the run directory so far made durable: its names (new copies,
+ * records in files of their own, renames) and the outbox log. Callers at
+ * once share that second sync (group commit): one that begins after their
+ * call, made by the first caller while the others wait. 0, or -EIO when a
+ * sync that covered this call failed (logged once). */
+int mbfs_journal_commit(struct mbfs_journal *j, int fd);
+/* For the control file: callers that came, callers that returned, and
+ * the shared syncs made for them. */
+void mbfs_journal_commits(struct mbfs_journal *j, uint64_t *entered,
+			  uint64_t *left, uint64_t *syncs);
 
 /* The run directory, for data.c's files. */
 const char *mbfs_journal_run_dir(const struct mbfs_journal *j);

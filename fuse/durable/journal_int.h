@@ -1,8 +1,8 @@
 /* journal_int.h: the inside of the journal, shared by journal.c (run
  * directory, records, kept/), journal_replay.c (the replay of ended
  * mounts), journal_outbox.c (the outbox log), journal_stage.c (staging
- * notes) and journal_text.c (their texts, written whole). Not for other
- * modules. */
+ * notes), journal_text.c (their texts, written whole) and
+ * journal_commit.c (group commit). Not for other modules. */
 #ifndef MBFS_JOURNAL_INT_H
 #define MBFS_JOURNAL_INT_H
 
@@ -55,7 +55,23 @@ struct mbfs_journal {
 	int opfd;               /* -1 until the first op */
 	size_t ops_pending;     /* noted, not done; protected by oplock */
 	bool op_failed;         /* an append failed (logged once) */
+	int runfd;              /* the run directory, for its fsync */
+	/* group commit (journal_commit.c): tickets asked and covered */
+	pthread_mutex_t clock;  /* a leaf lock, never held across a sync */
+	pthread_cond_t cdone;
+	uint64_t c_entered, c_left;   /* callers that came, and returned */
+	uint64_t c_asked;       /* the last ticket given */
+	uint64_t c_done;        /* every ticket up to this is on disk */
+	uint64_t c_syncs;       /* shared syncs made */
+	uint64_t c_bad_lo, c_bad_hi;   /* the tickets the last failed sync
+	                                  covered (none yet: 0, 0) */
+	bool c_running;         /* a caller is syncing for the others */
+	bool c_failed;          /* a sync failed (logged once) */
 };
+
+/* journal_commit.c's state, made and freed with the journal. */
+void mbfs_journal_commit_init(struct mbfs_journal *j);
+void mbfs_journal_commit_destroy(struct mbfs_journal *j);
 
 /* The outbox log of an ended mount's run directory dir, to ops->outbox;
  * removed when handled. *foreign: it is another container's. */

@@ -11,8 +11,10 @@
 
 int mbfs_journal_write_file(const char *path, const char *text)
 {
-	/* TMP_SUFFIX is the temporary name's: a replay skips those */
-	return mb_write_file_whole(path, text, 0);
+	/* TMP_SUFFIX is the temporary name's: a replay skips those. Synced
+	 * before its rename: a record in a file of its own (no user
+	 * attributes here) is as durable as one in an attribute */
+	return mb_write_file_whole(path, text, 1);
 }
 
 void mbfs_journal_owner_json(const struct mbfs_journal *j, cJSON *o)

@@ -63,7 +63,19 @@ static char *state_json(const struct mbfs *fs)
 	const char *log = mb_log_file();
 	const char *kdir = fs->journal ? mbfs_journal_kept_dir(fs->journal) : NULL;
 	char *t = NULL, *res = NULL;
-	if (!o ||
+	uint64_t entered, left, syncs;
+	mbfs_journal_commits(fs->journal, &entered, &left, &syncs);
+	cJSON *jn = cJSON_CreateObject();
+	if (jn && !cJSON_AddItemToObject(o, "journal", jn)) {
+		cJSON_Delete(jn);
+		jn = NULL;
+	}
+	if (!o || !jn ||
+	    /* closes (and batches) that waited for the disk, those whose
+	     * wait is over, and the syncs of the journal they shared */
+	    !cJSON_AddNumberToObject(jn, "commits", (double)entered) ||
+	    !cJSON_AddNumberToObject(jn, "durable", (double)left) ||
+	    !cJSON_AddNumberToObject(jn, "syncs", (double)syncs) ||
 	    (log && !cJSON_AddStringToObject(o, "logFile", log)) ||
 	    !cJSON_AddBoolToObject(o, "stopped", atomic_load(&fs->stopped)) ||
 	    (kdir && !cJSON_AddStringToObject(o, "keptDir", kdir)) ||

@@ -19,6 +19,7 @@
 #include "fuse/cache/cache.h"
 #include "fuse/durable/data.h"
 #include "fuse/durable/fdio.h"
+#include "fuse/durable/journal.h"
 #include "fuse/mbfs.h"
 #include "fuse/node/node.h"
 #include "fuse/node/node_int.h"
@@ -54,17 +55,30 @@ int mbfs_node_close(struct mbfs *fs, struct mbfs_node *n)
 		if (!dirty)
 			return 0;
 		stamp(fd, mtime);
-		/* durable in the journal already: the network can wait */
+		/* on disk before close() returns, with its record and the
+		 * outbox lines before it (one sync for the closes of a
+		 * moment): then the network can wait. A failed sync says
+		 * EIO, and the data still goes. */
+		int crc = mbfs_journal_commit(fs->journal, fd);
 		if (!kept && fits && size <= MBFS_WBQ_FILE_MAX &&
 		    mbfs_wbq_add(fs, n, size)) {
 			pthread_mutex_lock(&fs->nodes_lock);
 			if (n->closed_version < version)
 				n->closed_version = version;
 			pthread_mutex_unlock(&fs->nodes_lock);
-			return 0;
+			return crc;
 		}
+		int rc = mbfs_node_flush(fs, n);
+		return rc ? rc : crc;
 	}
-	return mbfs_node_flush(fs, n);
+	int rc = mbfs_node_flush(fs, n);
+	if (rc) {   /* not sent: on disk before close says so */
+		pthread_mutex_lock(&fs->nodes_lock);
+		int fd = n->fd;
+		pthread_mutex_unlock(&fs->nodes_lock);
+		mbfs_journal_commit(fs->journal, fd);
+	}
+	return rc;
 }
 
 /* A file written and still open that a batch can carry (a log, an

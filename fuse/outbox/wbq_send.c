@@ -12,6 +12,7 @@
 #include "common/util.h"
 #include "fuse/outbox/batch.h"
 #include "fuse/outbox/gone.h"
+#include "fuse/durable/journal.h"
 #include "fuse/mbfs.h"
 #include "fuse/outbox/wbq.h"
 #include "fuse/outbox/wbq_int.h"
@@ -391,6 +392,10 @@ void mbfs_wbq_send_locked(struct mbfs *fs, struct mbfs_wbq *q)
 	mb_err_clear(&err);
 	int rc = 0;
 	if (b.nf || b.nd) {
+		/* what the journal says of the batch is on disk before it
+		 * goes: a mkdir, a rename or a time no close came after is
+		 * lost to a power cut only while it waits for its batch */
+		mbfs_journal_commit(fs->journal, -1);
 		/* times queued for these files or their directories land
 		 * first: the batch moves both mtimes */
 		for (size_t i = 0; i < b.nf; i++)
