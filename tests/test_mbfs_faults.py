@@ -8,8 +8,8 @@ import re
 import pytest
 
 import mbtest
-from test_mbfs_helpers import (MiB, close_fails_or_sync_does, finish, guest_sha, invalidate, read_file, sh,
-                               sha, sync, unique, write_file)
+from test_mbfs_helpers import (MiB, close_fails_or_sync_does, control, finish, guest_sha, invalidate,
+                               read_file, sh, sha, sync, unique, until, write_file)
 
 GET = "GET /containers/files"
 PUT = "PUT /containers/files"
@@ -237,12 +237,15 @@ def test_ambiguous_exec_namespace_ops_are_reconciled(service, container, mount):
     assert not os.path.lexists(os.path.join(d, "link2"))
 
 
-@pytest.mark.parametrize("case", ["new_dir", "rewrites"])
+@pytest.mark.parametrize("case", ["new_dir", "rewrites", "new_dir_split"])
 def test_a_batch_whose_answer_comes_too_late_makes_no_conflict(service, container, need_fuse, case):
     """The answer to a batch's apply comes after op_timeout, though the
     batch ran: the mount sends it again. A directory that batch made, and a
     file that already holds what is sent, are no conflict: nothing is kept
-    or reported as failed, and the sandbox has every file."""
+    or reported as failed, and the sandbox has every file. new_dir_split:
+    files are saved in the new directory while the late batch is in
+    flight; the batch sent again must take the late one's files along
+    (the directory holds them), not only the newer ones."""
     import tempfile
     cache = tempfile.mkdtemp(prefix="cache-", dir=service.tmp)
     m = mbtest.Mount(service, container, options=["op_timeout=3", "cache_dir=" + cache])
@@ -258,9 +261,12 @@ def test_a_batch_whose_answer_comes_too_late_makes_no_conflict(service, containe
             assert not os.path.lexists(d)   # the root's listing: an exec
         # the next exec is the batch's apply: it runs, and answers late
         service.fault(route="POST /containers/exec", count=1, delayMs=5000)
-        if case == "new_dir":
+        if case != "rewrites":
             os.mkdir(d)
         for i in range(5):
+            if case == "new_dir_split" and i == 2:
+                # f0 and f1 are in the late batch
+                until(lambda: control(m)["writeback"]["inFlightFiles"] >= 1, "the late batch to leave")
             write_file(os.path.join(d, "f%d" % i), b"v2 %d, longer\n" % i)
         for _ in range(2):      # the first may say the sandbox did not answer
             try:

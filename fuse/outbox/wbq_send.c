@@ -202,7 +202,13 @@ static void retry_later(struct mbfs_wbq *q, struct batch *b,
 		e->inflight = e->again = false;
 		/* the batch may have run on the guest, its answer lost */
 		e->doubt = e->doubt || (!e->n && e->kind == MBFS_WBDIR_MAKE);
-		e->since_ms = now;
+		/* its age stays: its files are no newer for it, and so go
+		 * with the next batch, first, as they went. Made young, they
+		 * waited out the just-closed delay while that batch took a
+		 * mkdir of this one without them, and the mkdir's doubt check
+		 * (the directory holds only names its batch puts there) found
+		 * them there, made by the run whose answer was lost: a false
+		 * conflict kept every file written in it. */
 		q->queued++;
 		q->queued_bytes += e->bytes;
 	}
