@@ -60,13 +60,13 @@ int mbfs_journal_open(const char *dir, const char *api_url,
  * still in it (a later mount replays those); frees j. */
 void mbfs_journal_close(struct mbfs_journal *j);
 
-/* What a close() waits for: the working copy fd (its data and its
- * record, an attribute of it; -1: none) synced, then everything written
- * under the run directory so far made durable: its names (new copies,
- * records in files of their own, renames) and the outbox log. Callers at
- * once share that second sync (group commit): one that begins after their
- * call, made by the first caller while the others wait. 0, or -EIO when a
- * sync that covered this call failed (logged once). */
+/* What a close() waits for: the working copy fd (its data, its record,
+ * an attribute of it, and on a journaling file system its name; -1: none)
+ * synced, then, when an outbox line was written since the last such sync,
+ * the run directory and the outbox log. Callers at once share that second
+ * sync (group commit): one that begins after their call, made by the
+ * first caller while the others wait. 0, or -EIO when a sync that
+ * covered this call failed (logged once). */
 int mbfs_journal_commit(struct mbfs_journal *j, int fd);
 /* For the control file: callers that came, callers that returned, and
  * the shared syncs made for them. */

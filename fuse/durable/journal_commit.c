@@ -1,7 +1,7 @@
 /* journal_commit.c: what a close() waits for (journal.h,
- * mbfs_journal_commit): its own file synced by itself, the run directory's
- * names and the outbox log synced once for the callers of a moment (group
- * commit). */
+ * mbfs_journal_commit): its own file synced by itself; the run directory
+ * and the outbox log, when a line was written to it, synced once for the
+ * callers of a moment (group commit). */
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
@@ -47,6 +47,13 @@ static int sync_shared(struct mbfs_journal *j)
 	return rc;
 }
 
+void mbfs_journal_commit_dirty(struct mbfs_journal *j)
+{
+	pthread_mutex_lock(&j->clock);
+	j->c_gen++;
+	pthread_mutex_unlock(&j->clock);
+}
+
 int mbfs_journal_commit(struct mbfs_journal *j, int fd)
 {
 	if (!j)
@@ -54,28 +61,33 @@ int mbfs_journal_commit(struct mbfs_journal *j, int fd)
 	pthread_mutex_lock(&j->clock);
 	j->c_entered++;
 	pthread_mutex_unlock(&j->clock);
-	/* the caller's file: its data and its record (an attribute of it).
-	 * An fsync of one file waits for that file, not for every dirty
-	 * page of the disk as a syncfs would (a download next to the cache
-	 * would hold each close for seconds); the file system joins the
-	 * fsyncs of a moment in one commit of its own. */
+	/* the caller's file: its data, its record (an attribute of it) and,
+	 * on a journaling file system, its name, committed in the same
+	 * transaction or an earlier one. An fsync of one file waits for
+	 * that file, not for every dirty page of the disk as a syncfs
+	 * would (a download next to the cache would hold each close for
+	 * seconds); the file system joins the fsyncs of a moment in one
+	 * commit of its own. */
 	int rc = fd >= 0 && fsync(fd) ? -errno : 0;
 	if (rc)
 		failed(j, "a working copy", rc);
 	pthread_mutex_lock(&j->clock);
 	/* a sync that began before this point may have missed the
-	 * caller's names: only one that begins later covers its ticket */
+	 * caller's lines: only one that begins later covers its ticket */
 	uint64_t ticket = ++j->c_asked;
 	while (j->c_done < ticket) {
 		if (j->c_running) {
 			pthread_cond_wait(&j->cdone, &j->clock);
 			continue;
 		}
-		/* this caller syncs for every ticket given so far */
-		uint64_t upto = j->c_asked;
+		/* this caller syncs for every ticket given so far, when an
+		 * outbox line was written since the last sync began: in a
+		 * storm of new files (tar x) most closes have none */
+		uint64_t upto = j->c_asked, gen = j->c_gen;
+		bool need = gen != j->c_gen_synced;
 		j->c_running = true;
 		pthread_mutex_unlock(&j->clock);
-		int r = sync_shared(j);
+		int r = need ? sync_shared(j) : 0;
 		if (r)
 			failed(j, "the journal's names or log", r);
 		pthread_mutex_lock(&j->clock);
@@ -83,9 +95,11 @@ int mbfs_journal_commit(struct mbfs_journal *j, int fd)
 		if (r) {   /* the tickets it covered */
 			j->c_bad_lo = j->c_done + 1;
 			j->c_bad_hi = upto;
+		} else {
+			j->c_gen_synced = gen;
 		}
 		j->c_done = upto;
-		j->c_syncs++;
+		j->c_syncs += need;
 		pthread_cond_broadcast(&j->cdone);
 	}
 	if (ticket >= j->c_bad_lo && ticket <= j->c_bad_hi)

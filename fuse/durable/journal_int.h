@@ -63,6 +63,8 @@ struct mbfs_journal {
 	uint64_t c_asked;       /* the last ticket given */
 	uint64_t c_done;        /* every ticket up to this is on disk */
 	uint64_t c_syncs;       /* shared syncs made */
+	uint64_t c_gen;         /* bumped by each outbox line written */
+	uint64_t c_gen_synced;  /* the c_gen the last shared sync began at */
 	uint64_t c_bad_lo, c_bad_hi;   /* the tickets the last failed sync
 	                                  covered (none yet: 0, 0) */
 	bool c_running;         /* a caller is syncing for the others */
@@ -72,6 +74,8 @@ struct mbfs_journal {
 /* journal_commit.c's state, made and freed with the journal. */
 void mbfs_journal_commit_init(struct mbfs_journal *j);
 void mbfs_journal_commit_destroy(struct mbfs_journal *j);
+/* An outbox line was written: the next commit syncs the log. */
+void mbfs_journal_commit_dirty(struct mbfs_journal *j);
 
 /* The outbox log of an ended mount's run directory dir, to ops->outbox;
  * removed when handled. *foreign: it is another container's. */

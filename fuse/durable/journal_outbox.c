@@ -115,6 +115,8 @@ int mbfs_journal_op(struct mbfs_journal *j, const struct mbfs_jop *op,
 		rc = write_all(j->opfd, line, (size_t)len);
 	if (!rc && fresh)
 		j->ops_pending++;
+	if (!rc)   /* the next commit syncs the log */
+		mbfs_journal_commit_dirty(j);
 	if (rc)
 		failed(j, rc);
 	if (rc && fresh)
