@@ -82,14 +82,26 @@ static uint64_t due_ms(const struct mbfs_wbq *q)
 		return q->retry_at;
 	if (q->queued_bytes >= MBFS_WBQ_BATCH_BYTES || q->stop)
 		return 1;
-	uint64_t due = 0;
+	uint64_t due = 0, first = 0, newest = 0;
 	for (const struct mbfs_wbq_entry *e = q->head; e; e = e->next) {
 		if (e->inflight)
 			continue;
 		if (e->urgent)
 			return 1;
-		if (!due)
-			due = e->since_ms + MBFS_WBQ_DELAY_MS;
+		if (!first)
+			first = e->since_ms;
+		if (e->since_ms > newest)
+			newest = e->since_ms;
+	}
+	due = first ? first + MBFS_WBQ_DELAY_MS : 0;
+	/* closes still coming: the batch waits for a pause (wbq.h). With
+	 * durable closes a storm's closes come slower, and batches that
+	 * left at the pace of its closes were small and many */
+	if (due && q->queued < MBFS_WBQ_STORM_FILES &&
+	    newest + MBFS_WBQ_QUIET_MS > due) {
+		uint64_t pause = newest + MBFS_WBQ_QUIET_MS;
+		uint64_t cap = first + MBFS_WBQ_STORM_MS;
+		due = pause < cap ? pause : cap;
 	}
 	return due;
 }

@@ -51,6 +51,13 @@ struct mbfs_wbq_entry;
 #define MBFS_WBQ_BATCH_BYTES (1024u * 1024u) /* queued this much: send now */
 #define MBFS_WBQ_BATCH_MAX (4u * 1024u * 1024u)
 #define MBFS_WBQ_BATCH_FILES 1024u
+/* While closes keep coming (a storm: tar x, cp -r), a batch waits for a
+ * pause of MBFS_WBQ_QUIET_MS, MBFS_WBQ_STORM_FILES queued, or its oldest
+ * entry MBFS_WBQ_STORM_MS old: batches follow the storm's size, not the
+ * pace of its closes. */
+#define MBFS_WBQ_QUIET_MS 20
+#define MBFS_WBQ_STORM_FILES 256u
+#define MBFS_WBQ_STORM_MS 250
 
 /* What the queue asks of the files it holds. The node layer gives these
  * at mount (node.h: mbfs_node_wbq_files): the queue sits below the nodes
