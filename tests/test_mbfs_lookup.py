@@ -177,3 +177,20 @@ def test_concurrent_lookups_share_one_listing(service, container, fresh):
         t.join()
     assert sizes == {i: len(str(i * 8)) + 1 for i in range(8)}
     assert counts(service) == {"list": 1, "stat": 0}
+
+
+def test_a_lookup_answers_while_the_guests_exec_does_not(service, container, fresh):
+    """A directory not listed yet lists through the guest (one exec); when
+    that exec gets no answer (its slots taken, a stalled sandbox), the
+    lookup still answers, through the list route, within op_timeout."""
+    name = unique("stall")
+    sh(service, container, "mkdir -p /workspace/%s/d && echo hi > /workspace/%s/d/f" % (name, name))
+    m = fresh(["op_timeout=10"])
+    os.listdir(m.path(name))          # the parent listed; d not yet
+    service.reset_stats()
+    service.fault(route=EXEC, count=1, heldMs=60000)
+    try:
+        assert os.stat(m.path(name, "d", "f")).st_size == 3
+        assert requests(service, LIST) == 1
+    finally:
+        service.release_held()

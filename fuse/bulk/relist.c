@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/api.h"
+#include "common/api.h"
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -380,7 +382,16 @@ bool mbfs_relist_cold(struct mbfs *fs, const char *dir)
 		return false;
 	memcpy(one[0], dir, strlen(dir) + 1);
 	bool big = false;
+	/* MBFS_COLD_WAIT_MS, and half of what is left of the operation,
+	 * at most: when the guest's exec does not answer (its slots taken,
+	 * a stalled command) the list route answers the lookup, as it did
+	 * before this listing went through the guest */
+	uint64_t now_ms = mb_now_ms(), end = mb_op_current();
+	uint64_t left = end > now_ms ? end - now_ms : fs->op_ms;
+	uint64_t wait = left / 2 < MBFS_COLD_WAIT_MS ? left / 2 : MBFS_COLD_WAIT_MS;
+	uint64_t prev = mb_op_narrow(now_ms + wait);
 	bool put = relist(fs, one, 1, MBFS_COLD_KIDS / 2, &big) == 1;
+	mb_op_deadline(prev);
 	pthread_mutex_lock(&r->lock);
 	if (big) {
 		r->big[r->big_next % BIG_DIRS].hash = hash;

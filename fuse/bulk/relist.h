@@ -63,6 +63,9 @@ bool mbfs_relist_listing(struct mbfs *fs, const char *dir);
  * would be thrown away. Callers at once for one directory (lookups in
  * parallel) share one find. */
 #define MBFS_COLD_KIDS 4096
+/* How long a cold listing waits for the guest's answer at most (and half
+ * of what is left of the operation): then the list route lists it. */
+#define MBFS_COLD_WAIT_MS 3000
 bool mbfs_relist_cold(struct mbfs *fs, const char *dir);
 
 /* follow.sh's listings in text (from its "@" line; cut at each newline),
