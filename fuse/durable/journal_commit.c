@@ -92,8 +92,11 @@ int mbfs_journal_commit(struct mbfs_journal *j, int fd)
 			failed(j, "the journal's names or log", r);
 		pthread_mutex_lock(&j->clock);
 		j->c_running = false;
-		if (r) {   /* the tickets it covered */
-			j->c_bad_lo = j->c_done + 1;
+		if (r) {   /* the tickets it covered, with any failed before
+			    * (a close between two failures hears EIO too:
+			    * more than needed, never less) */
+			if (!j->c_bad_hi)
+				j->c_bad_lo = j->c_done + 1;
 			j->c_bad_hi = upto;
 		} else {
 			j->c_gen_synced = gen;

@@ -65,8 +65,9 @@ struct mbfs_journal {
 	uint64_t c_syncs;       /* shared syncs made */
 	uint64_t c_gen;         /* bumped by each outbox line written */
 	uint64_t c_gen_synced;  /* the c_gen the last shared sync began at */
-	uint64_t c_bad_lo, c_bad_hi;   /* the tickets the last failed sync
-	                                  covered (none yet: 0, 0) */
+	uint64_t c_bad_lo, c_bad_hi;   /* the tickets failed syncs covered,
+	                                  from the first failure on (none
+	                                  yet: 0, 0) */
 	bool c_running;         /* a caller is syncing for the others */
 	bool c_failed;          /* a sync failed (logged once) */
 };

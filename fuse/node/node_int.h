@@ -46,6 +46,7 @@ struct mbfs_node {
 	                          the next read compares, and fetches again
 	                          when it did (mbfs_node_read) */
 	uint64_t closed_version; /* version a close last queued (wbnode.c) */
+	uint64_t durable_version; /* version a close last synced (wbnode.c) */
 	bool refetch;          /* ... fetched again whatever the stat says:
 	                          a command ran, and may have rewritten it
 	                          at the same size within the same second */

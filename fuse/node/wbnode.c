@@ -51,6 +51,7 @@ int mbfs_node_close(struct mbfs *fs, struct mbfs_node *n)
 		int fd = n->fd;   /* the closer's node: its copy stays */
 		struct timespec mtime = n->mtime;
 		uint64_t version = n->version;
+		bool synced = n->durable_version == version;
 		pthread_mutex_unlock(&fs->nodes_lock);
 		if (!dirty)
 			return 0;
@@ -58,8 +59,16 @@ int mbfs_node_close(struct mbfs *fs, struct mbfs_node *n)
 		/* on disk before close() returns, with its record and the
 		 * outbox lines before it (one sync for the closes of a
 		 * moment): then the network can wait. A failed sync says
-		 * EIO, and the data still goes. */
-		int crc = mbfs_journal_commit(fs->journal, fd);
+		 * EIO, and the data still goes. Not again for a version
+		 * synced already: each child a writer starts closes the fd
+		 * it inherited, a flush with nothing new */
+		int crc = synced ? 0 : mbfs_journal_commit(fs->journal, fd);
+		if (!synced && !crc) {
+			pthread_mutex_lock(&fs->nodes_lock);
+			if (n->durable_version < version)
+				n->durable_version = version;
+			pthread_mutex_unlock(&fs->nodes_lock);
+		}
 		if (!kept && fits && size <= MBFS_WBQ_FILE_MAX &&
 		    mbfs_wbq_add(fs, n, size)) {
 			pthread_mutex_lock(&fs->nodes_lock);
