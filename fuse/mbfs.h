@@ -61,8 +61,9 @@
  *   fs->nodes_lock  ->  wbq->lock
  *   wbq->lock  ->  newdirs->lock, gone->lock
  *   wbq->lock  ->  journal->oplock  ->  journal->lock (the outbox log)
- *   Leaves: journal->clock (the group commit: waited on with no other
- *   lock held but a node->lock), data->lock, prefetch->lock, relist->lock, batch->lock,
+ *   journal->oplock  ->  journal->clock (the group commit's; no sync is
+ *   made under it, and its waiters hold no other lock but a node->lock)
+ *   Leaves: data->lock, prefetch->lock, relist->lock, batch->lock,
  *   lease->lock, inos->lock, kcache->lock, agent->mu, follow->mu, an
  *   upload's and a fetch's lock (xfer_up.c, xfer_fetch.h), and the file
  *   locks statfs_lock, watch_lock, prev_lock (wbsend.c), unsent_lock,

@@ -57,8 +57,9 @@ int mbfs_node_close(struct mbfs *fs, struct mbfs_node *n)
 			return 0;
 		stamp(fd, mtime);
 		/* on disk before close() returns, with its record and the
-		 * outbox lines before it (one sync for the closes of a
-		 * moment): then the network can wait. A failed sync says
+		 * outbox lines before it (journal.h: the lines' sync shared
+		 * by the closes of a moment): then the network can wait. A
+		 * failed sync says
 		 * EIO, and the data still goes. Not again for a version
 		 * synced already: each child a writer starts closes the fd
 		 * it inherited, a flush with nothing new */
