@@ -182,15 +182,35 @@ def test_concurrent_lookups_share_one_listing(service, container, fresh):
 def test_a_lookup_answers_while_the_guests_exec_does_not(service, container, fresh):
     """A directory not listed yet lists through the guest (one exec); when
     that exec gets no answer (its slots taken, a stalled sandbox), the
-    lookup still answers, through the list route, within op_timeout."""
+    lookup still answers, through the list route, while the exec is still
+    unanswered (it waited for it until op_timeout before)."""
     name = unique("stall")
     sh(service, container, "mkdir -p /workspace/%s/d && echo hi > /workspace/%s/d/f" % (name, name))
-    m = fresh(["op_timeout=10"])
+    m = fresh()
     os.listdir(m.path(name))          # the parent listed; d not yet
     service.reset_stats()
-    service.fault(route=EXEC, count=1, heldMs=60000)
+    service.fault(route=EXEC, count=1, heldMs=30000)
     try:
         assert os.stat(m.path(name, "d", "f")).st_size == 3
+        assert service.held() == 1, "the lookup waited for the held exec"
         assert requests(service, LIST) == 1
+    finally:
+        service.release_held()
+
+
+def test_a_lookup_after_a_command_answers_while_the_guests_exec_does_not(service, container, fresh):
+    """After a command, the directories the mount held are listed again in
+    one exec; when that exec gets no answer, the lookup that asked for it
+    still answers while the exec is unanswered."""
+    from test_mbfs_helpers import invalidate
+    name = unique("stall2")
+    sh(service, container, "mkdir -p /workspace/%s/d && echo hi > /workspace/%s/d/f" % (name, name))
+    m = fresh()
+    assert sorted(os.listdir(m.path(name, "d"))) == ["f"]
+    invalidate(m)                     # what a command's end does: d is noted
+    service.fault(route=EXEC, count=1, heldMs=30000)
+    try:
+        assert os.stat(m.path(name, "d", "f")).st_size == 3
+        assert service.held() == 1, "the lookup waited for the held exec"
     finally:
         service.release_held()

@@ -280,7 +280,18 @@ static size_t relist(struct mbfs *fs, char (*run)[MB_PATH_MAX], size_t n,
 	mb_err_clear(&err);
 	if (!nd || mbfs_sh_cmd(&b, mbfs_sh_follow, argv, argc))
 		goto out;
-	if (mbfs_exec(fs, b.data, MBFS_EXEC_TIMEOUT_MS, &res, &err)) {
+	/* MBFS_RELIST_WAIT_MS, and half of what is left of the operation,
+	 * at most: when the guest's exec does not answer (its slots taken,
+	 * a stalled command) the list route answers the lookup that asked,
+	 * as it did before listings went through the guest */
+	uint64_t now_ms = mb_now_ms(), end = mb_op_current();
+	uint64_t left = end > now_ms ? end - now_ms : fs->op_ms;
+	uint64_t wait = left / 2 < MBFS_RELIST_WAIT_MS ? left / 2
+						    : MBFS_RELIST_WAIT_MS;
+	uint64_t prev = mb_op_narrow(now_ms + wait);
+	int xrc = mbfs_exec(fs, b.data, MBFS_EXEC_TIMEOUT_MS, &res, &err);
+	mb_op_deadline(prev);
+	if (xrc) {
 		mb_log(MB_LOG_DEBUG, "cannot list '%s'%s through the guest: %s",
 		       run[0], n > 1 ? " and others" : "", err.msg);
 		goto out;
@@ -382,16 +393,7 @@ bool mbfs_relist_cold(struct mbfs *fs, const char *dir)
 		return false;
 	memcpy(one[0], dir, strlen(dir) + 1);
 	bool big = false;
-	/* MBFS_COLD_WAIT_MS, and half of what is left of the operation,
-	 * at most: when the guest's exec does not answer (its slots taken,
-	 * a stalled command) the list route answers the lookup, as it did
-	 * before this listing went through the guest */
-	uint64_t now_ms = mb_now_ms(), end = mb_op_current();
-	uint64_t left = end > now_ms ? end - now_ms : fs->op_ms;
-	uint64_t wait = left / 2 < MBFS_COLD_WAIT_MS ? left / 2 : MBFS_COLD_WAIT_MS;
-	uint64_t prev = mb_op_narrow(now_ms + wait);
 	bool put = relist(fs, one, 1, MBFS_COLD_KIDS / 2, &big) == 1;
-	mb_op_deadline(prev);
 	pthread_mutex_lock(&r->lock);
 	if (big) {
 		r->big[r->big_next % BIG_DIRS].hash = hash;

@@ -36,6 +36,10 @@ struct mbfs_relist;
 #define MBFS_RELIST_ALL 32
 #define MBFS_RELIST_KIDS 256
 #define MBFS_RELIST_GRACE_MS (10u * 60u * 1000u)
+/* How long a listing through the guest (the relist, a cold one) waits for
+ * its answer at most, and half of what is left of the operation: then
+ * the list route lists what the lookup needs. */
+#define MBFS_RELIST_WAIT_MS 3000
 
 struct mbfs_relist *mbfs_relist_new(void);
 /* NULL is fine. */
@@ -63,9 +67,6 @@ bool mbfs_relist_listing(struct mbfs *fs, const char *dir);
  * would be thrown away. Callers at once for one directory (lookups in
  * parallel) share one find. */
 #define MBFS_COLD_KIDS 4096
-/* How long a cold listing waits for the guest's answer at most (and half
- * of what is left of the operation): then the list route lists it. */
-#define MBFS_COLD_WAIT_MS 3000
 bool mbfs_relist_cold(struct mbfs *fs, const char *dir);
 
 /* follow.sh's listings in text (from its "@" line; cut at each newline),
