@@ -467,13 +467,17 @@ int mbfs_journal_open(const char *dir, const char *api_url,
 		goto fail;
 	}
 	/* the run directory's fd, for the commits' fsync; its own name in
-	 * DIR is made durable now, once */
+	 * DIR is made durable now, once (a file system that cannot sync a
+	 * directory still makes a cache: said, not refused) */
 	j->runfd = open(j->run, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (j->runfd < 0 || sync_dir(dir)) {
-		rc = mb_err_set(err, errno ? errno : EIO, "cannot sync cache "
-				"directory '%s': %s", dir, strerror(errno));
+	if (j->runfd < 0) {
+		rc = mb_err_set(err, errno ? errno : EIO, "cannot open cache "
+				"directory '%s': %s", j->run, strerror(errno));
 		goto fail;
 	}
+	if (sync_dir(dir) && errno != EINVAL)
+		mb_log(MB_LOG_WARN, "cannot sync cache directory '%s': %s",
+		       dir, strerror(errno));
 	*out = j;
 	return 0;
 fail:

@@ -44,7 +44,9 @@ static int sync_shared(struct mbfs_journal *j)
 	int rc = fsync(j->runfd) ? -errno : 0;
 	if (!rc && opfd >= 0 && fdatasync(opfd))
 		rc = -errno;
-	return rc;
+	/* a file system that offers no sync of these (EINVAL) keeps
+	 * nothing more for being asked again: no failure of ours */
+	return rc == -EINVAL ? 0 : rc;
 }
 
 void mbfs_journal_commit_dirty(struct mbfs_journal *j)
@@ -69,6 +71,8 @@ int mbfs_journal_commit(struct mbfs_journal *j, int fd)
 	 * seconds); the file system joins the fsyncs of a moment in one
 	 * commit of its own. */
 	int rc = fd >= 0 && fsync(fd) ? -errno : 0;
+	if (rc == -EINVAL)   /* no sync offered here (as above) */
+		rc = 0;
 	if (rc)
 		failed(j, "a working copy", rc);
 	pthread_mutex_lock(&j->clock);
