@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "fuse/face/help.h"
+#include "fuse/face/ll.h"
 #include "fuse/mbfs.h"
 
 #include <fuse.h>
@@ -214,11 +215,11 @@ static int fail(const char *fmt, ...)
 
 /* libfuse's options (those mbfs passes through) checked by libfuse itself,
  * on a copy, before anything is asked of the service: a typo must not
- * leave a container started by --create unmounted. 0 when fuse_new takes
+ * leave a container started by --create unmounted. 0 when libfuse takes
  * them; else 1, libfuse having said which (fuse_log_to_mb). */
 static int check_fuse_options(const struct fuse_args *args)
 {
-	static const struct fuse_operations none;
+	static const struct fuse_lowlevel_ops none;
 	struct fuse_args copy = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_cmdline_opts cmd;
 	int rc = 1;
@@ -230,9 +231,9 @@ static int check_fuse_options(const struct fuse_args *args)
 		}
 	if (fuse_parse_cmdline(&copy, &cmd))
 		goto out;
-	struct fuse *f = fuse_new(&copy, &none, sizeof(none), NULL);
-	if (f) {
-		fuse_destroy(f);
+	struct fuse_session *se = fuse_session_new(&copy, &none, sizeof(none), NULL);
+	if (se) {
+		fuse_session_destroy(se);
 		rc = 0;
 	}
 out:
@@ -526,7 +527,7 @@ static int open_state(struct mbfs *fs, struct mbfs_opts *o,
 
 /* fuse_unmount, without libfuse's complaint when the mount is already gone
  * from our namespace (see watch.c); it also releases libfuse's state. */
-static void unmount_quietly(struct fuse *f)
+static void unmount_quietly(struct fuse_session *se)
 {
 	int saved = -1, null = -1;
 	if (atomic_load(&mbfs_watch_gone)) {
@@ -536,7 +537,7 @@ static void unmount_quietly(struct fuse *f)
 		if (saved >= 0 && null >= 0)
 			dup2(null, 2);
 	}
-	fuse_unmount(f);
+	fuse_session_unmount(se);
 	if (saved >= 0) {
 		dup2(saved, 2);
 		close(saved);
@@ -559,10 +560,11 @@ static int run_session(struct mbfs *fs, struct fuse_args *args,
 	int ret = 1;
 	static struct fuse_operations ops;
 	mbfs_bound_ops(&ops);
-	struct fuse *f = fuse_new(args, &ops, sizeof(ops), fs);
-	if (!f)
+	struct fuse_session *se = mbfs_ll_new(args, &ops, mbfs_ops_hold,
+					      mbfs_ops_drop);
+	if (!se)
 		goto out;
-	if (fuse_mount(f, fs->mountpoint))
+	if (fuse_session_mount(se, fs->mountpoint))
 		goto out_destroy;
 	created_unmounted = false;
 	/* from now on: the file asked for; else, in the background, a file
@@ -583,21 +585,21 @@ static int run_session(struct mbfs *fs, struct fuse_args *args,
 		mb_log_use_syslog(1);
 	if (new_client(fs, key, &fs->client))
 		goto out_unmount;
-	struct fuse_session *se = fuse_get_session(f);
 	if (fuse_set_signal_handlers(se))
 		goto out_unmount;
 	if (mbfs_watch_start(fs->mountpoint))
 		mb_log(MB_LOG_DEBUG, "cannot watch '%s' for unmounts", fs->mountpoint);
-	ret = cmd.singlethread ? fuse_loop(f) : fuse_loop_mt(f, cmd.clone_fd);
+	ret = cmd.singlethread ? fuse_session_loop(se)
+			       : fuse_session_loop_mt(se, cmd.clone_fd);
 	/* a loop ended by SIGTERM/SIGINT/SIGHUP is a normal unmount */
 	ret = (ret == 0 || ret == SIGTERM || ret == SIGINT || ret == SIGHUP) ? 0 : 1;
 	mbfs_kcache_stop(fs->kcache);   /* it writes to the device */
 	mbfs_watch_stop();
 	fuse_remove_signal_handlers(se);
 out_unmount:
-	unmount_quietly(f);
+	unmount_quietly(se);
 out_destroy:
-	fuse_destroy(f);
+	mbfs_ll_destroy(se);
 out:
 	free(cmd.mountpoint);
 	return ret;

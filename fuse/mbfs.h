@@ -4,7 +4,9 @@
  * folders below it, each through its own headers:
  *   main.c      options, one validation block, the session; wires the
  *               modules together (fs->sink, the queue's node table)
- *   face/       the kernel's and mbexec's way in: ops.c (the table;
+ *   face/       the kernel's and mbexec's way in: ll.c (the FUSE
+ *               session: node numbers to paths through itab.c, the
+ *               kernel's inodes), ops.c (the path operations;
  *               ops_name.c its namespace ops; bound.c bounds each op by
  *               op_timeout), control.c (the control
  *               file), agent.c (mbexec's socket; polls of running commands
@@ -47,7 +49,7 @@
  *               copies), fdio.c
  *   guest/      the guest scripts, the transport's protocol
  *
- * Threads: libfuse runs ops on several threads. Transfers add up to
+ * Threads: libfuse runs requests on several threads. Transfers add up to
  * MBFS_XFER_THREADS workers (xfer.c), a reader's fetch going on
  * (xfer_ahead.c, xfer_pieces.c) and an upload's hashing (xfer_up.c).
  * batch.c and wbq.c run one flusher each, hidden.c one remover, lease.c
@@ -55,6 +57,7 @@
  * thread while a command runs, agent.c one accepting, one polling and one
  * per mbexec connection, watch.c one watcher.
  * Lock order (a thread holding one lock only takes locks further right):
+ *   itab->lock  ->  fs->nodes_lock (mbfs_itab_lend_fh's hold only)
  *   node->lock  ->  node->fd_rw
  *   node->lock  ->  fs->nodes_lock  ->  cache->lock
  *   hidden->lock  ->  fs->nodes_lock

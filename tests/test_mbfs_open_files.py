@@ -5,6 +5,7 @@ file."""
 import os
 import select
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -340,6 +341,53 @@ def test_a_directory_renamed_over_a_name_removed_while_open(service, container, 
         assert out == "d\n" * 10
     finally:
         assert m.unmount() == 0, m.log()
+
+
+def removed_while_open(base):
+    """What programs in and on a directory see once it is removed here:
+    an fd on the directory, a shell standing in it, and a file in it that
+    was removed while open."""
+    seen = []
+    d = os.path.join(base, "d")
+    os.mkdir(d)
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        os.rmdir(d)
+        st = os.fstat(fd)
+        seen.append(("fd", stat.S_ISDIR(st.st_mode), st.st_nlink, st.st_size, os.listdir(fd)))
+        os.fchmod(fd, 0o700)
+        seen.append(("fchmod", oct(os.fstat(fd).st_mode & 0o7777)))
+    finally:
+        os.close(fd)
+    os.mkdir(os.path.join(base, "e"))
+    r = subprocess.run("cd e && rmdir ../e && ls -a; echo ls=$?; stat -c '%F %h %s' .; pwd; "
+                       "touch x 2>/dev/null; echo touch=$?", shell=True, cwd=base,
+                       capture_output=True, text=True, timeout=60)
+    seen.append(("shell", r.stdout.replace(base, "BASE")))
+    os.mkdir(os.path.join(base, "f"))
+    write_file(os.path.join(base, "f", "x"), b"abc")
+    fd = os.open(os.path.join(base, "f", "x"), os.O_RDWR)
+    try:
+        os.unlink(os.path.join(base, "f", "x"))
+        os.rmdir(os.path.join(base, "f"))
+        st = os.fstat(fd)
+        seen.append(("file", st.st_size, st.st_nlink, os.pread(fd, 10, 0)))
+        os.pwrite(fd, b"Z", 3)
+        seen.append(("written", os.fstat(fd).st_size, os.pread(fd, 10, 0)))
+    finally:
+        os.close(fd)
+    return seen
+
+
+def test_a_directory_removed_here_is_as_on_a_local_disk(mount, d, tmp_path):
+    """A directory's fd and a shell's cwd live on once it is removed, as
+    does a file in it that was removed while open: fstat, listings,
+    fchmod, reads and writes answer as on a local disk (they failed with
+    ESTALE: the kernel's node was named by its path only)."""
+    want = removed_while_open(str(tmp_path))
+    assert want[0] == ("fd", True, 0, 0, []), want   # the local disk's
+    assert removed_while_open(d) == want
+    assert sorted(os.listdir(d)) == []
 
 
 def test_a_listed_directory_follows_a_running_command(service, container, long_attrs):

@@ -4,7 +4,7 @@
  * A chained hash set of paths, each with a sighting generation, and a
  * queue of paths to invalidate (a path is queued once until the thread
  * takes it). "Everything" is a flag: the thread then walks a copy of the
- * set. A path libfuse no longer knows (fuse_invalidate_path: -ENOENT) is
+ * set. A path the kernel holds no inode for (invalidate: -ENOENT) is
  * forgotten, unless it was seen again after it was queued or the kernel
  * may still hold it as missing. A path a lookup said was missing carries
  * until when the kernel may keep that (missing_until); "every name" is a
@@ -22,9 +22,6 @@
 #include <unistd.h>
 
 #include "fuse/mbfs.h"
-
-#include <fuse.h>
-#include <fuse_lowlevel.h>
 
 #include "common/log.h"
 #include "common/util.h"
@@ -79,7 +76,7 @@ struct mbfs_kcache {
 	uint64_t asked, done;   /* requests queued / invalidated (counts) */
 	bool stop, running, joined, full_logged;
 	/* written by start before the thread runs */
-	struct fuse *fuse;
+	const struct mbfs_kernel *kernel;
 	pthread_t thread;
 };
 
@@ -399,10 +396,10 @@ void mbfs_kcache_appeared(struct mbfs_kcache *kc, const char *path)
 static void new_epoch(struct mbfs_kcache *kc)
 {
 	struct notify_header h = { sizeof(h), NOTIFY_INC_EPOCH, 0 };
-	int fd = fuse_session_fd(fuse_get_session(kc->fuse));
-	if (write(fd, &h, sizeof(h)) != (ssize_t)sizeof(h))
+	int rc = kc->kernel->notify(&h, sizeof(h));
+	if (rc)
 		mb_log(MB_LOG_DEBUG, "kernel cache: cannot drop names: %s",
-		       strerror(errno));
+		       strerror(-rc));
 }
 
 /* Everything remembered, as items (queued marks cleared); NULL without
@@ -426,7 +423,7 @@ static struct kitem *snapshot_locked(struct mbfs_kcache *kc)
 	return list;
 }
 
-/* libfuse no longer knows path: forget it, unless seen since gen. */
+/* the kernel holds no inode for path: forget it, unless seen since gen. */
 static void forget(struct mbfs_kcache *kc, const char *path, uint64_t gen)
 {
 	uint64_t h = hash_path(path);
@@ -485,9 +482,9 @@ static void *run(void *arg)
 		for (struct kitem *it = list; it; it = it->next) {
 			if (__atomic_load_n(&kc->stop, __ATOMIC_RELAXED))
 				break;
-			/* attributes and every page; -ENOENT: libfuse has no
-			 * node for it, so the kernel holds nothing */
-			int rc = fuse_invalidate_path(kc->fuse, it->path);
+			/* attributes and every page; -ENOENT: no inode of
+			 * the kernel has that path, so it holds nothing */
+			int rc = kc->kernel->invalidate(it->path);
 			if (rc == -ENOENT)
 				forget(kc, it->path, it->gen);
 		}
@@ -502,16 +499,16 @@ static void *run(void *arg)
 	return NULL;
 }
 
-int mbfs_kcache_start(struct mbfs_kcache *kc, struct fuse *f)
+int mbfs_kcache_start(struct mbfs_kcache *kc, const struct mbfs_kernel *k)
 {
-	if (!kc || !f)
+	if (!kc || !k)
 		return -EINVAL;
 	pthread_mutex_lock(&kc->lock);
 	if (kc->running || !kc->joined) {
 		pthread_mutex_unlock(&kc->lock);
 		return -EALREADY;
 	}
-	kc->fuse = f;
+	kc->kernel = k;
 	kc->stop = false;
 	int rc = pthread_create(&kc->thread, NULL, run, kc);
 	if (rc == 0) {

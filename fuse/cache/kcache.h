@@ -5,14 +5,13 @@
  * libfuse, and file pages across opens. This module remembers the paths
  * the kernel has been shown (mbfs_kcache_seen) and, when the mount learns
  * that one changed, asks the kernel to drop its attributes and pages
- * (fuse_invalidate_path). One thread of its own does the asking: while it
+ * (mbfs_kernel's invalidate). One thread of its own does the asking: while it
  * invalidates, the kernel may wait for a request the mount is still
  * answering (a page locked by a read or write in progress, whose handler
  * may wait for a lock the caller holds), so asking from inside an op could
  * deadlock. Callers only queue.
  *
- * Single names are never dropped here: the high-level API knows no
- * parent inode to name them by. Once its attributes are dropped, a name
+ * Single names are not dropped here, attributes are. Once its attributes are dropped, a name
  * that vanished on the guest is found gone by the next getattr
  * (mbfs_kcache_gone). A name that appeared may be held by the kernel as
  * missing (a negative entry, kept when the kernel can drop them all, see
@@ -32,8 +31,16 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-struct fuse;
 struct mbfs_kcache;
+
+/* How this module reaches the kernel (the FUSE session's, ll.h). */
+struct mbfs_kernel {
+	/* drop path's attributes and pages: 0, -ENOENT when the kernel
+	 * holds no inode for it, or -errno */
+	int (*invalidate)(const char *path);
+	/* write a raw notification to the device: 0 or -errno */
+	int (*notify)(const void *msg, size_t len);
+};
 
 /* Paths remembered at most; beyond, new ones are not (their kernel copies
  * then expire with the timeouts only). */
@@ -45,10 +52,10 @@ struct mbfs_kcache *mbfs_kcache_new(void);
 /* After mbfs_kcache_stop. */
 void mbfs_kcache_free(struct mbfs_kcache *kc);
 
-/* Start the thread that invalidates through f (from the init op: f is
- * fuse_get_context()->fuse). 0 or -errno; without it, changes are queued
- * and dropped at stop, and the kernel's copies expire with the timeouts. */
-int mbfs_kcache_start(struct mbfs_kcache *kc, struct fuse *f);
+/* Start the thread that invalidates through k (kept, not copied; from the
+ * init op). 0 or -errno; without it, changes are queued and dropped at
+ * stop, and the kernel's copies expire with the timeouts. */
+int mbfs_kcache_start(struct mbfs_kcache *kc, const struct mbfs_kernel *k);
 /* Stop the thread (what is still queued is dropped). Before the session
  * is unmounted: the thread writes to its device. Idempotent. */
 void mbfs_kcache_stop(struct mbfs_kcache *kc);

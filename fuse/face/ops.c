@@ -1,6 +1,6 @@
-/* ops.c: the FUSE operations table, a thin translation to the modules:
- * attributes, listings and open files here, the namespace operations in
- * ops_name.c.
+/* ops.c: the path operations ll.c answers the kernel with, a thin
+ * translation to the modules: attributes, listings and open files here,
+ * the namespace operations in ops_name.c.
  *
  * Every op returns 0 (or a count) or -errno and never exits. File handles
  * (fi->fh) hold a struct mbfs_node *, or for the control file a handle
@@ -8,7 +8,7 @@
  * but the control file fails with ENOTCONN.
  * ownership cannot be changed through the API, and every file shows as the
  * mounting user: chown is accepted and ignored, so tar/rsync/cp -a running
- * as root do not fail on it. st_ino is mbfs_ino() of the path (use_ino).
+ * as root do not fail on it. st_ino is mbfs_ino() of the path.
  * The kernel caches names, attributes and pages (init); every path whose
  * attributes it is given is told to kcache.c, which invalidates them.
  * What it may skip for an open file (its flush) is warm.c's choice.
@@ -43,6 +43,7 @@
 #include "fuse/transport/route.h"
 #include "fuse/node/node.h"
 #include "fuse/face/follow.h"
+#include "fuse/face/ll.h"
 #include "fuse/face/ops.h"
 #include "fuse/face/ops_int.h"
 #include "fuse/bulk/prefetch.h"
@@ -92,14 +93,8 @@ static void *mbfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	 * request to the service) and dropped with them (kcache.h) */
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
-	cfg->use_ino = 1;
-	cfg->nullpath_ok = 1;
-	/* a file unlinked or replaced while open is renamed to a hidden name
-	 * that hidden.c keeps local: with hard_remove, libfuse would forget
-	 * it and fstat would fail */
-	cfg->hard_remove = 0;
-	cfg->set_uid = 0;
-	cfg->set_gid = 0;
+	/* ll.c takes st_ino as given, passes no path with a handle, and
+	 * hides a file unlinked or replaced while open (hidden.h) */
 	/* before the control file, which names its socket */
 	int arc = mbfs_agent_start(FS, &FS->agent, FS->agent_name,
 				   sizeof(FS->agent_name));
@@ -117,7 +112,10 @@ static void *mbfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	if (rc)
 		mb_log(MB_LOG_WARN, "cannot start the keep-alive thread (%s): "
 		       "an idle mount may lose its container", strerror(-rc));
-	rc = mbfs_kcache_start(FS->kcache, fuse_get_context()->fuse);
+	static const struct mbfs_kernel kernel = {
+		mbfs_ll_invalidate_path, mbfs_ll_notify_raw
+	};
+	rc = mbfs_kcache_start(FS->kcache, &kernel);
 	if (rc)
 		mb_log(MB_LOG_WARN, "cannot start the kernel cache thread (%s): "
 		       "changes show once the kernel's timeouts expire",
@@ -364,7 +362,7 @@ static int mbfs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 static int mbfs_open(const char *path, struct fuse_file_info *fi)
 {
 	if (mbfs_is_control(path)) {
-		int rc = mbfs_control_access(fuse_get_context()->uid);
+		int rc = mbfs_control_access(mbfs_ll_uid());
 		if (rc)
 			return rc;
 		fi->fh = mbfs_control_open(FS, fi->flags);
@@ -488,8 +486,8 @@ static int mbfs_fsyncdir(const char *path, int datasync,
 	return mbfs_wbq_sync(FS);
 }
 
-/* Our files are local cache files or memory: always ready. Implemented so
- * that libfuse frees the poll handle (without a poll op it leaks it). */
+/* Our files are local cache files or memory: always ready. The poll
+ * handle is freed here: nothing will be notified on it. */
 static int mbfs_poll(const char *path, struct fuse_file_info *fi,
 		     struct fuse_pollhandle *ph, unsigned *reventsp)
 {
@@ -498,6 +496,22 @@ static int mbfs_poll(const char *path, struct fuse_file_info *fi,
 		fuse_pollhandle_destroy(ph);
 	*reventsp |= fi->poll_events & (POLLIN | POLLOUT | POLLRDNORM | POLLWRNORM);
 	return 0;
+}
+
+bool mbfs_ops_hold(uint64_t fh)
+{
+	struct fuse_file_info fi = { .fh = fh };
+	if (!fh || CONTROL(&fi))
+		return false;
+	mbfs_node_ref(FS, NODE(&fi));
+	return true;
+}
+
+void mbfs_ops_drop(uint64_t fh)
+{
+	struct fuse_file_info fi = { .fh = fh };
+	if (fh && !CONTROL(&fi))
+		mbfs_node_release(FS, NODE(&fi));
 }
 
 const struct fuse_operations mbfs_ops = {

@@ -12,4 +12,11 @@ extern const struct fuse_operations mbfs_ops;
  * bounded by one deadline, its start + op_timeout (bound.c). */
 void mbfs_bound_ops(struct fuse_operations *ops);
 
+/* A reference to the file an open's handle (fi->fh) holds, for a request
+ * that came without the handle (ll.h's hold): false for a handle that
+ * holds no file (the control file's). Takes the node lock only.
+ * mbfs_ops_drop lets it go. */
+bool mbfs_ops_hold(uint64_t fh);
+void mbfs_ops_drop(uint64_t fh);
+
 #endif

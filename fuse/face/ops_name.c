@@ -90,14 +90,14 @@ int mbfs_rename(const char *from, const char *to, unsigned int flags)
 	int rc = mbfs_check_alive(FS);
 	if (!rc)
 		rc = mbfs_name_check(from);
-	if (!rc)   /* libfuse hides a file open here: a reserved name */
+	if (!rc)   /* ll.c hides a file open here: a reserved name */
 		rc = mbfs_hidden_is_name(to) ? mbfs_name_check(to) :
 					       mbfs_name_check_new(to);
 	if (!rc && (mbfs_is_control(from) || mbfs_is_control(to)))
 		rc = -EBUSY;
 	if (rc)
 		return rc;
-	if (mbfs_hidden_is_name(to)) {   /* libfuse hides a file open here */
+	if (mbfs_hidden_is_name(to)) {   /* ll.c hides a file open here */
 		/* nothing open at from: a program's rename to such a name,
 		 * which would hide the file from both sides */
 		if (!mbfs_node_open_at(FS, from)) {
@@ -119,8 +119,10 @@ int mbfs_rename(const char *from, const char *to, unsigned int flags)
 		   mbfs_view_getattr(FS, from, &fst) == 0 && S_ISDIR(fst.st_mode);
 	mbfs_hidden_settle(FS, dir ? NULL : to);
 	rc = mbfs_ns_rename(FS, from, to, flags);
-	if (!rc)
+	if (!rc) {
+		mbfs_hidden_renamed(FS, from, to);
 		mbfs_kcache_moved(FS->kcache, from, to);
+	}
 	return rc;
 }
 

@@ -54,7 +54,7 @@ void mbfs_node_unlinked(struct mbfs *fs, const char *path)
 	mbfs_node_records_sync(fs);
 }
 
-/* libfuse counts a handle open until just after our release returns, and
+/* ll.c counts a handle open until just after our release returns, and
  * an unlink in between hides the file: the last paths whose last handle
  * went count as open a moment longer (a program's own rename to a hidden
  * name so soon after a close is still taken for a hide). Protected by

@@ -144,7 +144,7 @@ int mbfs_node_truncate_path(struct mbfs *fs, const char *path, off_t size,
 void mbfs_node_renamed(struct mbfs *fs, const char *from, const char *to);
 /* Detach the node of path after an unlink (it will never upload). */
 void mbfs_node_unlinked(struct mbfs *fs, const char *path);
-/* path goes (unlinked or replaced) while open, and libfuse keeps it
+/* path goes (unlinked or replaced) while open, and the face keeps it
  * reachable as hidden (hidden.h): every open node of path gets the
  * guest's content now if it had not yet, then is renamed hidden and
  * detached (never uploaded). *out: the node new opens of path shared,
@@ -154,7 +154,7 @@ void mbfs_node_unlinked(struct mbfs *fs, const char *path);
 /* The kernel opened (delta 1) or released (-1) a handle of n. */
 void mbfs_node_handle(struct mbfs *fs, struct mbfs_node *n, int delta);
 /* Has the kernel a handle open of a file at path (or had it until a
- * moment ago)? libfuse hides only those (hidden.h). */
+ * moment ago)? The face hides only those (hidden.h). */
 bool mbfs_node_open_at(struct mbfs *fs, const char *path);
 /* Is there any node at path (open, closing, queued, or replaced and
  * still held)? */

@@ -238,6 +238,25 @@ int mbfs_hidden_hide(struct mbfs *fs, const char *from, const char *hidden)
 	return 0;
 }
 
+void mbfs_hidden_renamed(struct mbfs *fs, const char *from, const char *to)
+{
+	struct mbfs_hidden *h = fs->hidden;
+	if (!h || atomic_load(&h->nfiles) == 0)
+		return;
+	size_t fl = strlen(from);
+	pthread_mutex_lock(&h->lock);
+	for (struct hfile *f = h->files; f; f = f->next) {
+		if (strncmp(f->name, from, fl) != 0 || f->name[fl] != '/')
+			continue;
+		char *name = NULL;
+		if (asprintf(&name, "%s%s", to, f->name + fl) < 0)
+			continue;   /* without memory: its fds see ENOENT */
+		free(f->name);
+		f->name = name;
+	}
+	pthread_mutex_unlock(&h->lock);
+}
+
 int mbfs_hidden_getattr(struct mbfs *fs, const char *path, struct stat *st)
 {
 	struct mbfs_hidden *h = fs->hidden;
@@ -253,7 +272,7 @@ int mbfs_hidden_getattr(struct mbfs *fs, const char *path, struct stat *st)
 			mbfs_node_fgetattr(fs, f->node, st);
 		rc = 1;
 	} else if (name) {
-		rc = -ENOENT;   /* libfuse looks for a free hidden name */
+		rc = -ENOENT;   /* ll.c looks for a free hidden name */
 	} else {
 		for (struct removal *r = h->pending; r && !rc; r = r->next)
 			if (strcmp(r->path, path) == 0)

@@ -1,7 +1,7 @@
 /* hidden.h: files unlinked or replaced while open.
  *
- * On a local disk such a file lives on for its open handles. libfuse (we
- * run without hard_remove, which would make fstat fail) keeps it reachable
+ * On a local disk such a file lives on for its open handles. The FUSE
+ * face (face/ll.c, as libfuse's high-level API did) keeps it reachable
  * by renaming it to ".fuse_hidden" + 16 hex digits in its directory and
  * unlinking that name at the last close. That rename is the mount's alone:
  * the open copies keep the content (fetched now if they had not yet), stay
@@ -9,7 +9,7 @@
  * nothing of them exists on the guest, so no .fuse_hidden file ever shows
  * there. What the guest still holds under the old name is removed, unless
  * the thread that hid it goes on to rename another file over that name
- * (libfuse hides a rename's target first): the replace then stays one
+ * (the face hides a rename's target first): the replace then stays one
  * atomic `mv -fT`. The removal is made by the next change of names
  * through the mount, the control file's "sync", unmount, or after
  * MBFS_HIDDEN_DELAY_MS, whichever comes first; until then the old name
@@ -36,21 +36,24 @@ void mbfs_hidden_free(struct mbfs_hidden *h);
  * the hidden files. */
 void mbfs_hidden_stop(struct mbfs *fs);
 
-/* 1 when the last component of path has libfuse's hidden pattern. */
+/* 1 when the last component of path has the hidden pattern. */
 bool mbfs_hidden_is_name(const char *path);
 
-/* libfuse's rename(from, hidden) of a file open here. 0 or -errno. */
+/* The face's rename(from, hidden) of a file open here. 0 or -errno. */
 int mbfs_hidden_hide(struct mbfs *fs, const char *from, const char *hidden);
+/* A directory from was renamed to to: the hidden files in it moved with
+ * it (their nodes did: mbfs_node_renamed). */
+void mbfs_hidden_renamed(struct mbfs *fs, const char *from, const char *to);
 /* getattr of path: 1 with *st (a hidden file), -ENOENT (a hidden name we
  * do not hold, or a name whose removal is pending), 0 (neither). */
 int mbfs_hidden_getattr(struct mbfs *fs, const char *path, struct stat *st);
-/* An open of a hidden name: libfuse names a file by where it is now, so
+/* An open of a hidden name: the face names a file by where it is now, so
  * an open that raced with the hiding of its file arrives here. 1 with
  * *out (a reference to the file's node; O_TRUNC in flags applied),
  * -ENOENT when no such file is held, 0 when path is not a hidden name. */
 int mbfs_hidden_open(struct mbfs *fs, const char *path, int flags,
 		     struct mbfs_node **out);
-/* libfuse's unlink of a hidden name at the last close: 1 when path has
+/* The face's unlink of a hidden name at the last close: 1 when path has
  * the pattern (done, no request), 0 otherwise. */
 int mbfs_hidden_unlink(struct mbfs *fs, const char *path);
 /* 1 when path's removal is pending: a listing does not show it. */

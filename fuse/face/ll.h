@@ -1,0 +1,54 @@
+/* ll.h: the mount's FUSE session, on libfuse's low-level API.
+ *
+ * The kernel names files by node number; ops.c (through bound.c) by path.
+ * ll.c answers each request by asking the inode table (itab.h) for the
+ * path, calling the path operation, and telling the table what changed.
+ * It keeps what libfuse's high-level API did, as mbfs relied on it: a
+ * file removed or replaced while open is renamed to a hidden name (hidden.h)
+ * and removed at its last close; pages are kept across opens while size
+ * and mtime stay (auto_cache); a listing is read whole at offset 0 and
+ * served in pieces. What it does beyond: a node the kernel still holds
+ * after its name went (a directory removed while an fd or a shell's cwd
+ * is in it) answers from its last attributes, with no links, and lists
+ * empty, as on a local disk, where the high-level API said ESTALE.
+ *
+ * One session per process. Thread-safe: requests come from libfuse's
+ * worker threads.
+ */
+#ifndef MBFS_LL_H
+#define MBFS_LL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct fuse_args;
+struct fuse_operations;
+struct fuse_session;
+
+/* A session answering with ops (kept, not copied). hold and drop take
+ * and let go a reference to what an open's handle (fi->fh) holds, for a
+ * request that comes without the handle (the kernel's fstat of a file
+ * with no path any more); hold is called under the inode table's lock and
+ * returns false for a handle that holds no file. NULL when libfuse
+ * refused args (it said why) or without memory. */
+struct fuse_session *mbfs_ll_new(struct fuse_args *args,
+				 const struct fuse_operations *ops,
+				 bool (*hold)(uint64_t fh),
+				 void (*drop)(uint64_t fh));
+/* After unmounting: destroys the session (ops' destroy runs) and the
+ * table. */
+void mbfs_ll_destroy(struct fuse_session *se);
+
+/* The uid of the process whose request this thread answers. */
+uid_t mbfs_ll_uid(void);
+
+/* Drop the kernel's attributes and pages of path (a mount path "/a/b").
+ * 0, -ENOENT when the kernel holds no inode under that path, or libfuse's
+ * -errno. For any thread but a request's (it may wait on one). */
+int mbfs_ll_invalidate_path(const char *path);
+/* Write a raw notification to the session's device (kcache's epoch).
+ * 0 or -errno. */
+int mbfs_ll_notify_raw(const void *msg, size_t len);
+
+#endif

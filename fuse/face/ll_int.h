@@ -1,0 +1,48 @@
+/* ll_int.h: what the halves of the FUSE session share: ll.c (the
+ * session, names and files) and ll_dir.c (open directories). Not for
+ * other modules. */
+#ifndef MBFS_LL_INT_H
+#define MBFS_LL_INT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include <fuse.h>
+#include <fuse_lowlevel.h>
+
+/* The one session's state: set by mbfs_ll_new and the init request. */
+struct mbfs_ll {
+	struct fuse_session *se;
+	struct mbfs_itab *itab;
+	const struct fuse_operations *op;
+	bool (*hold)(uint64_t fh);
+	void (*drop)(uint64_t fh);
+	double entry_timeout, attr_timeout, negative_timeout;
+	uint64_t ac_ms;
+	bool auto_cache;
+	atomic_uint hidectr;
+};
+extern struct mbfs_ll mbfs_ll;
+#define L mbfs_ll
+#define T L.itab
+
+/* At the start of each request: who asks (mbfs_ll_uid). */
+void mbfs_ll_begin(fuse_req_t req);
+/* Reply rc (-errno, or 0 for success without data). */
+void mbfs_ll_reply_err(fuse_req_t req, int rc);
+/* The path of a request on ino without a file handle: 0 with path set
+ * (MB_PATH_MAX), 1 when the node has none (its last attributes in *st),
+ * or -errno. */
+int mbfs_ll_node_path(fuse_ino_t ino, char *path, struct stat *st);
+
+void mbfs_ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *llfi);
+void mbfs_ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		     struct fuse_file_info *llfi);
+void mbfs_ll_releasedir(fuse_req_t req, fuse_ino_t ino,
+			struct fuse_file_info *llfi);
+void mbfs_ll_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+		      struct fuse_file_info *llfi);
+
+#endif
