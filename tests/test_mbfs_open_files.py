@@ -343,6 +343,31 @@ def test_a_directory_renamed_over_a_name_removed_while_open(service, container, 
         assert m.unmount() == 0, m.log()
 
 
+def test_a_file_emptied_here_after_a_command_rewrote_it_is_no_conflict(service, container, mount, d):
+    """An fd held across a command that rewrote the file, then the file
+    saved whole here (open with O_TRUNC), then appended through the held
+    fd: the sandbox gets what was written here, as a local disk would
+    have it. The save replaced the command's version knowingly; it was
+    refused as a conflict with it, read back as the command's bytes, and
+    the next command did not start."""
+    f = os.path.join(d, "f")
+    write_file(f, b"start\n")
+    sync(mount)
+    held = os.open(f, os.O_WRONLY | os.O_APPEND)
+    try:
+        os.write(held, b"held 1\n")
+        r = mbtest.run_mbexec(service, ["sh", "-c", "printf 'rewritten\\n' > f"], cwd=d)
+        assert r.returncode == 0, r
+        write_file(f, b"saved\n")
+        os.write(held, b"held 2\n")
+    finally:
+        os.close(held)
+    assert read_file(f) == b"saved\nheld 2\n"
+    r = mbtest.run_mbexec(service, ["cat", "f"], cwd=d)
+    assert (r.returncode, r.stdout) == (0, b"saved\nheld 2\n"), r
+    assert "conflict" not in mount.log(), mount.log()
+
+
 def removed_while_open(base):
     """What programs in and on a directory see once it is removed here:
     an fd on the directory, a shell standing in it, and a file in it that

@@ -130,6 +130,30 @@ static bool outdated(struct mbfs *fs, struct mbfs_node *n, const char *path)
 }
 
 
+/* An open with O_TRUNC emptied n: what it replaces is the guest's file as
+ * the mount knows it now, not the copy n was made from (a fd held open
+ * across a command that rewrote the file kept that older base, and the
+ * upload was refused as a conflict with a change it had replaced). No
+ * merge of appends either: every byte is ours. n->lock held. */
+static void rebase_emptied(struct mbfs *fs, struct mbfs_node *n,
+			   const char *path)
+{
+	struct stat st;
+	bool known = mbfs_view_getattr(fs, path, &st) == 0 && S_ISREG(st.st_mode);
+	pthread_mutex_lock(&fs->nodes_lock);
+	if (!n->fresh && known) {
+		n->base_known = true;
+		n->base_size = (uint64_t)st.st_size;
+		n->base_mtime = st.st_mtim.tv_sec;
+		n->base_sha[0] = '\0';
+		n->sha_due = false;
+	}
+	n->overwrote = n->base_size > 0;
+	n->recheck = false;
+	n->refetch = false;
+	pthread_mutex_unlock(&fs->nodes_lock);
+}
+
 int mbfs_node_open(struct mbfs *fs, const char *path, int flags,
 		   struct mbfs_node **out)
 {
@@ -174,8 +198,10 @@ int mbfs_node_open(struct mbfs *fs, const char *path, int flags,
 		int rc = mbfs_node_will_change(fs, n, true);
 		if (!rc)
 			rc = mbfs_load_empty(fs, n);
-		if (!rc)
+		if (!rc) {
+			rebase_emptied(fs, n, path);
 			mark_changed(fs, n, 0);
+		}
 		pthread_mutex_unlock(&n->lock);
 		mbfs_data_drop(fs->data, path);
 		if (rc) {
