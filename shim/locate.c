@@ -320,7 +320,7 @@ int mbx_sync_mount(const struct mbx_target *t)
 	int r = control_write(t, MB_CONTROL_SYNC);
 
 	/* a mount that does not know the message refuses it: nothing to push */
-	return r == -EIO ? r : 0;
+	return r == -EIO ? r : r == -EEXIST ? 1 : 0;
 }
 
 void mbx_invalidate_mount(const struct mbx_target *t)

@@ -348,12 +348,19 @@ int main(int argc, char **argv)
 		code = 128 + signo;   /* interrupted before anything was sent */
 		goto out_signals;
 	}
-	if (mbx_sync_mount(&target)) {
+	int synced = mbx_sync_mount(&target);
+	if (synced < 0) {
 		mbx_error("the mount in '%s' could not upload pending changes (see "
 			  "its log); the command did not start", target.mount_dir);
 		code = MBX_EXIT_FAIL;
 		goto out_signals;
 	}
+	/* a conflict keeps both versions: the command runs on the sandbox's */
+	if (synced > 0)
+		mbx_note("files changed both in '%s' and on the sandbox: the "
+			 "sandbox keeps its version, the mount's is kept locally "
+			 "('mbfs --status %s' lists them)", target.mount_dir,
+			 target.mount_dir);
 	mbx_warn_unsent(&target);
 	ran = true;
 	code = run.strategy->start(&run);

@@ -74,8 +74,11 @@ struct mbx_target {
 int mbx_locate(const struct mbx_opts *o, struct mbx_target *t);
 
 /* Before a command: make the mount push what it still holds (pending
- * metadata batches), so the command sees the local changes. 0, or -EIO
- * when the mount could not; a plain directory or an older mount is 0. */
+ * metadata batches), so the command sees the local changes. 0; 1 when
+ * the only files it could not put there were conflicts (the sandbox's
+ * file changed since the mount's copy: each side's version is kept);
+ * -EIO when the mount could not; a plain directory or an older mount is
+ * 0. */
 int mbx_sync_mount(const struct mbx_target *t);
 
 /* Tell the mount that a command finished (its caches must go). Errors are

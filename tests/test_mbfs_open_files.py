@@ -368,6 +368,33 @@ def test_a_file_emptied_here_after_a_command_rewrote_it_is_no_conflict(service, 
     assert "conflict" not in mount.log(), mount.log()
 
 
+def test_a_real_conflict_is_kept_and_the_next_command_starts(service, container, mount, d):
+    """A file changed here and, behind the mount's back, on the sandbox:
+    the sandbox keeps its version, the mount's is kept locally and named,
+    and the next command starts (it did not: rc 255, "could not upload
+    pending changes")."""
+    f = os.path.join(d, "f")
+    write_file(f, b"v1\n")
+    sync(mount)
+    rel = os.path.relpath(f, mount.mountpoint)
+    sh(service, container, "printf 'the sandbox\\n' > /workspace/%s" % rel)
+    with open(f, "r+b") as w:
+        w.write(b"L")
+    r = mbtest.run_mbexec(service, ["cat", "f"], cwd=d)
+    assert (r.returncode, r.stdout) == (0, b"the sandbox\n"), r
+    assert b"changed both in" in r.stderr and b"mbfs --status" in r.stderr, r.stderr
+    status = subprocess.run([mbtest.MBFS, "--status", mount.mountpoint], capture_output=True,
+                            env=service.env(), timeout=60)
+    assert rel.encode() in status.stdout + status.stderr, status
+    kept = [line for line in mount.log().splitlines() if "conflict" in line and "data kept in " in line]
+    assert len(kept) == 1, mount.log()
+    with open(kept[0].split("data kept in ")[1].strip(), "rb") as k:
+        assert k.read() == b"L1\n"
+    # and the one after it says nothing more
+    r = mbtest.run_mbexec(service, ["true"], cwd=d)
+    assert (r.returncode, r.stderr) == (0, b""), r
+
+
 def removed_while_open(base):
     """What programs in and on a directory see once it is removed here:
     an fd on the directory, a shell standing in it, and a file in it that

@@ -105,7 +105,8 @@ int mbfs_status_wait(const char *path, const char *mnt)
 	if (!isatty(STDERR_FILENO) || sync_with_progress(&s, path))
 		sync_write(&s);
 	close(s.fd);
-	if (s.w < 0 && s.err == EIO)
+	/* EEXIST: conflicts, each kept (the status says which) */
+	if (s.w < 0 && (s.err == EIO || s.err == EEXIST))
 		return 1;
 	if (s.w < 0) {
 		fprintf(stderr, "mbfs: cannot wait for '%s': %s\n", mnt,

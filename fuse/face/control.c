@@ -232,22 +232,24 @@ int mbfs_control_sync(struct mbfs *fs)
 	/* what is queued goes now, with what programs wrote to files they
 	 * still hold open: a command reads it, as on a local disk */
 	mbfs_hidden_settle(fs, NULL);   /* names removed while open */
-	int orc = mbfs_node_close_open(fs);
-	int wrc = mbfs_wbq_sync(fs);
-	if (!wrc)
-		wrc = orc;
-	int rc = mbfs_batch_sync(fs);
+	int rcs[4];
+	rcs[0] = mbfs_node_close_open(fs);
+	rcs[1] = mbfs_wbq_sync(fs);
+	rcs[2] = mbfs_batch_sync(fs);
 	/* large files being uploaded at their close, in parts */
-	int urc = mbfs_wbq_upload_wait(fs);
-	if (!wrc)
-		wrc = urc;
+	rcs[3] = mbfs_wbq_upload_wait(fs);
+	/* a failure first; conflicts alone (-EEXIST: both versions kept) let
+	 * a command start */
+	int rc = 0;
+	for (size_t i = 0; i < sizeof(rcs) / sizeof(rcs[0]); i++)
+		if (rcs[i] && (!rc || rc == -EEXIST))
+			rc = rcs[i];
 	/* a failed batch dropped what the kernel holds of its paths (times or
 	 * files that never landed): gone before the caller looks again */
-	if ((wrc || rc) &&
-	    !mbfs_kcache_wait(fs->kcache, MBFS_KCACHE_WAIT_MS))
+	if (rc && !mbfs_kcache_wait(fs->kcache, MBFS_KCACHE_WAIT_MS))
 		mb_log(MB_LOG_DEBUG, "the kernel's caches are still being "
 		       "invalidated");
-	return wrc ? wrc : rc;
+	return rc;
 }
 
 /* buf is the line cmd, with or without its newline. */

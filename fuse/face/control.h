@@ -52,7 +52,8 @@ int mbfs_control_read(const struct mbfs *fs, uint64_t fh, char *buf,
 		      size_t size, off_t off);
 /* Returns size when the text is a known command, else -EINVAL. */
 int mbfs_control_write(struct mbfs *fs, const char *buf, size_t size);
-/* Send what is held back (the "sync" command). 0 or -EIO. */
+/* Send what is held back (the "sync" command). 0, -EEXIST when the only
+ * files refused were conflicts (each kept, wbq.h), or -EIO. */
 int mbfs_control_sync(struct mbfs *fs);
 /* Drop every cache (the "invalidate" command). */
 void mbfs_invalidate_everything(struct mbfs *fs);

@@ -321,7 +321,7 @@ int mbfs_ns_rename(struct mbfs *fs, const char *from, const char *to,
 				 "on, and its old name could not be removed on "
 				 "the sandbox: %s", strerror(-rc));
 			mb_log(MB_LOG_WARN, "'%s': %s", from, why);
-			mbfs_wbq_note_failed(fs, 1, from, why);
+			mbfs_wbq_note_failed(fs, 1, from, why, false);
 		}
 		return 0;
 	}

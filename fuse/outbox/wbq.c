@@ -397,14 +397,14 @@ void mbfs_wbq_settle(struct mbfs *fs)
 }
 
 void mbfs_wbq_note_failed(struct mbfs *fs, size_t count, const char *path,
-			  const char *why)
+			  const char *why, bool conflict)
 {
 	struct mbfs_wbq *q = fs->wbq;
 	if (!q)
 		return;
 	pthread_mutex_lock(&q->lock);
 	/* of no entry: the next sync to end says it */
-	mbfs_wbq_note_failure_locked(q, count, 0, path, why);
+	mbfs_wbq_note_failure_locked(q, count, 0, path, why, conflict);
 	pthread_mutex_unlock(&q->lock);
 }
 
@@ -462,17 +462,19 @@ int mbfs_wbq_sync(struct mbfs *fs)
 	int frc = mbfs_wbq_flush(fs, NULL, 0);
 	/* the failures of what was queued before it, not of later files */
 	pthread_mutex_lock(&q->lock);
-	bool failed = false;
+	bool failed = false, conflict = false;
 	size_t k = 0;
 	for (size_t i = 0; i < q->nunsaid; i++) {
-		if (q->unsaid[i].seq <= upto)
-			failed = true;
-		else
+		if (q->unsaid[i].seq > upto)
 			q->unsaid[k++] = q->unsaid[i];
+		else if (q->unsaid[i].conflict)
+			conflict = true;
+		else
+			failed = true;
 	}
 	q->nunsaid = k;
 	pthread_mutex_unlock(&q->lock);
-	return failed || frc == -EAGAIN ? -EIO : 0;
+	return failed || frc == -EAGAIN ? -EIO : conflict ? -EEXIST : 0;
 }
 
 char *mbfs_wbq_json(struct mbfs *fs)

@@ -233,7 +233,9 @@ int mbfs_wbq_flush_removals(struct mbfs *fs, const char *path);
 void mbfs_wbq_settle(struct mbfs *fs);
 
 /* Send everything queued and wait. -EIO when a file failed in this or any
- * batch since the last sync, else 0. */
+ * batch since the last sync; -EEXIST when each such file failed as a
+ * conflict (the sandbox's file changed since the mount's copy was made:
+ * the sandbox keeps its version, kept/ the mount's); else 0. */
 int mbfs_wbq_sync(struct mbfs *fs);
 
 /* An upload on its own (a file too large for a batch: upload.c) of bytes
@@ -247,10 +249,11 @@ void mbfs_wbq_upload_end(struct mbfs *fs, uint64_t bytes, int rc);
 int mbfs_wbq_upload_wait(struct mbfs *fs);
 
 /* count files (the last one path) could not be sent (why): the next
- * mbfs_wbq_sync returns -EIO and the control file says so. For a recovery
- * that kept files (recover.c). */
+ * mbfs_wbq_sync returns -EIO (-EEXIST: conflict, each kept because the
+ * sandbox's file changed since) and the control file says so. For a
+ * recovery that kept files (recover.c). */
 void mbfs_wbq_note_failed(struct mbfs *fs, size_t count, const char *path,
-			  const char *why);
+			  const char *why, bool conflict);
 
 /* The queue for the control file: {"pendingFiles","pendingDirs" (mkdirs),
  * "pendingBytes" (queued, in flight or uploading, not PUT yet),

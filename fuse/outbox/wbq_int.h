@@ -78,7 +78,7 @@ struct mbfs_wbq {
 	 * failed entries and how many failed. A sync says those of the
 	 * entries queued before it began, not those of later ones (a writer
 	 * going on meanwhile); when full, the last takes in the newest */
-	struct { uint64_t seq, count; } unsaid[MBFS_WBQ_UNSAID];
+	struct { uint64_t seq, count; bool conflict; } unsaid[MBFS_WBQ_UNSAID];
 	size_t nunsaid;
 	char last_error[256];
 	/* disconnected: batches that could not reach the sandbox go again
@@ -96,10 +96,13 @@ struct mbfs_wbq {
  * (wbq_send.c). q->lock held; dropped meanwhile. */
 void mbfs_wbq_send_locked(struct mbfs *fs, struct mbfs_wbq *q);
 /* count files (the last path) failed (why), the first of them queued at
- * seq: the next sync that waited for it says so. q->lock held. */
+ * seq: the next sync that waited for it says so. conflict: each was
+ * refused because the sandbox's file changed since the mount's copy was
+ * made, and both versions are kept (a sync says -EEXIST for those alone).
+ * q->lock held. */
 void mbfs_wbq_note_failure_locked(struct mbfs_wbq *q, size_t count,
 				  uint64_t seq, const char *path,
-				  const char *why);
+				  const char *why, bool conflict);
 
 /* Queue e (not in flight) at the end, as of now. q->lock held. */
 void mbfs_wbq_append_locked(struct mbfs_wbq *q, struct mbfs_wbq_entry *e);

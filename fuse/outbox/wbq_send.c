@@ -34,22 +34,25 @@ struct batch {
 	uint64_t upbytes, sent;
 	size_t failed, bfailed;
 	uint64_t fail_seq;   /* the least seq of a failed entry */
+	size_t conflicts;    /* failed as conflicts (in failed too) */
 	char first_fail[MB_PATH_MAX], first_why[200];
 };
 
 void mbfs_wbq_note_failure_locked(struct mbfs_wbq *q, size_t count,
 				  uint64_t seq, const char *path,
-				  const char *why)
+				  const char *why, bool conflict)
 {
 	q->failed_files += count;
 	if (q->nunsaid < MBFS_WBQ_UNSAID) {
 		q->unsaid[q->nunsaid].seq = seq;
+		q->unsaid[q->nunsaid].conflict = conflict;
 		q->unsaid[q->nunsaid++].count = count;
 	} else {   /* said at the latest sync of either */
 		size_t last = MBFS_WBQ_UNSAID - 1;
 		if (seq < q->unsaid[last].seq)
 			q->unsaid[last].seq = seq;
 		q->unsaid[last].count += count;
+		q->unsaid[last].conflict &= conflict;
 	}
 	snprintf(q->last_error, sizeof(q->last_error), "'%.80s': %.160s", path,
 		 why);
@@ -58,6 +61,9 @@ void mbfs_wbq_note_failure_locked(struct mbfs_wbq *q, size_t count,
 static void failure(struct batch *b, uint64_t seq, const char *path,
 		    const char *why)
 {
+	/* apply.sh's word for a file the sandbox changed since our copy */
+	if (strncmp(why, "conflict:", 9) == 0)
+		b->conflicts++;
 	if (!b->failed || seq < b->fail_seq)
 		b->fail_seq = seq;
 	if (b->failed++)
@@ -341,7 +347,8 @@ static size_t finish_locked(struct mbfs *fs, struct mbfs_wbq *q,
 	q->sent_bytes += b->sent;
 	if (b->failed)
 		mbfs_wbq_note_failure_locked(q, b->failed, b->fail_seq,
-					     b->first_fail, b->first_why);
+					     b->first_fail, b->first_why,
+					     b->conflicts == b->failed);
 	/* one batch in flight at a time: what is in flight is this one's */
 	struct mbfs_wbq_entry **pp = &q->head;
 	while (*pp) {

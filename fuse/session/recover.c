@@ -46,8 +46,9 @@ struct replay {
 	size_t nlate;
 };
 
+/* conflict: kept because the sandbox's file changed since (wbq.h). */
 static enum mbfs_jact keep(struct replay *x, const char *local,
-			   const char *rpath, const char *why)
+			   const char *rpath, const char *why, bool conflict)
 {
 	char out[PATH_MAX];
 	int rc = mbfs_journal_keep(x->fs->journal, local, rpath, why, out,
@@ -64,7 +65,7 @@ static enum mbfs_jact keep(struct replay *x, const char *local,
 	       "uploaded: %s; data kept in %s", rpath ? rpath : "(unknown path)",
 	       why, out);
 	/* reported as a failed batch's files are: at the next sync */
-	mbfs_wbq_note_failed(x->fs, 1, rpath ? rpath : local, why);
+	mbfs_wbq_note_failed(x->fs, 1, rpath ? rpath : local, why, conflict);
 	x->kept++;
 	return MBFS_J_DONE;
 }
@@ -271,12 +272,12 @@ static enum mbfs_jact one_dirty(struct replay *x, const char *local,
 		return MBFS_J_DONE;
 	}
 	if (rc == 0)
-		return keep(x, local, r->rpath, differs);
+		return keep(x, local, r->rpath, differs, true);
 	struct mb_err err;
 	mb_err_clear(&err);
 	if (upload(fs, local, r, gmode, &err)) {
 		snprintf(why, sizeof(why), "the upload failed: %.100s", err.msg);
-		return keep(x, local, r->rpath, why);
+		return keep(x, local, r->rpath, why, false);
 	}
 	x->uploaded++;
 	return MBFS_J_DONE;
@@ -302,11 +303,12 @@ static enum mbfs_jact on_dirty(void *ud, const char *local,
 	struct mbfs *fs = x->fs;
 	char why[MB_GEN_MAX + 128];
 	if (!r)
-		return keep(x, local, NULL, "its journal record is unreadable");
+		return keep(x, local, NULL, "its journal record is unreadable",
+			    false);
 	if (strcmp(r->ident.created_at, fs->ident.created_at) != 0) {
 		snprintf(why, sizeof(why), "it was written for generation %s, "
 			 "which is no longer running", r->ident.created_at);
-		return keep(x, local, r->rpath, why);
+		return keep(x, local, r->rpath, why, false);
 	}
 	char rel[MB_PATH_MAX];
 	if (!batchable(fs, local, r, rel))
