@@ -90,6 +90,8 @@ static const struct fuse_opt mbfs_opt_spec[] = {
 	OPT("uid=%s", uid, 0),
 	OPT("sync_close", sync_close, 1),
 	OPT("bulk_read=%s", bulk_read, 0),
+	OPT("umask=%s", umask, 0),
+	OPT("direct_io", direct_io, 1),
 	OPT("gid=%s", gid, 0),
 	OPT("--create", create, 1),
 	OPT("--catalog=%s", catalog, 0),
@@ -119,6 +121,16 @@ static const struct fuse_opt mbfs_opt_spec[] = {
 	FUSE_OPT_KEY("owner", KEY_IGNORE),
 	FUSE_OPT_KEY("nofail", KEY_IGNORE),
 	FUSE_OPT_KEY("defaults", KEY_IGNORE),
+	/* libfuse's high-level options that mbfs always set its own way:
+	 * accepted, as they were, and without effect */
+	FUSE_OPT_KEY("kernel_cache", KEY_IGNORE),
+	FUSE_OPT_KEY("auto_cache", KEY_IGNORE),
+	FUSE_OPT_KEY("noauto_cache", KEY_IGNORE),
+	FUSE_OPT_KEY("ac_attr_timeout=", KEY_IGNORE),
+	FUSE_OPT_KEY("hard_remove", KEY_IGNORE),
+	FUSE_OPT_KEY("use_ino", KEY_IGNORE),
+	FUSE_OPT_KEY("readdir_ino", KEY_IGNORE),
+	FUSE_OPT_KEY("nullpath_ok", KEY_IGNORE),
 	FUSE_OPT_KEY("rw", KEY_IGNORE),
 	FUSE_OPT_KEY("comment=", KEY_IGNORE),
 	FUSE_OPT_END
@@ -384,6 +396,16 @@ static int validate(struct mbfs *fs, struct mbfs_opts *o, struct parse_state *ps
 	fs->ro = o->ro;
 	fs->log_requests = o->verbose > 0 || o->debug;
 	fs->sync_close = o->sync_close != 0;
+	fs->direct_io = o->direct_io != 0;
+	if (o->umask) {
+		char *end;
+		unsigned long m = strtoul(o->umask, &end, 8);
+		if (!*o->umask || *end || m > 0777)
+			return fail("invalid umask '%s': use octal, e.g. umask=077",
+				    o->umask);
+		fs->set_mode = true;
+		fs->umask = (mode_t)m;
+	}
 	if (o->bulk_read && strcmp(o->bulk_read, "0") &&
 	    strcmp(o->bulk_read, "1"))
 		return fail("bulk_read must be 0 or 1");
@@ -546,6 +568,21 @@ static void unmount_quietly(struct fuse_session *se)
 		close(null);
 }
 
+/* The threaded loop, with -o clone_fd, max_threads and max_idle_threads as
+ * given (libfuse's default: 10 threads at most). */
+static int loop_mt(struct fuse_session *se, const struct fuse_cmdline_opts *cmd)
+{
+	struct fuse_loop_config *lc = fuse_loop_cfg_create();
+	if (!lc)
+		return -ENOMEM;
+	fuse_loop_cfg_set_clone_fd(lc, (unsigned)cmd->clone_fd);
+	fuse_loop_cfg_set_max_threads(lc, cmd->max_threads);
+	fuse_loop_cfg_set_idle_threads(lc, cmd->max_idle_threads);
+	int ret = fuse_session_loop_mt(se, lc);
+	fuse_loop_cfg_destroy(lc);
+	return ret;
+}
+
 /* Mount, daemonise, loop; the libfuse steps of fuse_main, with the API
  * client created after the fork. */
 static int run_session(struct mbfs *fs, struct fuse_args *args,
@@ -560,8 +597,14 @@ static int run_session(struct mbfs *fs, struct fuse_args *args,
 	int ret = 1;
 	static struct fuse_operations ops;
 	mbfs_bound_ops(&ops);
-	struct fuse_session *se = mbfs_ll_new(args, &ops, mbfs_ops_hold,
-					      mbfs_ops_drop);
+	static struct mbfs_ll_opts llo;
+	llo.hold = mbfs_ops_hold;
+	llo.drop = mbfs_ops_drop;
+	llo.rename_check = mbfs_rename_check;
+	llo.set_mode = fs->set_mode;
+	llo.umask = fs->umask;
+	llo.direct_io = fs->direct_io;
+	struct fuse_session *se = mbfs_ll_new(args, &ops, &llo);
 	if (!se)
 		goto out;
 	if (fuse_session_mount(se, fs->mountpoint))
@@ -589,8 +632,7 @@ static int run_session(struct mbfs *fs, struct fuse_args *args,
 		goto out_unmount;
 	if (mbfs_watch_start(fs->mountpoint))
 		mb_log(MB_LOG_DEBUG, "cannot watch '%s' for unmounts", fs->mountpoint);
-	ret = cmd.singlethread ? fuse_session_loop(se)
-			       : fuse_session_loop_mt(se, cmd.clone_fd);
+	ret = cmd.singlethread ? fuse_session_loop(se) : loop_mt(se, &cmd);
 	/* a loop ended by SIGTERM/SIGINT/SIGHUP is a normal unmount */
 	ret = (ret == 0 || ret == SIGTERM || ret == SIGINT || ret == SIGHUP) ? 0 : 1;
 	mbfs_kcache_stop(fs->kcache);   /* it writes to the device */

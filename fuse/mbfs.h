@@ -82,7 +82,7 @@
 #ifndef MBFS_H
 #define MBFS_H
 
-#define FUSE_USE_VERSION 31
+#define FUSE_USE_VERSION 312
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -135,6 +135,8 @@ struct mbfs_opts {
 	int ro;
 	int sync_close;         /* -o sync_close */
 	char *bulk_read;        /* -o bulk_read=0|1 */
+	char *umask;            /* -o umask=M (octal) */
+	int direct_io;          /* -o direct_io */
 	int show_help, show_version;
 	int verbose;            /* -v, --verbose: how many */
 	int foreground, debug, singlethread;
@@ -175,6 +177,9 @@ struct mbfs {
 	const struct mbfs_out_sink *sink; /* the outbox's results and
 	                                   questions (outbox/sink.h) */
 	bool sync_close;                /* close() uploads and waits */
+	bool set_mode;                  /* -o umask: */
+	mode_t umask;                   /* ... every file shows 0777 & ~umask */
+	bool direct_io;                 /* -o direct_io */
 	struct mbfs_prefetch *prefetch; /* bulk reads (prefetch.h); NULL:
 	                                   off */
 	struct mbfs_relist *relist;     /* listings again after a command

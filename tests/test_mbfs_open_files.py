@@ -2,6 +2,7 @@
 shows after a rename over an open name is the moved file, and writes
 through a new open of it land on the sandbox; the open fd keeps the old
 file."""
+import errno
 import os
 import select
 import signal
@@ -440,6 +441,83 @@ def test_a_directory_removed_here_is_as_on_a_local_disk(mount, d, tmp_path):
     assert want[0] == ("fd", True, 0, 0, []), want   # the local disk's
     assert removed_while_open(d) == want
     assert sorted(os.listdir(d)) == []
+
+
+def test_files_below_a_directory_being_renamed_stay_reachable(mount, d):
+    """A directory renamed back and forth while other threads use files
+    below it through held fds and a directory fd: nothing fails, as on a
+    local disk. (A request named its file by a path taken before the
+    rename ended: fchmod, fstat and openat failed with ENOENT.)"""
+    import threading
+    a, b = os.path.join(d, "a"), os.path.join(d, "b")
+    os.mkdir(a)
+    for i in range(8):
+        write_file(os.path.join(a, "f%d" % i), b"data%d" % i)
+    dfd = os.open(a, os.O_RDONLY)
+    fds = [os.open(os.path.join(a, "f%d" % i), os.O_RDWR) for i in range(8)]
+    stop, errors, renames = threading.Event(), [], [0]
+
+    def renamer():
+        while not stop.is_set() or renames[0] % 2:
+            src, dst = (a, b) if renames[0] % 2 == 0 else (b, a)
+            os.rename(src, dst)
+            renames[0] += 1
+
+    def user(k):
+        for i in range(100):
+            j = (k + i) % 8
+            for what, fn in (("openat", lambda: os.close(os.open("f%d" % j, os.O_RDONLY, dir_fd=dfd))),
+                             ("fstat", lambda: os.fstat(fds[j])),
+                             ("fchmod", lambda: os.fchmod(fds[j], 0o644)),
+                             ("listdir", lambda: os.listdir(dfd))):
+                try:
+                    fn()
+                except OSError as e:
+                    errors.append((what, e.errno))
+    threads = [threading.Thread(target=user, args=(k,)) for k in range(2)]
+    r = threading.Thread(target=renamer)
+    try:
+        r.start()
+        [t.start() for t in threads]
+        [t.join(120) for t in threads]
+    finally:
+        stop.set()
+        r.join(60)
+        for fd in fds + [dfd]:
+            os.close(fd)
+    assert renames[0] > 10 and not errors, (renames[0], errors[:10], len(errors))
+    assert sorted(os.listdir(a)) == ["f%d" % i for i in range(8)]
+
+
+def test_a_rename_that_fails_leaves_an_open_target_alone(mount, d):
+    """A rename onto a file another fd holds open hides that file first;
+    when the rename then fails, the file keeps its name (it was gone,
+    and removed at the close)."""
+    t = os.path.join(d, "t")
+    write_file(t, b"target")
+    fd = os.open(t, os.O_RDONLY)
+    try:
+        with pytest.raises(OSError) as e:
+            os.rename(mount.path(".mainbrella"), t)
+        assert e.value.errno == errno.EBUSY
+        assert read_file(t) == b"target"
+    finally:
+        os.close(fd)
+    assert read_file(t) == b"target" and os.listdir(d) == ["t"]
+
+
+def test_a_directory_fd_lists_the_directory_after_a_rename(mount, d):
+    """An fd on a directory renamed through the mount lists it under its
+    new name (it listed nothing: the old path)."""
+    a = os.path.join(d, "a")
+    os.mkdir(a)
+    write_file(os.path.join(a, "x"), b"x")
+    fd = os.open(a, os.O_RDONLY)
+    try:
+        os.rename(a, os.path.join(d, "b"))
+        assert os.listdir(fd) == ["x"]
+    finally:
+        os.close(fd)
 
 
 def test_a_listed_directory_follows_a_running_command(service, container, long_attrs):

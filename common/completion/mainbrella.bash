@@ -95,7 +95,7 @@ _mbfs()
 	cur=${_mb_words[${#_mb_words[@]}-1]}
 	prev=${_mb_words[${#_mb_words[@]}-2]}
 	local opts="-f -d -v --verbose -s -o --create --catalog --size --profile --status --wait --json -u --unmount --timeout --list --stop --force -h --help -V --version"
-	local mopts="ro attr_timeout= dir_timeout= negative_timeout= op_timeout= keepalive= cache_dir= log_file= key_file= api_url= profile= uid= gid= sync_close bulk_read= allow_other allow_root auto_unmount max_threads= clone_fd"
+	local mopts="ro attr_timeout= dir_timeout= negative_timeout= op_timeout= keepalive= cache_dir= log_file= key_file= api_url= profile= uid= gid= sync_close bulk_read= allow_other allow_root auto_unmount max_threads= clone_fd umask= direct_io"
 
 	case $cur in
 	--size=*) _mainbrella_reply "$cur" --size={lite,small,medium,large,xl}; return 0 ;;

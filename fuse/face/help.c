@@ -102,5 +102,7 @@ void mbfs_fuse_help(FILE *f)
 "    -o allow_root          let root in\n"
 "    -o auto_unmount        unmount when mbfs ends, even when it is killed\n"
 "    -o max_threads=N       at most N worker threads (default 10)\n"
-"    -o clone_fd            a /dev/fuse descriptor per thread\n");
+"    -o clone_fd            a /dev/fuse descriptor per thread\n"
+"    -o umask=M             every file shows the permissions 0777 & ~M\n"
+"    -o direct_io           no page cache: reads and writes go to mbfs\n");
 }

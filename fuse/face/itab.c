@@ -26,6 +26,11 @@ struct inode {
 	unsigned children;      /* named children */
 	bool hidden;
 	bool cache_valid;       /* auto_cache: pages kept since the last open */
+	bool own_mode, own_atime, own_mtime;   /* set while it had no path:
+	                           kept over what its open copy says */
+	int treelock;           /* requests whose path goes through it (> 0),
+	                           or -1: its name is being changed */
+	unsigned wwait;         /* requests waiting to change its name */
 	uint64_t *fhs;          /* the handles open on it */
 	unsigned nfhs;
 	struct stat st;         /* the last attributes told */
@@ -36,6 +41,7 @@ struct inode {
 
 struct mbfs_itab {
 	pthread_mutex_t lock;
+	pthread_cond_t tree;    /* a tree lock was let go */
 	struct inode **by_id;
 	struct inode **by_name;
 	size_t nbuckets;        /* of each, a power of two */
@@ -81,6 +87,7 @@ struct mbfs_itab *mbfs_itab_new(void)
 		return NULL;
 	}
 	pthread_mutex_init(&t->lock, NULL);
+	pthread_cond_init(&t->tree, NULL);
 	t->root.ino = FUSE_ROOT_ID;
 	t->root.name = (char *)"";
 	t->root.st.st_mode = S_IFDIR | 0755;
@@ -108,6 +115,7 @@ void mbfs_itab_free(struct mbfs_itab *t)
 	}
 	free(t->by_id);
 	free(t->by_name);
+	pthread_cond_destroy(&t->tree);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 }
@@ -212,7 +220,8 @@ static void name_locked(struct mbfs_itab *t, struct inode *n,
 
 static void maybe_free_locked(struct mbfs_itab *t, struct inode *n)
 {
-	if (n == &t->root || n->nlookup || n->open || n->children)
+	if (n == &t->root || n->nlookup || n->open || n->children ||
+	    n->treelock || n->wwait)
 		return;
 	unname_locked(t, n);
 	unhash_id_locked(t, n);
@@ -464,6 +473,15 @@ void mbfs_itab_set_stat(struct mbfs_itab *t, uint64_t ino, const struct stat *st
 	pthread_mutex_unlock(&t->lock);
 }
 
+/* What a node without a path shows: its last attributes, no links. */
+static void gone_copy_locked(const struct inode *n, struct stat *st)
+{
+	*st = n->st;
+	st->st_nlink = 0;
+	if (S_ISDIR(st->st_mode))
+		st->st_size = 0;   /* as rmdir leaves it */
+}
+
 /* n has a path: every node up to the root has a name. */
 static bool named_locked(struct mbfs_itab *t, const struct inode *n)
 {
@@ -481,10 +499,7 @@ int mbfs_itab_gone_stat(struct mbfs_itab *t, uint64_t ino, struct stat *st)
 	if (!n) {
 		rc = -ESTALE;
 	} else if (!named_locked(t, n)) {
-		*st = n->st;
-		st->st_nlink = 0;
-		if (S_ISDIR(st->st_mode))
-			st->st_size = 0;   /* as rmdir leaves it */
+		gone_copy_locked(n, st);
 		rc = 1;
 	}
 	pthread_mutex_unlock(&t->lock);
@@ -499,19 +514,40 @@ void mbfs_itab_gone_setattr(struct mbfs_itab *t, uint64_t ino,
 	pthread_mutex_lock(&t->lock);
 	struct inode *n = get_locked(t, ino);
 	if (n) {
-		if (mask & FUSE_SET_ATTR_MODE)
+		if (mask & FUSE_SET_ATTR_MODE) {
 			n->st.st_mode = (n->st.st_mode & S_IFMT) |
 					(attr->st_mode & 07777);
-		if (mask & FUSE_SET_ATTR_ATIME)
+			n->own_mode = true;
+		}
+		if (mask & FUSE_SET_ATTR_ATIME) {
 			n->st.st_atim = (mask & FUSE_SET_ATTR_ATIME_NOW) ? now
 					: attr->st_atim;
-		if (mask & FUSE_SET_ATTR_MTIME)
+			n->own_atime = true;
+		}
+		if (mask & FUSE_SET_ATTR_MTIME) {
 			n->st.st_mtim = (mask & FUSE_SET_ATTR_MTIME_NOW) ? now
 					: attr->st_mtim;
+			n->own_mtime = true;
+		}
 		n->st.st_ctim = now;
-		*st = n->st;
-		st->st_nlink = 0;
+		gone_copy_locked(n, st);
 	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+void mbfs_itab_gone_overlay(struct mbfs_itab *t, uint64_t ino, struct stat *st)
+{
+	pthread_mutex_lock(&t->lock);
+	struct inode *n = get_locked(t, ino);
+	/* a change of size sets the times anew, as on a local disk */
+	if (n && (n->own_atime || n->own_mtime) && st->st_size != n->st.st_size)
+		n->own_atime = n->own_mtime = false;
+	if (n && n->own_mode)
+		st->st_mode = (st->st_mode & S_IFMT) | (n->st.st_mode & 07777);
+	if (n && n->own_atime)
+		st->st_atim = n->st.st_atim;
+	if (n && n->own_mtime)
+		st->st_mtim = n->st.st_mtim;
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -620,4 +656,136 @@ bool mbfs_itab_closed(struct mbfs_itab *t, uint64_t ino)
 	}
 	pthread_mutex_unlock(&t->lock);
 	return last_hidden;
+}
+
+/* The tree locks (itab.h). A request's set is taken whole or not at all,
+ * so two requests never wait for each other. */
+
+/* Can the read chain from n (n and every node above it) be taken? A
+ * request that changes no name also waits for one that waits to. */
+static bool chain_free_locked(struct mbfs_itab *t, struct inode *n,
+			      bool writer)
+{
+	for (; n; n = n == &t->root ? NULL : n->parent)
+		if (n->treelock < 0 || (!writer && n->wwait))
+			return false;
+	return true;
+}
+
+static bool on_chain_locked(struct mbfs_itab *t, struct inode *n,
+			    const struct inode *w)
+{
+	for (; n; n = n == &t->root ? NULL : n->parent)
+		if (n == w)
+			return true;
+	return false;
+}
+
+/* Take the read chain from n: each node counted once more and noted in
+ * l's chain (room made by the caller). */
+static void chain_take_locked(struct mbfs_itab *t, struct inode *n,
+			      struct mbfs_itab_locks *l)
+{
+	for (; n; n = n == &t->root ? NULL : n->parent) {
+		n->treelock++;
+		l->chain[l->nchain++] = n->ino;
+	}
+}
+
+static size_t chain_len_locked(struct mbfs_itab *t, struct inode *n)
+{
+	size_t k = 0;
+	for (; n; n = n == &t->root ? NULL : n->parent)
+		k++;
+	return k;
+}
+
+int mbfs_itab_lock(struct mbfs_itab *t, struct mbfs_itab_locks *l)
+{
+	struct inode *waiting[2] = { NULL, NULL };
+	int rc = 0;
+	pthread_mutex_lock(&t->lock);
+	for (;;) {
+		struct inode *r[2], *w[2];
+		bool writer = false, ok = true;
+		for (int i = 0; i < 2; i++) {
+			r[i] = l->read[i] ? get_locked(t, l->read[i]) : NULL;
+			if (l->read[i] && !r[i])
+				rc = -ESTALE;
+			w[i] = l->wname[i] ? find_locked(t, l->wdir[i], l->wname[i])
+					   : NULL;
+		}
+		if (rc)
+			break;
+		if (w[1] == w[0])
+			w[1] = NULL;
+		for (int i = 0; i < 2; i++) {
+			/* a name above one of its own paths: the operation
+			 * fails on its own (the kernel checks that too) */
+			if (w[i] && (on_chain_locked(t, r[0], w[i]) ||
+				     on_chain_locked(t, r[1], w[i])))
+				w[i] = NULL;
+			writer |= w[i] != NULL;
+		}
+		for (int i = 0; i < 2; i++) {
+			ok &= chain_free_locked(t, r[i], writer);
+			ok &= !w[i] || w[i]->treelock == 0;
+		}
+		for (int i = 0; i < 2; i++) {   /* marks of the last round */
+			if (waiting[i])
+				waiting[i]->wwait--;
+			waiting[i] = NULL;
+		}
+		size_t need = ok ? chain_len_locked(t, r[0]) +
+				   chain_len_locked(t, r[1]) : 0;
+		l->chain = l->inl;
+		l->nchain = 0;
+		if (need > sizeof(l->inl) / sizeof(l->inl[0]) &&
+		    !(l->chain = malloc(need * sizeof(*l->chain)))) {
+			rc = -ENOMEM;
+			ok = false;
+		}
+		if (ok) {
+			for (int i = 0; i < 2; i++) {
+				chain_take_locked(t, r[i], l);
+				if (w[i])
+					w[i]->treelock = -1;
+				l->wino[i] = w[i] ? w[i]->ino : 0;
+			}
+			break;
+		}
+		if (rc)
+			break;
+		for (int i = 0; i < 2; i++)
+			if (w[i] && w[i]->treelock != 0) {
+				w[i]->wwait++;
+				waiting[i] = w[i];
+			}
+		pthread_cond_wait(&t->tree, &t->lock);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+void mbfs_itab_unlock(struct mbfs_itab *t, struct mbfs_itab_locks *l)
+{
+	pthread_mutex_lock(&t->lock);
+	for (int i = 0; i < 2; i++) {
+		struct inode *w = l->wino[i] ? get_locked(t, l->wino[i]) : NULL;
+		if (w) {
+			w->treelock = 0;
+			maybe_free_locked(t, w);
+		}
+	}
+	for (size_t i = 0; i < l->nchain; i++) {
+		struct inode *n = get_locked(t, l->chain[i]);
+		if (n) {
+			n->treelock--;
+			maybe_free_locked(t, n);
+		}
+	}
+	pthread_cond_broadcast(&t->tree);
+	pthread_mutex_unlock(&t->lock);
+	if (l->chain && l->chain != l->inl)
+		free(l->chain);
 }

@@ -12,7 +12,8 @@
  * libfuse's high-level API did, and keeps its path.
  *
  * Node numbers are never reused in a mount. The root is 1. Thread-safe:
- * one lock, held across no call out but mbfs_itab_lend_fh's hold.
+ * one lock, held across no call out but mbfs_itab_lend_fh's hold; the
+ * tree locks below are waited for on it.
  */
 #ifndef MBFS_ITAB_H
 #define MBFS_ITAB_H
@@ -26,6 +27,29 @@ struct mbfs_itab;
 /* An empty table (the root only), or NULL without memory. */
 struct mbfs_itab *mbfs_itab_new(void);
 void mbfs_itab_free(struct mbfs_itab *t);
+
+/* Tree locks: what a request names by path stays that path until it is
+ * done, as libfuse's high-level API kept it. A request reads the paths
+ * of up to two nodes (read[]: each and every node above it may not be
+ * renamed or removed meanwhile) and may change up to two names (wdir[] +
+ * wname[]: the node so named, if any, is taken alone: no request goes
+ * through it meanwhile). 0 in read[] or a NULL wname[] is none. A request
+ * that changes no name lets one waiting to change a name go first. */
+struct mbfs_itab_locks {
+	uint64_t read[2];
+	uint64_t wdir[2];
+	const char *wname[2];
+	/* set by mbfs_itab_lock: the nodes taken, as they were then (a
+	 * request may move or unname them before it lets go) */
+	uint64_t wino[2];
+	uint64_t *chain, inl[24];
+	size_t nchain;
+};
+/* Wait until the set can be taken, then take it. 0, -ESTALE for a read[]
+ * node unknown, or -ENOMEM (nothing is taken then). */
+int mbfs_itab_lock(struct mbfs_itab *t, struct mbfs_itab_locks *l);
+/* Let go of what mbfs_itab_lock took. */
+void mbfs_itab_unlock(struct mbfs_itab *t, struct mbfs_itab_locks *l);
 
 /* The path of ino, "/name" appended when name is not NULL, into buf
  * (MB_PATH_MAX). 0, -ESTALE (a node no longer named, or unknown) or
@@ -70,10 +94,13 @@ void mbfs_itab_set_stat(struct mbfs_itab *t, uint64_t ino, const struct stat *st
 /* A node without a path (it, or a directory above it, lost its name): 1 with *st its last attributes, no links; 0 for
  * a named node; -ESTALE for an unknown number. */
 int mbfs_itab_gone_stat(struct mbfs_itab *t, uint64_t ino, struct stat *st);
-/* A setattr of a node without a name: mode and times kept in its
+/* A setattr of a node without a path: mode and times kept in its
  * attributes (mask: FUSE_SET_ATTR_*), which *st then holds. */
 void mbfs_itab_gone_setattr(struct mbfs_itab *t, uint64_t ino,
 			    const struct stat *attr, int mask, struct stat *st);
+/* What such setattrs set, over attributes of it from elsewhere (its open
+ * copy's, which knows no mode or times of a file with no path). */
+void mbfs_itab_gone_overlay(struct mbfs_itab *t, uint64_t ino, struct stat *st);
 /* true when ino was hidden (its name is libfuse's hidden pattern). */
 bool mbfs_itab_hidden(struct mbfs_itab *t, uint64_t ino);
 

@@ -46,6 +46,13 @@ void mbfs_ll_reply_err(fuse_req_t req, int rc)
 	fuse_reply_err(req, rc < 0 ? -rc : rc);
 }
 
+/* -o umask: the permissions every file shows. */
+static void set_mode(struct stat *st)
+{
+	if (L.o->set_mode)
+		st->st_mode = (st->st_mode & S_IFMT) | (0777 & ~L.o->umask);
+}
+
 /* The attributes of a new or found name, and its node counted once more
  * (the reply must then reach the kernel, or be forgotten). */
 static int lookup_path(uint64_t parent, const char *name, const char *path,
@@ -55,6 +62,7 @@ static int lookup_path(uint64_t parent, const char *name, const char *path,
 	int rc = L.op->getattr(path, &e->attr, fi);
 	if (rc)
 		return rc;
+	set_mode(&e->attr);
 	e->ino = mbfs_itab_looked_up(T, parent, name, &e->attr);
 	if (!e->ino)
 		return -ENOMEM;
@@ -108,11 +116,13 @@ static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		name = NULL;
 	}
 	/* a name looked up in a directory that is gone is not there */
-	int rc = dir ? mbfs_itab_path(T, dir, name, path) : -ENOENT;
+	struct mbfs_itab_locks l = { 0 };
+	int rc = dir ? mbfs_ll_path(&l, dir, name, path) : -ENOENT;
 	if (rc == -ESTALE)
 		rc = -ENOENT;
 	if (!rc)
 		rc = lookup_path(dir, name, path, &e, NULL);
+	mbfs_itab_unlock(T, &l);
 	if (rc == -ENOENT && L.negative_timeout != 0.0) {
 		memset(&e, 0, sizeof(e));
 		e.entry_timeout = L.negative_timeout;
@@ -135,9 +145,22 @@ static void ll_forget_multi(fuse_req_t req, size_t count,
 	fuse_reply_none(req);
 }
 
-int mbfs_ll_node_path(fuse_ino_t ino, char *path, struct stat *st)
+int mbfs_ll_path(struct mbfs_itab_locks *l, uint64_t ino, const char *name,
+		 char *buf)
 {
-	int rc = mbfs_itab_path(T, ino, NULL, path);
+	l->read[0] = ino;
+	int rc = mbfs_itab_lock(T, l);
+	if (rc) {
+		memset(l, 0, sizeof(*l));
+		return rc;
+	}
+	return mbfs_itab_path(T, ino, name, buf);
+}
+
+int mbfs_ll_node_path(struct mbfs_itab_locks *l, fuse_ino_t ino, char *path,
+		      struct stat *st)
+{
+	int rc = mbfs_ll_path(l, ino, NULL, path);
 	if (rc == -ESTALE && mbfs_itab_gone_stat(T, ino, st) == 1)
 		return 1;
 	return rc;
@@ -148,6 +171,8 @@ static void reply_attr(fuse_req_t req, fuse_ino_t ino, struct stat *st)
 	/* the hidden name is no link of its own */
 	if (st->st_nlink > 0 && mbfs_itab_hidden(T, ino))
 		st->st_nlink--;
+	mbfs_itab_gone_overlay(T, ino, st);
+	set_mode(st);
 	mbfs_itab_set_stat(T, ino, st);
 	fuse_reply_attr(req, st, L.attr_timeout);
 }
@@ -159,15 +184,40 @@ static int gone_open_stat(fuse_ino_t ino, struct stat *st)
 {
 	struct fuse_file_info fi;
 	memset(&fi, 0, sizeof(fi));
-	if (!mbfs_itab_lend_fh(T, ino, L.hold, &fi.fh))
+	if (!mbfs_itab_lend_fh(T, ino, L.o->hold, &fi.fh))
 		return 0;
 	int rc = L.op->getattr(NULL, st, &fi);
-	L.drop(fi.fh);
+	L.o->drop(fi.fh);
 	if (rc)
 		return 0;
 	st->st_nlink = 0;
+	mbfs_itab_gone_overlay(T, ino, st);
+	set_mode(st);
 	mbfs_itab_set_stat(T, ino, st);
 	return 1;
+}
+
+/* A setattr of a node without a path: a size through a handle still open
+ * on it (its copy), mode and times kept with the node. */
+static void gone_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+			 int valid)
+{
+	struct stat st;
+	int rc = 0;
+	if (valid & FUSE_SET_ATTR_SIZE) {
+		struct fuse_file_info fi;
+		memset(&fi, 0, sizeof(fi));
+		rc = -ENOENT;
+		if (mbfs_itab_lend_fh(T, ino, L.o->hold, &fi.fh)) {
+			rc = L.op->truncate(NULL, attr->st_size, &fi);
+			L.o->drop(fi.fh);
+		}
+	}
+	if (rc)
+		return mbfs_ll_reply_err(req, rc);
+	mbfs_itab_gone_setattr(T, ino, attr, valid, &st);
+	gone_open_stat(ino, &st);
+	fuse_reply_attr(req, &st, L.attr_timeout);
 }
 
 static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -176,10 +226,12 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct stat st;
 	memset(&st, 0, sizeof(st));
 	char path[MB_PATH_MAX];
+	struct mbfs_itab_locks l = { 0 };
 	int rc = 0;
 	if (!fi) {
-		rc = mbfs_ll_node_path(ino, path, &st);
+		rc = mbfs_ll_node_path(&l, ino, path, &st);
 		if (rc == 1) {
+			mbfs_itab_unlock(T, &l);
 			gone_open_stat(ino, &st);
 			fuse_reply_attr(req, &st, L.attr_timeout);
 			return;
@@ -187,6 +239,7 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	}
 	if (!rc)
 		rc = L.op->getattr(fi ? NULL : path, &st, fi);
+	mbfs_itab_unlock(T, &l);
 	if (rc)
 		mbfs_ll_reply_err(req, rc);
 	else
@@ -201,15 +254,13 @@ static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	memset(&st, 0, sizeof(st));
 	char buf[MB_PATH_MAX];
 	const char *path = NULL;
+	struct mbfs_itab_locks l = { 0 };
 	int rc = 0;
 	if (!fi) {
-		rc = mbfs_ll_node_path(ino, buf, &st);
-		if (rc == 1) {   /* kept with the node, as an orphan inode's */
-			if (valid & FUSE_SET_ATTR_SIZE)
-				return mbfs_ll_reply_err(req, -ENOENT);
-			mbfs_itab_gone_setattr(T, ino, attr, valid, &st);
-			fuse_reply_attr(req, &st, L.attr_timeout);
-			return;
+		rc = mbfs_ll_node_path(&l, ino, buf, &st);
+		if (rc == 1) {
+			mbfs_itab_unlock(T, &l);
+			return gone_setattr(req, ino, attr, valid);
 		}
 		path = buf;
 	}
@@ -236,6 +287,7 @@ static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	}
 	if (!rc)
 		rc = L.op->getattr(path, &st, fi);
+	mbfs_itab_unlock(T, &l);
 	if (rc)
 		mbfs_ll_reply_err(req, rc);
 	else
@@ -247,9 +299,11 @@ static void ll_readlink(fuse_req_t req, fuse_ino_t ino)
 	mbfs_ll_begin(req);
 	char path[MB_PATH_MAX];
 	char target[PATH_MAX + 1];
-	int rc = mbfs_itab_path(T, ino, NULL, path);
+	struct mbfs_itab_locks l = { 0 };
+	int rc = mbfs_ll_path(&l, ino, NULL, path);
 	if (!rc)
 		rc = L.op->readlink(path, target, sizeof(target));
+	mbfs_itab_unlock(T, &l);
 	if (rc)
 		return mbfs_ll_reply_err(req, rc);
 	target[PATH_MAX] = '\0';
@@ -291,7 +345,8 @@ static void ll_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 	mbfs_ll_begin(req);
 	struct fuse_entry_param e;
 	char path[MB_PATH_MAX];
-	int rc = mbfs_itab_path(T, parent, name, path);
+	struct mbfs_itab_locks l = { 0 };
+	int rc = mbfs_ll_path(&l, parent, name, path);
 	if (!rc && S_ISREG(mode)) {
 		struct fuse_file_info fi;
 		memset(&fi, 0, sizeof(fi));
@@ -306,6 +361,7 @@ static void ll_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 		if (!rc)
 			rc = lookup_path(parent, name, path, &e, NULL);
 	}
+	mbfs_itab_unlock(T, &l);
 	reply_entry(req, &e, rc);
 }
 
@@ -315,11 +371,13 @@ static void ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	mbfs_ll_begin(req);
 	struct fuse_entry_param e;
 	char path[MB_PATH_MAX];
-	int rc = mbfs_itab_path(T, parent, name, path);
+	struct mbfs_itab_locks l = { 0 };
+	int rc = mbfs_ll_path(&l, parent, name, path);
 	if (!rc)
 		rc = L.op->mkdir(path, mode);
 	if (!rc)
 		rc = lookup_path(parent, name, path, &e, NULL);
+	mbfs_itab_unlock(T, &l);
 	reply_entry(req, &e, rc);
 }
 
@@ -327,7 +385,8 @@ static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	mbfs_ll_begin(req);
 	char path[MB_PATH_MAX];
-	int rc = mbfs_itab_path(T, parent, name, path);
+	struct mbfs_itab_locks l = { .wdir = { parent }, .wname = { name } };
+	int rc = mbfs_ll_path(&l, parent, name, path);
 	if (!rc && mbfs_itab_is_open(T, parent, name)) {
 		rc = hide(parent, name, path);
 	} else if (!rc) {
@@ -335,6 +394,7 @@ static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		if (!rc)
 			mbfs_itab_remove(T, parent, name);
 	}
+	mbfs_itab_unlock(T, &l);
 	mbfs_ll_reply_err(req, rc);
 }
 
@@ -342,11 +402,13 @@ static void ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	mbfs_ll_begin(req);
 	char path[MB_PATH_MAX];
-	int rc = mbfs_itab_path(T, parent, name, path);
+	struct mbfs_itab_locks l = { .wdir = { parent }, .wname = { name } };
+	int rc = mbfs_ll_path(&l, parent, name, path);
 	if (!rc)
 		rc = L.op->rmdir(path);
 	if (!rc)
 		mbfs_itab_remove(T, parent, name);
+	mbfs_itab_unlock(T, &l);
 	mbfs_ll_reply_err(req, rc);
 }
 
@@ -356,11 +418,13 @@ static void ll_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 	mbfs_ll_begin(req);
 	struct fuse_entry_param e;
 	char path[MB_PATH_MAX];
-	int rc = mbfs_itab_path(T, parent, name, path);
+	struct mbfs_itab_locks l = { 0 };
+	int rc = mbfs_ll_path(&l, parent, name, path);
 	if (!rc)
 		rc = L.op->symlink(link, path);
 	if (!rc)
 		rc = lookup_path(parent, name, path, &e, NULL);
+	mbfs_itab_unlock(T, &l);
 	reply_entry(req, &e, rc);
 }
 
@@ -370,19 +434,27 @@ static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	mbfs_ll_begin(req);
 	char from[MB_PATH_MAX], to[MB_PATH_MAX];
-	int rc = mbfs_itab_path(T, parent, name, from);
+	struct mbfs_itab_locks l = {
+		.read = { 0, newparent },
+		.wdir = { parent, newparent }, .wname = { name, newname },
+	};
+	int rc = mbfs_ll_path(&l, parent, name, from);
 	if (!rc)
 		rc = mbfs_itab_path(T, newparent, newname, to);
 	if (!rc && !(flags & RENAME_EXCHANGE) &&
 	    mbfs_itab_is_open(T, newparent, newname) &&
-	    mbfs_itab_find(T, newparent, newname) != mbfs_itab_find(T, parent, name))
-		rc = hide(newparent, newname, to);
+	    mbfs_itab_find(T, newparent, newname) != mbfs_itab_find(T, parent, name)) {
+		rc = L.o->rename_check(from, to, flags);
+		if (!rc)
+			rc = hide(newparent, newname, to);
+	}
 	if (!rc)
 		rc = L.op->rename(from, to, flags);
 	if (!rc && (flags & RENAME_EXCHANGE))
 		mbfs_itab_exchange(T, parent, name, newparent, newname);
 	else if (!rc)
 		mbfs_itab_rename(T, parent, name, newparent, newname, false);
+	mbfs_itab_unlock(T, &l);
 	mbfs_ll_reply_err(req, rc);
 }
 
@@ -392,13 +464,15 @@ static void ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	mbfs_ll_begin(req);
 	struct fuse_entry_param e;
 	char from[MB_PATH_MAX], to[MB_PATH_MAX];
-	int rc = mbfs_itab_path(T, ino, NULL, from);
+	struct mbfs_itab_locks l = { .read = { 0, newparent } };
+	int rc = mbfs_ll_path(&l, ino, NULL, from);
 	if (!rc)
 		rc = mbfs_itab_path(T, newparent, newname, to);
 	if (!rc)
 		rc = L.op->link(from, to);
 	if (!rc)
 		rc = lookup_path(newparent, newname, to, &e, NULL);
+	mbfs_itab_unlock(T, &l);
 	reply_entry(req, &e, rc);
 }
 
@@ -409,8 +483,11 @@ static void release(fuse_ino_t ino, struct fuse_file_info *fi)
 	L.op->release(NULL, fi);
 	if (mbfs_itab_closed(T, ino)) {
 		char path[MB_PATH_MAX];
-		if (mbfs_itab_path(T, ino, NULL, path) == 0)
+		struct mbfs_itab_locks l = { 0 };
+		if (mbfs_ll_path(&l, ino, NULL, path) == 0)
 			L.op->unlink(path);
+		/* let go first: the lock is let go along the node's path */
+		mbfs_itab_unlock(T, &l);
 		mbfs_itab_unname(T, ino);
 	}
 }
@@ -419,9 +496,11 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	mbfs_ll_begin(req);
 	char path[MB_PATH_MAX];
-	int rc = mbfs_itab_path(T, ino, NULL, path);
+	struct mbfs_itab_locks l = { 0 };
+	int rc = mbfs_ll_path(&l, ino, NULL, path);
 	if (!rc)
 		rc = L.op->open(path, fi);
+	mbfs_itab_unlock(T, &l);
 	if (rc)
 		return mbfs_ll_reply_err(req, rc);
 	if (L.auto_cache && mbfs_itab_cache_age(T, ino, L.ac_ms) == 2) {
@@ -433,6 +512,8 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	if (mbfs_itab_opened(T, ino, fi->fh, L.auto_cache))
 		fi->keep_cache = 1;
+	if (L.o->direct_io)
+		fi->direct_io = 1;
 	if (fuse_reply_open(req, fi) == -ENOENT)
 		release(ino, fi);   /* the open was interrupted */
 }
@@ -443,12 +524,16 @@ static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	mbfs_ll_begin(req);
 	struct fuse_entry_param e;
 	char path[MB_PATH_MAX];
-	int rc = mbfs_itab_path(T, parent, name, path);
+	struct mbfs_itab_locks l = { 0 };
+	int rc = mbfs_ll_path(&l, parent, name, path);
 	if (!rc)
 		rc = L.op->create(path, mode, fi);
-	if (rc)
+	if (rc) {
+		mbfs_itab_unlock(T, &l);
 		return mbfs_ll_reply_err(req, rc);
+	}
 	rc = lookup_path(parent, name, path, &e, fi);
+	mbfs_itab_unlock(T, &l);
 	if (!rc && !S_ISREG(e.attr.st_mode)) {
 		mbfs_itab_forget(T, e.ino, 1);
 		rc = -EIO;
@@ -458,6 +543,8 @@ static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		return mbfs_ll_reply_err(req, rc);
 	}
 	mbfs_itab_opened(T, e.ino, fi->fh, false);
+	if (L.o->direct_io)
+		fi->direct_io = 1;
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		release(e.ino, fi);
 		mbfs_itab_forget(T, e.ino, 1);
@@ -576,12 +663,10 @@ static const struct fuse_lowlevel_ops ll_ops = {
 
 struct fuse_session *mbfs_ll_new(struct fuse_args *args,
 				 const struct fuse_operations *ops,
-				 bool (*hold)(uint64_t fh),
-				 void (*drop)(uint64_t fh))
+				 const struct mbfs_ll_opts *o)
 {
 	L.op = ops;
-	L.hold = hold;
-	L.drop = drop;
+	L.o = o;
 	L.itab = mbfs_itab_new();
 	if (!L.itab)
 		return NULL;

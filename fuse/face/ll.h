@@ -26,16 +26,31 @@ struct fuse_args;
 struct fuse_operations;
 struct fuse_session;
 
-/* A session answering with ops (kept, not copied). hold and drop take
- * and let go a reference to what an open's handle (fi->fh) holds, for a
- * request that comes without the handle (the kernel's fstat of a file
- * with no path any more); hold is called under the inode table's lock and
- * returns false for a handle that holds no file. NULL when libfuse
- * refused args (it said why) or without memory. */
+/* What the session does beyond ops. */
+struct mbfs_ll_opts {
+	/* take and let go a reference to what an open's handle (fi->fh)
+	 * holds, for a request that comes without the handle (the kernel's
+	 * fstat of a file with no path any more); hold is called under the
+	 * inode table's lock and returns false for a handle that holds no
+	 * file */
+	bool (*hold)(uint64_t fh);
+	void (*drop)(uint64_t fh);
+	/* what the rename op would refuse before it changes anything: a
+	 * target held open is hidden first, then the rename is made, so a
+	 * refusal must come before (0 or -errno) */
+	int (*rename_check)(const char *from, const char *to, unsigned flags);
+	/* -o umask=M: every file shows the permissions 0777 & ~M, as
+	 * libfuse's high-level API had it */
+	bool set_mode;
+	mode_t umask;
+	bool direct_io;         /* -o direct_io: no page cache */
+};
+
+/* A session answering with ops and o (both kept, not copied). NULL when
+ * libfuse refused args (it said why) or without memory. */
 struct fuse_session *mbfs_ll_new(struct fuse_args *args,
 				 const struct fuse_operations *ops,
-				 bool (*hold)(uint64_t fh),
-				 void (*drop)(uint64_t fh));
+				 const struct mbfs_ll_opts *o);
 /* After unmounting: destroys the session (ops' destroy runs) and the
  * table. */
 void mbfs_ll_destroy(struct fuse_session *se);

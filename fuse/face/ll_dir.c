@@ -83,7 +83,8 @@ void mbfs_ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *llfi
 	pthread_mutex_init(&dh->lock, NULL);
 	char path[MB_PATH_MAX];
 	struct stat st;
-	int rc = mbfs_ll_node_path(ino, path, &st);
+	struct mbfs_itab_locks l = { 0 };
+	int rc = mbfs_ll_node_path(&l, ino, path, &st);
 	if (rc == 1) {
 		dh->gone = true;
 		rc = 0;
@@ -94,6 +95,7 @@ void mbfs_ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *llfi
 		rc = L.op->opendir(path, &fi);
 		dh->fh = fi.fh;
 	}
+	mbfs_itab_unlock(T, &l);
 	if (rc) {
 		pthread_mutex_destroy(&dh->lock);
 		free(dh);
@@ -110,10 +112,30 @@ void mbfs_ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *llfi
 	}
 }
 
-void mbfs_ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		       struct fuse_file_info *llfi)
+/* Fill dh with the listing of ino: where the directory is now (renamed
+ * since its opendir, it lists under its new name), or nothing but its
+ * dots once it is gone. */
+static int fill(struct dirh *dh, fuse_ino_t ino)
 {
-	(void)ino;
+	char path[MB_PATH_MAX];
+	struct stat st;
+	struct mbfs_itab_locks l = { 0 };
+	int rc = dh->gone ? 1 : mbfs_ll_node_path(&l, ino, path, &st);
+	if (rc == 1) {
+		collect(dh, ".", NULL, 0, 0);
+		collect(dh, "..", NULL, 0, 0);
+		rc = 0;
+	} else if (!rc) {
+		struct fuse_file_info fi = { .fh = dh->fh };
+		rc = L.op->readdir(path, dh, collect, 0, &fi, 0);
+	}
+	mbfs_itab_unlock(T, &l);
+	return rc;
+}
+
+void mbfs_ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		     struct fuse_file_info *llfi)
+{
 	mbfs_ll_begin(req);
 	struct dirh *dh = (struct dirh *)(uintptr_t)llfi->fh;
 	pthread_mutex_lock(&dh->lock);
@@ -122,14 +144,7 @@ void mbfs_ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (!dh->filled) {
 		free_ents(dh);
 		dh->error = 0;
-		int rc = 0;
-		if (dh->gone) {
-			collect(dh, ".", NULL, 0, 0);
-			collect(dh, "..", NULL, 0, 0);
-		} else {
-			struct fuse_file_info fi = { .fh = dh->fh };
-			rc = L.op->readdir(NULL, dh, collect, 0, &fi, 0);
-		}
+		int rc = fill(dh, ino);
 		if (!rc)
 			rc = dh->error;
 		if (rc) {

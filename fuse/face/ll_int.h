@@ -12,13 +12,15 @@
 #include <fuse.h>
 #include <fuse_lowlevel.h>
 
+#include "fuse/face/itab.h"
+#include "fuse/face/ll.h"
+
 /* The one session's state: set by mbfs_ll_new and the init request. */
 struct mbfs_ll {
 	struct fuse_session *se;
 	struct mbfs_itab *itab;
 	const struct fuse_operations *op;
-	bool (*hold)(uint64_t fh);
-	void (*drop)(uint64_t fh);
+	const struct mbfs_ll_opts *o;
 	double entry_timeout, attr_timeout, negative_timeout;
 	uint64_t ac_ms;
 	bool auto_cache;
@@ -32,10 +34,16 @@ extern struct mbfs_ll mbfs_ll;
 void mbfs_ll_begin(fuse_req_t req);
 /* Reply rc (-errno, or 0 for success without data). */
 void mbfs_ll_reply_err(fuse_req_t req, int rc);
-/* The path of a request on ino without a file handle: 0 with path set
- * (MB_PATH_MAX), 1 when the node has none (its last attributes in *st),
- * or -errno. */
-int mbfs_ll_node_path(fuse_ino_t ino, char *path, struct stat *st);
+/* The path of ino ("/name" appended when name is not NULL) into buf
+ * (MB_PATH_MAX), with the tree locks of l taken (l->read[0] = ino, with
+ * what the caller set; itab.h): 0 or -errno. The caller lets go with
+ * mbfs_itab_unlock either way. */
+int mbfs_ll_path(struct mbfs_itab_locks *l, uint64_t ino, const char *name,
+		 char *buf);
+/* The same for a request on ino without a file handle: 0 with path set,
+ * 1 when the node has none (its last attributes in *st), or -errno. */
+int mbfs_ll_node_path(struct mbfs_itab_locks *l, fuse_ino_t ino, char *path,
+		      struct stat *st);
 
 void mbfs_ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *llfi);
 void mbfs_ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

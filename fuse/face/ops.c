@@ -183,7 +183,8 @@ static int mbfs_getattr(const char *path, struct stat *st,
 		if (mbfs_node_stat_new(FS, NODE(fi), NULL, st))
 			return 0;
 		bool gone = mbfs_node_get_path(FS, NODE(fi), buf) != 0;
-		if (gone && mbfs_hidden_getattr(FS, buf, st) == 1)
+		/* a hidden node keeps the path it had (names.c) */
+		if (gone && mbfs_hidden_getattr_node(FS, NODE(fi), st))
 			return 0;
 		if (gone || mbfs_view_getattr(FS, buf, st))
 			default_file_stat(st);

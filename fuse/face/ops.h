@@ -12,6 +12,11 @@ extern const struct fuse_operations mbfs_ops;
  * bounded by one deadline, its start + op_timeout (bound.c). */
 void mbfs_bound_ops(struct fuse_operations *ops);
 
+/* The checks a rename makes before it changes anything (names, the
+ * control file, flags): 0 or the -errno mbfs_ops.rename would return.
+ * ll.h's rename_check: a target held open is hidden only after them. */
+int mbfs_rename_check(const char *from, const char *to, unsigned int flags);
+
 /* A reference to the file an open's handle (fi->fh) holds, for a request
  * that came without the handle (ll.h's hold): false for a handle that
  * holds no file (the control file's). Takes the node lock only.

@@ -18,6 +18,7 @@
 #include "fuse/cache/cache.h"
 #include "fuse/cache/kcache.h"
 #include "fuse/face/control.h"
+#include "fuse/face/ops.h"
 #include "fuse/face/ops_int.h"
 #include "fuse/node/node.h"
 #include "fuse/ns/hidden.h"
@@ -83,7 +84,7 @@ int mbfs_symlink(const char *target, const char *path)
 	return mbfs_ns_symlink(FS, target, path);
 }
 
-int mbfs_rename(const char *from, const char *to, unsigned int flags)
+int mbfs_rename_check(const char *from, const char *to, unsigned int flags)
 {
 	if (flags & ~(unsigned)RENAME_NOREPLACE)
 		return -EINVAL;   /* RENAME_EXCHANGE has no atomic equivalent */
@@ -95,6 +96,12 @@ int mbfs_rename(const char *from, const char *to, unsigned int flags)
 					       mbfs_name_check_new(to);
 	if (!rc && (mbfs_is_control(from) || mbfs_is_control(to)))
 		rc = -EBUSY;
+	return rc;
+}
+
+int mbfs_rename(const char *from, const char *to, unsigned int flags)
+{
+	int rc = mbfs_rename_check(from, to, flags);
 	if (rc)
 		return rc;
 	if (mbfs_hidden_is_name(to)) {   /* ll.c hides a file open here */

@@ -257,6 +257,29 @@ void mbfs_hidden_renamed(struct mbfs *fs, const char *from, const char *to)
 	pthread_mutex_unlock(&h->lock);
 }
 
+bool mbfs_hidden_getattr_node(struct mbfs *fs, struct mbfs_node *n,
+			      struct stat *st)
+{
+	struct mbfs_hidden *h = fs->hidden;
+	if (!h || atomic_load(&h->nfiles) == 0)
+		return false;
+	char name[MB_PATH_MAX];
+	bool found = false;
+	pthread_mutex_lock(&h->lock);
+	for (struct hfile *f = h->files; f && !found; f = f->next)
+		if (f->node == n) {
+			*st = f->st;
+			snprintf(name, sizeof(name), "%s", f->name);
+			found = true;
+		}
+	pthread_mutex_unlock(&h->lock);
+	if (found) {   /* its size and time as written since */
+		mbfs_node_fgetattr(fs, n, st);
+		st->st_ino = (ino_t)mbfs_ino(fs, name);
+	}
+	return found;
+}
+
 int mbfs_hidden_getattr(struct mbfs *fs, const char *path, struct stat *st)
 {
 	struct mbfs_hidden *h = fs->hidden;

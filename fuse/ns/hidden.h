@@ -44,6 +44,10 @@ int mbfs_hidden_hide(struct mbfs *fs, const char *from, const char *hidden);
 /* A directory from was renamed to to: the hidden files in it moved with
  * it (their nodes did: mbfs_node_renamed). */
 void mbfs_hidden_renamed(struct mbfs *fs, const char *from, const char *to);
+/* getattr through a handle of n: true with *st when n is a hidden file's
+ * node (it keeps the path it had before, node.h). */
+bool mbfs_hidden_getattr_node(struct mbfs *fs, struct mbfs_node *n,
+			      struct stat *st);
 /* getattr of path: 1 with *st (a hidden file), -ENOENT (a hidden name we
  * do not hold, or a name whose removal is pending), 0 (neither). */
 int mbfs_hidden_getattr(struct mbfs *fs, const char *path, struct stat *st);
