@@ -577,7 +577,8 @@ static int loop_mt(struct fuse_session *se, const struct fuse_cmdline_opts *cmd)
 		return -ENOMEM;
 	fuse_loop_cfg_set_clone_fd(lc, (unsigned)cmd->clone_fd);
 	fuse_loop_cfg_set_max_threads(lc, cmd->max_threads);
-	fuse_loop_cfg_set_idle_threads(lc, cmd->max_idle_threads);
+	if (cmd->max_idle_threads != UINT_MAX)   /* given */
+		fuse_loop_cfg_set_idle_threads(lc, cmd->max_idle_threads);
 	int ret = fuse_session_loop_mt(se, lc);
 	fuse_loop_cfg_destroy(lc);
 	return ret;
