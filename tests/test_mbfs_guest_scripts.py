@@ -910,6 +910,32 @@ def test_apply_does_no_move_twice(run, tmp_path, apply_env):
         shutil.rmtree(killed)
 
 
+def guest_id(path):
+    """What follow.sh says of a file: device, inode and birth time."""
+    return subprocess.check_output(["stat", "-c", "%d:%i:%.9W", str(path)]).decode().strip()
+
+
+def test_follow_finds_the_files_it_knew_under_their_new_names(run, tmp_path):
+    """A file known by its device, inode and birth time, no longer under
+    its name: its new name is said, with what is there now; one gone, or
+    replaced, or a bad id, is not looked for past its own line."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a").write_bytes(b"a")
+    (tmp_path / "b").write_bytes(b"b")
+    (tmp_path / "c").write_bytes(b"c")
+    ida, idb, idc = (guest_id(tmp_path / x) for x in "abc")
+    os.rename(tmp_path / "a", tmp_path / "sub" / "moved")
+    os.rename(tmp_path / "b", tmp_path / "c")   # c replaced, b gone
+    r = run("follow", str(tmp_path), str(tmp_path / "a"), ida, str(tmp_path / "c"), idc,
+            str(tmp_path / "b"), "1:2; touch x", str(tmp_path / "sub" / "moved"), ida)
+    assert r.returncode == 0, r
+    lines = r.stdout.splitlines()
+    assert lines[0] == "-" and lines[1].endswith(" " + idb) and lines[2] == "-", r.stdout
+    assert lines[3].endswith(" " + ida), r.stdout
+    assert lines[4:] == ["> %s %s" % (ida, tmp_path / "sub" / "moved"), "="], r.stdout
+    assert not os.path.exists("x")
+
+
 def test_follow_lists_files_and_directories(run, tmp_path):
     d = tmp_path / "d"
     d.mkdir()
@@ -922,13 +948,13 @@ def test_follow_lists_files_and_directories(run, tmp_path):
     odd.mkdir()
     (odd / "new\nline").write_bytes(b"")
     os.symlink(str(d), str(tmp_path / "dlink"))
-    r = run("follow", str(d / "f"), str(tmp_path / "none"), "-d", str(d), str(odd),
-            str(tmp_path / "dlink"), str(tmp_path / "nodir"))
+    r = run("follow", str(tmp_path), str(d / "f"), "-", str(tmp_path / "none"), "-",
+            "-d", str(d), str(odd), str(tmp_path / "dlink"), str(tmp_path / "nodir"))
     assert r.returncode == 0, r
     lines = r.stdout.split("\n")
-    assert lines[:3] == ["3 1500000000", "-", "@"], r.stdout
+    assert lines[:4] == ["3 1500000000 %s" % guest_id(d / "f"), "-", "=", "@"], r.stdout
     assert lines[-2:] == [".", ""], r.stdout
-    body = lines[3:-2]
+    body = lines[4:-2]
     assert "! %s" % (tmp_path / "dlink") in body and "! %s" % (tmp_path / "nodir") in body
     assert "! %s" % odd in body, r.stdout
     entries = {l.split(" ", 7)[7]: l.split(" ", 7)[:2] for l in body

@@ -15,7 +15,7 @@ import time
 import pytest
 
 import mbtest
-from test_mbfs_helpers import read_file, sh, sync, unique, write_file
+from test_mbfs_helpers import read_file, sh, sync, unique, until, write_file
 
 
 @pytest.fixture
@@ -115,6 +115,124 @@ def test_an_open_file_reads_what_a_command_rewrote(service, container, mount, d)
         assert os.fstat(f.fileno()).st_size == len(want)
         f.seek(0)
         assert f.read() == want
+
+
+def test_a_file_a_command_renames_takes_its_open_fds_along(service, container, mount, d):
+    """A command renames a file held open here and appends to it: the fd
+    reads the file under its new name, and writes through it land there,
+    as on a local disk; the old name stays gone on both sides."""
+    a, b = os.path.join(d, "a"), os.path.join(d, "b")
+    write_file(a, b"hello\n")
+    sync(mount)
+    fd = os.open(a, os.O_RDWR)
+    try:
+        assert os.read(fd, 100) == b"hello\n"
+        mbexec_in(service, d, "mv a b; echo more >> b")
+        assert os.pread(fd, 100, 0) == b"hello\nmore\n"
+        os.lseek(fd, 0, os.SEEK_END)
+        os.write(fd, b"local\n")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    assert sorted(os.listdir(d)) == ["b"]
+    assert read_file(b) == b"hello\nmore\nlocal\n"
+    assert on_sandbox(service, container, mount, b) == "hello\nmore\nlocal\n"
+    rel = "/workspace/" + os.path.relpath(a, mount.mountpoint)
+    assert sh(service, container, "test -e '%s' || echo gone" % rel) == "gone\n"
+
+
+def test_an_fd_a_command_renamed_stats_and_changes_its_file(service, container, mount, d):
+    """After the rename, fstat, fchmod and a fresh open of the new name
+    are the same file the fd holds (the kernel's inode moved with it);
+    the old name is a new file's, not the held one's."""
+    a, b = os.path.join(d, "a"), os.path.join(d, "b")
+    write_file(a, b"held\n")
+    sync(mount)
+    fd = os.open(a, os.O_RDWR)
+    try:
+        assert os.read(fd, 100) == b"held\n"
+        mbexec_in(service, d, "mv a b; echo more >> b; echo new > a")
+        st = os.fstat(fd)
+        assert (st.st_size, st.st_nlink) == (len(b"held\nmore\n"), 1)
+        assert os.stat(b).st_ino == st.st_ino != os.stat(a).st_ino
+        os.fchmod(fd, 0o600)
+        assert stat.S_IMODE(os.stat(b).st_mode) == 0o600
+        assert read_file(a) == b"new\n"
+    finally:
+        os.close(fd)
+    sync(mount)
+    rel = "/workspace/" + os.path.relpath(d, mount.mountpoint)
+    assert sh(service, container, "stat -c %%a '%s/b'; cat '%s/a'" % (rel, rel)) == "600\nnew\n"
+
+
+def test_an_fd_does_not_follow_a_new_file_that_took_its_inode_number(service, container, mount, d):
+    """ext4 gives a freed inode number to the next new file at once: a
+    held file replaced by `sed -i`, then a new file made, must not make
+    the fd follow the new file (it wrote into an unrelated file)."""
+    conf, out = os.path.join(d, "conf"), os.path.join(d, "out")
+    write_file(conf, b"x=1\n")
+    sync(mount)
+    fd = os.open(conf, os.O_RDWR)
+    try:
+        assert os.read(fd, 100) == b"x=1\n"
+        mbexec_in(service, d, "sed -i s/1/2/ conf; echo made > out")
+        assert os.pread(fd, 100, 0) == b"x=1\n"
+        os.pwrite(fd, b"LOST", 0)
+    finally:
+        os.close(fd)
+    assert read_file(out) == b"made\n" and read_file(conf) == b"x=2\n"
+    rel = "/workspace/" + os.path.relpath(d, mount.mountpoint)
+    assert sh(service, container, "cat '%s/out' '%s/conf'" % (rel, rel)) == "made\nx=2\n"
+
+
+def test_two_held_files_a_command_swaps_follow_each_its_file(service, container, mount, d):
+    """mv a t; mv b a; mv t b with both held open: each fd keeps its file,
+    now under the other name, and writes through it land there."""
+    a, b = os.path.join(d, "a"), os.path.join(d, "b")
+    write_file(a, b"A\n")
+    write_file(b, b"B\n")
+    sync(mount)
+    fa, fb = os.open(a, os.O_RDWR), os.open(b, os.O_RDWR)
+    try:
+        assert os.read(fa, 10) == b"A\n" and os.read(fb, 10) == b"B\n"
+        mbexec_in(service, d, "mv a t && mv b a && mv t b")
+        assert os.pread(fa, 10, 0) == b"A\n" and os.pread(fb, 10, 0) == b"B\n"
+        os.pwrite(fa, b"a", 0)
+        os.pwrite(fb, b"b", 0)
+    finally:
+        os.close(fa)
+        os.close(fb)
+    assert read_file(b) == b"a\n" and read_file(a) == b"b\n"
+    sync(mount)
+    rel = "/workspace/" + os.path.relpath(d, mount.mountpoint)
+    assert sh(service, container, "cat '%s/a' '%s/b'" % (rel, rel)) == "b\na\n"
+
+
+def test_files_a_command_replaces_or_removes_keep_what_their_fds_read(service, container, mount, d):
+    """A command renames a over b and removes c while both are held open
+    here: the fds read what they read before, as on a local disk; a new
+    open of b reads a's bytes; no write through them comes back."""
+    a, b, c = (os.path.join(d, x) for x in "abc")
+    write_file(a, b"from a\n")
+    write_file(b, b"old b, longer\n")
+    write_file(c, b"c\n")
+    sync(mount)
+    fb, fc = open(b, "r+b"), open(c, "r+b")
+    try:
+        assert fb.read() == b"old b, longer\n" and fc.read() == b"c\n"
+        mbexec_in(service, d, "mv a b; rm c")
+        assert os.pread(fb.fileno(), 100, 0) == b"old b, longer\n"
+        assert os.pread(fc.fileno(), 100, 0) == b"c\n"
+        assert read_file(b) == b"from a\n"
+        fc.write(b"lost, as on a local disk\n")
+        fc.flush()
+    finally:
+        fb.close()
+        fc.close()
+    assert sorted(os.listdir(d)) == ["b"]
+    assert on_sandbox(service, container, mount, b) == "from a\n"
+    rel = "/workspace/" + os.path.relpath(d, mount.mountpoint)
+    assert sh(service, container, "ls '%s'" % rel) == "b\n"
 
 
 @pytest.fixture
@@ -518,6 +636,33 @@ def test_a_directory_fd_lists_the_directory_after_a_rename(mount, d):
         assert os.listdir(fd) == ["x"]
     finally:
         os.close(fd)
+
+
+def test_a_log_a_running_command_rotates_is_followed_while_it_runs(service, container, long_attrs):
+    """A reader holds a log open; a command rotates it (renames it, then
+    writes on) and waits: the reader reads the lines written after the
+    rename while the command still runs."""
+    mount = long_attrs
+    d = mount.path(unique("rotate"))
+    os.mkdir(d)
+    log = os.path.join(d, "log")
+    write_file(log, b"start\n")
+    sync(mount)
+    rd = "/workspace/" + os.path.relpath(d, mount.mountpoint)
+    script = ("echo one >> log; mv log log.1; echo two >> log.1; "
+              "while [ ! -e go ]; do sleep 0.1; done")
+    with open(log, "rb") as reader:
+        assert reader.read() == b"start\n"
+        cmd = subprocess.Popen([mbtest.MBEXEC, "sh", "-c", script], cwd=d, env=service.env(),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            until(lambda: os.pread(reader.fileno(), 100, 0) == b"start\none\ntwo\n"
+                  or cmd.poll() is not None, "the rotated log to show its new line")
+            assert cmd.poll() is None, cmd.stderr.read()
+            assert os.pread(reader.fileno(), 100, 0) == b"start\none\ntwo\n"
+        finally:
+            service.exec(container, "touch %s/go" % rd)
+            assert cmd.wait(60) == 0, cmd.stderr.read()
 
 
 def test_a_listed_directory_follows_a_running_command(service, container, long_attrs):

@@ -6,10 +6,10 @@ commands run there under sh), and after each step every held fd reads as
 its local twin; every few steps fresh opens and stat agree, and after each
 sync the sandbox holds exactly the local tree.
 
-One thing a local disk does that the mount does not (mbfs(1), LIMITS) is
-left out: a command does not rename or remove a file held open. Files
-held open once they have no name (removed here, their directory too)
-stay held.
+A command may rename a file held open (its fds follow it), but does not
+remove or replace one: what the mount never read of such a file is gone
+with it (mbfs(1), LIMITS). Files held open once they have no name (removed
+here, their directory too) stay held.
 
 `make check` runs a few seeds; `make stress` runs more and longer
 (MB_STRESS_SEEDS, MB_STRESS_OPS). Seeds are fixed, so a failure replays;
@@ -59,10 +59,9 @@ def held_paths(local, held):
 
 def command(rng, local, held):
     """A shell command of the kind a build or an agent runs (relative paths,
-    so it means the same below both roots). Not one that renames, removes
-    or replaces a file held open: the mount knows the sandbox's files by
-    path, so an fd open here does not follow its file to a new name
-    (mbfs(1), BUGS)."""
+    so it means the same below both roots). One may rename a file held
+    open (its fds follow it); none removes or replaces one: an fd that
+    never read its file has nothing of it to keep (mbfs(1), LIMITS)."""
     dirs = [""] + paths(local, "dir")
     busy = held_paths(local, held)
     files = paths(local, "file")
@@ -74,9 +73,11 @@ def command(rng, local, held):
         cmds += ["printf 'cmd %d\\n' >> %s" % (n, f),
                  "printf 'cmd %d\\n' >> %s; printf 'more\\n' >> %s" % (n, f, f),
                  "printf 'rewritten %d\\n' > %s" % (n, f)]
+        if new not in busy and os.path.realpath(os.path.join(local, new)) != \
+                os.path.realpath(os.path.join(local, f)):
+            cmds += ["mv %s %s" % (f, new)]
         if f not in busy and new not in busy:
-            cmds += ["mv %s %s" % (f, new), "rm -f %s" % f,
-                     "cp %s %s.tmp && mv %s.tmp %s" % (f, f, f, new)]
+            cmds += ["rm -f %s" % f, "cp %s %s.tmp && mv %s.tmp %s" % (f, f, f, new)]
     return rng.choice(cmds)
 
 

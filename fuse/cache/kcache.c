@@ -69,6 +69,7 @@ struct mbfs_kcache {
 	 * a link (mbfs_kcache_gone) */
 	uint64_t epoch_gen;
 	struct kitem *head, **tail;
+	struct kitem *names_q;  /* names to drop (mbfs_kcache_drop_name) */
 	bool all;               /* every remembered path is stale */
 	bool names;             /* every name, negative ones too */
 	bool epochs;            /* the kernel takes NOTIFY_INC_EPOCH */
@@ -138,6 +139,7 @@ void mbfs_kcache_free(struct mbfs_kcache *kc)
 	}
 	free(kc->tab);
 	free_items(kc->head);
+	free_items(kc->names_q);
 	pthread_cond_destroy(&kc->idle);
 	pthread_cond_destroy(&kc->wake);
 	pthread_mutex_destroy(&kc->lock);
@@ -328,6 +330,22 @@ void mbfs_kcache_stale(struct mbfs_kcache *kc, const char *path)
 	pthread_mutex_unlock(&kc->lock);
 }
 
+void mbfs_kcache_drop_name(struct mbfs_kcache *kc, const char *path)
+{
+	size_t n = strlen(path) + 1;
+	struct kitem *it = kc ? malloc(sizeof(*it) + n) : NULL;
+	if (!it)
+		return;   /* the name expires with the timeouts */
+	memcpy(it->path, path, n);
+	pthread_mutex_lock(&kc->lock);
+	it->gen = kc->gen;
+	it->next = kc->names_q;
+	kc->names_q = it;
+	kc->asked++;
+	pthread_cond_signal(&kc->wake);
+	pthread_mutex_unlock(&kc->lock);
+}
+
 void mbfs_kcache_stale_tree(struct mbfs_kcache *kc, const char *path)
 {
 	if (!kc)
@@ -449,11 +467,14 @@ static void *run(void *arg)
 	struct mbfs_kcache *kc = arg;
 	pthread_mutex_lock(&kc->lock);
 	for (;;) {
-		while (!kc->stop && !kc->head && !kc->all && !kc->names)
+		while (!kc->stop && !kc->head && !kc->all && !kc->names &&
+		       !kc->names_q)
 			pthread_cond_wait(&kc->wake, &kc->lock);
 		if (kc->stop)
 			break;
 		uint64_t upto = kc->asked;
+		struct kitem *drop = kc->names_q;
+		kc->names_q = NULL;
 		bool names = kc->names;
 		kc->names = false;
 		struct kitem *list = kc->head;
@@ -473,6 +494,15 @@ static void *run(void *arg)
 			}
 		}
 		pthread_mutex_unlock(&kc->lock);
+		/* names first: the attributes asked for next are then of the
+		 * inodes the names lead to now */
+		for (struct kitem *it = drop; it; it = it->next) {
+			kc->kernel->invalidate_name(it->path);
+			/* and the inode the name leads to now: its size and
+			 * pages are the file's that moved there */
+			kc->kernel->invalidate(it->path);
+		}
+		free_items(drop);
 		if (names) {
 			new_epoch(kc);
 			pthread_mutex_lock(&kc->lock);
@@ -550,6 +580,8 @@ void mbfs_kcache_stop(struct mbfs_kcache *kc)
 	kc->joined = true;
 	free_items(kc->head);
 	kc->head = NULL;
+	free_items(kc->names_q);
+	kc->names_q = NULL;
 	kc->tail = &kc->head;
 	kc->all = false;
 	kc->names = false;

@@ -40,6 +40,9 @@ struct mbfs_kernel {
 	int (*invalidate)(const char *path);
 	/* write a raw notification to the device: 0 or -errno */
 	int (*notify)(const void *msg, size_t len);
+	/* drop the name path (its directory's entry for it): the next
+	 * lookup asks again. 0 or -errno */
+	int (*invalidate_name)(const char *path);
 };
 
 /* Paths remembered at most; beyond, new ones are not (their kernel copies
@@ -83,6 +86,10 @@ void mbfs_kcache_moved(struct mbfs_kcache *kc, const char *from,
  * of a mkdir, symlink or link, which is not retried. */
 bool mbfs_kcache_gone(struct mbfs_kcache *kc, const char *path);
 
+/* The kernel's name path is to go (a command renamed the file it leads
+ * to, which the mount followed), and the attributes and pages of the
+ * inode it leads to now: queued, dropped by the thread. */
+void mbfs_kcache_drop_name(struct mbfs_kcache *kc, const char *path);
 /* Queue the invalidation of path's attributes and pages, when the kernel
  * was shown it. Returns at once. */
 void mbfs_kcache_stale(struct mbfs_kcache *kc, const char *path);

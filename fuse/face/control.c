@@ -13,6 +13,7 @@
 #include "fuse/outbox/batch.h"
 #include "fuse/cache/cache.h"
 #include "fuse/face/control.h"
+#include "fuse/face/follow.h"
 #include "fuse/durable/data.h"
 #include "fuse/ns/hidden.h"
 #include "fuse/durable/journal.h"
@@ -249,6 +250,8 @@ int mbfs_control_sync(struct mbfs *fs)
 	if (rc && !mbfs_kcache_wait(fs->kcache, MBFS_KCACHE_WAIT_MS))
 		mb_log(MB_LOG_DEBUG, "the kernel's caches are still being "
 		       "invalidated");
+	if (!rc)   /* which files those held open are */
+		mbfs_follow_before(fs);
 	return rc;
 }
 
@@ -263,6 +266,7 @@ static bool is_command(const char *buf, size_t size, const char *cmd)
 int mbfs_control_write(struct mbfs *fs, const char *buf, size_t size)
 {
 	if (is_command(buf, size, MB_CONTROL_INVALIDATE)) {
+		mbfs_follow_after(fs);   /* files held open that it renamed */
 		mbfs_invalidate_everything(fs);
 		mb_log(MB_LOG_DEBUG, "caches invalidated through the control file");
 		return (int)size;

@@ -1,9 +1,11 @@
-/* itab.c: the kernel's inodes (itab.h).
+/* itab.c: the kernel's inodes (itab.h): the table, names and paths, and
+ * the moves a command made. Opens and nodes without a path are in
+ * itab_open.c, the tree locks in itab_lock.c.
  *
  * Two hash tables over one set of nodes: by number, and by (parent
  * number, name). A node lives while the kernel counts lookups of it, an
- * fd holds it open, or a named child hangs below it (its path goes
- * through it). The root lives always.
+ * fd holds it open, a request holds a tree lock on it, or a named child
+ * hangs below it (its path goes through it). The root lives always.
  */
 #include "fuse/mbfs.h"
 
@@ -16,39 +18,7 @@
 
 #include "common/util.h"
 #include "fuse/face/itab.h"
-
-struct inode {
-	uint64_t ino;
-	struct inode *parent;   /* NULL when nameless (and for the root) */
-	char *name;             /* NULL when nameless; "" for the root */
-	uint64_t nlookup;
-	unsigned open;
-	unsigned children;      /* named children */
-	bool hidden;
-	bool cache_valid;       /* auto_cache: pages kept since the last open */
-	bool own_mode, own_atime, own_mtime;   /* set while it had no path:
-	                           kept over what its open copy says */
-	int treelock;           /* requests whose path goes through it (> 0),
-	                           or -1: its name is being changed */
-	unsigned wwait;         /* requests waiting to change its name */
-	uint64_t *fhs;          /* the handles open on it */
-	unsigned nfhs;
-	struct stat st;         /* the last attributes told */
-	uint64_t st_ms;         /* when */
-	struct inode *id_next;
-	struct inode *name_next;
-};
-
-struct mbfs_itab {
-	pthread_mutex_t lock;
-	pthread_cond_t tree;    /* a tree lock was let go */
-	struct inode **by_id;
-	struct inode **by_name;
-	size_t nbuckets;        /* of each, a power of two */
-	size_t count;
-	uint64_t next_ino;
-	struct inode root;
-};
+#include "fuse/face/itab_int.h"
 
 static uint64_t mix(uint64_t h)
 {
@@ -120,7 +90,7 @@ void mbfs_itab_free(struct mbfs_itab *t)
 	free(t);
 }
 
-static struct inode *get_locked(struct mbfs_itab *t, uint64_t ino)
+struct inode *itab_get_locked(struct mbfs_itab *t, uint64_t ino)
 {
 	struct inode *n = t->by_id[id_slot(t, ino)];
 	while (n && n->ino != ino)
@@ -128,7 +98,7 @@ static struct inode *get_locked(struct mbfs_itab *t, uint64_t ino)
 	return n;
 }
 
-static struct inode *find_locked(struct mbfs_itab *t, uint64_t parent,
+struct inode *itab_find_locked(struct mbfs_itab *t, uint64_t parent,
 				 const char *name)
 {
 	struct inode *n = t->by_name[name_slot(t, parent, name)];
@@ -185,10 +155,8 @@ static void unhash_id_locked(struct mbfs_itab *t, struct inode *n)
 		*pp = n->id_next;
 }
 
-static void maybe_free_locked(struct mbfs_itab *t, struct inode *n);
-
 /* n loses its name: out of the name table, its parent's child no more. */
-static void unname_locked(struct mbfs_itab *t, struct inode *n)
+void itab_unname_locked(struct mbfs_itab *t, struct inode *n)
 {
 	if (!n->parent)
 		return;
@@ -203,7 +171,7 @@ static void unname_locked(struct mbfs_itab *t, struct inode *n)
 	n->parent = NULL;
 	n->name_next = NULL;
 	parent->children--;
-	maybe_free_locked(t, parent);
+	itab_maybe_free_locked(t, parent);
 }
 
 /* n takes the name parent/name (a copy; n has none). */
@@ -218,12 +186,12 @@ static void name_locked(struct mbfs_itab *t, struct inode *n,
 	t->by_name[s] = n;
 }
 
-static void maybe_free_locked(struct mbfs_itab *t, struct inode *n)
+void itab_maybe_free_locked(struct mbfs_itab *t, struct inode *n)
 {
 	if (n == &t->root || n->nlookup || n->open || n->children ||
 	    n->treelock || n->wwait)
 		return;
-	unname_locked(t, n);
+	itab_unname_locked(t, n);
 	unhash_id_locked(t, n);
 	t->count--;
 	free(n->fhs);
@@ -238,7 +206,7 @@ int mbfs_itab_path(struct mbfs_itab *t, uint64_t ino, const char *name,
 	*s = '\0';
 	int rc = 0;
 	pthread_mutex_lock(&t->lock);
-	struct inode *n = get_locked(t, ino);
+	struct inode *n = itab_get_locked(t, ino);
 	const char *part = name;
 	if (!n)
 		rc = -ESTALE;
@@ -273,7 +241,7 @@ int mbfs_itab_path(struct mbfs_itab *t, uint64_t ino, const char *name,
 uint64_t mbfs_itab_parent(struct mbfs_itab *t, uint64_t ino)
 {
 	pthread_mutex_lock(&t->lock);
-	struct inode *n = get_locked(t, ino);
+	struct inode *n = itab_get_locked(t, ino);
 	uint64_t p = !n ? 0 : n == &t->root ? ino : n->parent ? n->parent->ino : 0;
 	pthread_mutex_unlock(&t->lock);
 	return p;
@@ -281,7 +249,7 @@ uint64_t mbfs_itab_parent(struct mbfs_itab *t, uint64_t ino)
 
 /* auto_cache: pages kept across opens go stale when the size or the
  * modification time change. */
-static void note_stat_locked(struct inode *n, const struct stat *st)
+void itab_note_stat_locked(struct inode *n, const struct stat *st)
 {
 	if (n->cache_valid && (n->st.st_size != st->st_size ||
 			       n->st.st_mtim.tv_sec != st->st_mtim.tv_sec ||
@@ -296,9 +264,9 @@ uint64_t mbfs_itab_looked_up(struct mbfs_itab *t, uint64_t parent,
 {
 	uint64_t ino = 0;
 	pthread_mutex_lock(&t->lock);
-	struct inode *n = name ? find_locked(t, parent, name) : get_locked(t, parent);
+	struct inode *n = name ? itab_find_locked(t, parent, name) : itab_get_locked(t, parent);
 	if (!n && name) {
-		struct inode *p = get_locked(t, parent);
+		struct inode *p = itab_get_locked(t, parent);
 		char *copy = p ? strdup(name) : NULL;
 		n = copy ? calloc(1, sizeof(*n)) : NULL;
 		if (n) {
@@ -315,7 +283,7 @@ uint64_t mbfs_itab_looked_up(struct mbfs_itab *t, uint64_t parent,
 	}
 	if (n) {
 		n->nlookup++;
-		note_stat_locked(n, st);
+		itab_note_stat_locked(n, st);
 		ino = n->ino;
 	}
 	pthread_mutex_unlock(&t->lock);
@@ -325,10 +293,10 @@ uint64_t mbfs_itab_looked_up(struct mbfs_itab *t, uint64_t parent,
 void mbfs_itab_forget(struct mbfs_itab *t, uint64_t ino, uint64_t count)
 {
 	pthread_mutex_lock(&t->lock);
-	struct inode *n = get_locked(t, ino);
+	struct inode *n = itab_get_locked(t, ino);
 	if (n && n != &t->root) {
 		n->nlookup = n->nlookup > count ? n->nlookup - count : 0;
-		maybe_free_locked(t, n);
+		itab_maybe_free_locked(t, n);
 	}
 	pthread_mutex_unlock(&t->lock);
 }
@@ -336,7 +304,7 @@ void mbfs_itab_forget(struct mbfs_itab *t, uint64_t ino, uint64_t count)
 uint64_t mbfs_itab_find(struct mbfs_itab *t, uint64_t parent, const char *name)
 {
 	pthread_mutex_lock(&t->lock);
-	struct inode *n = find_locked(t, parent, name);
+	struct inode *n = itab_find_locked(t, parent, name);
 	uint64_t ino = n ? n->ino : 0;
 	pthread_mutex_unlock(&t->lock);
 	return ino;
@@ -359,7 +327,7 @@ uint64_t mbfs_itab_find_path(struct mbfs_itab *t, const char *path)
 		}
 		memcpy(name, p, len);
 		name[len] = '\0';
-		n = find_locked(t, n->ino, name);
+		n = itab_find_locked(t, n->ino, name);
 		p += len;
 	}
 	uint64_t ino = n ? n->ino : 0;
@@ -370,7 +338,7 @@ uint64_t mbfs_itab_find_path(struct mbfs_itab *t, const char *path)
 bool mbfs_itab_is_open(struct mbfs_itab *t, uint64_t parent, const char *name)
 {
 	pthread_mutex_lock(&t->lock);
-	struct inode *n = find_locked(t, parent, name);
+	struct inode *n = itab_find_locked(t, parent, name);
 	bool open = n && n->open > 0;
 	pthread_mutex_unlock(&t->lock);
 	return open;
@@ -380,17 +348,17 @@ void mbfs_itab_rename(struct mbfs_itab *t, uint64_t parent, const char *name,
 		      uint64_t newparent, const char *newname, bool hidden)
 {
 	pthread_mutex_lock(&t->lock);
-	struct inode *n = find_locked(t, parent, name);
-	struct inode *np = get_locked(t, newparent);
-	struct inode *old = find_locked(t, newparent, newname);
+	struct inode *n = itab_find_locked(t, parent, name);
+	struct inode *np = itab_get_locked(t, newparent);
+	struct inode *old = itab_find_locked(t, newparent, newname);
 	if (old && old != n)
-		unname_locked(t, old);
+		itab_unname_locked(t, old);
 	if (n && n != old) {
 		char *copy = strdup(newname);
 		/* a child named first: the old parent may go with unname */
 		if (np)
 			np->children++;
-		unname_locked(t, n);
+		itab_unname_locked(t, n);
 		if (np && copy) {
 			name_locked(t, n, np, copy);
 			n->hidden = hidden;
@@ -399,12 +367,12 @@ void mbfs_itab_rename(struct mbfs_itab *t, uint64_t parent, const char *name,
 		}
 		if (np) {
 			np->children--;
-			maybe_free_locked(t, np);
+			itab_maybe_free_locked(t, np);
 		}
-		maybe_free_locked(t, n);
+		itab_maybe_free_locked(t, n);
 	}
 	if (old && old != n)
-		maybe_free_locked(t, old);
+		itab_maybe_free_locked(t, old);
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -412,18 +380,18 @@ void mbfs_itab_exchange(struct mbfs_itab *t, uint64_t p1, const char *n1,
 			uint64_t p2, const char *n2)
 {
 	pthread_mutex_lock(&t->lock);
-	struct inode *a = find_locked(t, p1, n1);
-	struct inode *b = find_locked(t, p2, n2);
-	struct inode *pa = get_locked(t, p1);
-	struct inode *pb = get_locked(t, p2);
+	struct inode *a = itab_find_locked(t, p1, n1);
+	struct inode *b = itab_find_locked(t, p2, n2);
+	struct inode *pa = itab_get_locked(t, p1);
+	struct inode *pb = itab_get_locked(t, p2);
 	char *ca = strdup(n2), *cb = strdup(n1);
 	if (pa && pb && ca && cb) {
 		pa->children++;   /* kept while their children move */
 		pb->children++;
 		if (a)
-			unname_locked(t, a);
+			itab_unname_locked(t, a);
 		if (b)
-			unname_locked(t, b);
+			itab_unname_locked(t, b);
 		if (a) {
 			name_locked(t, a, pb, ca);
 			ca = NULL;
@@ -434,358 +402,156 @@ void mbfs_itab_exchange(struct mbfs_itab *t, uint64_t p1, const char *n1,
 		}
 		pa->children--;
 		pb->children--;
-		maybe_free_locked(t, pa);
+		itab_maybe_free_locked(t, pa);
 		if (pb != pa)
-			maybe_free_locked(t, pb);
+			itab_maybe_free_locked(t, pb);
 	} else {
 		/* without memory: both names go, looked up again */
 		if (a)
-			unname_locked(t, a);
+			itab_unname_locked(t, a);
 		if (b)
-			unname_locked(t, b);
+			itab_unname_locked(t, b);
 	}
 	if (a)
-		maybe_free_locked(t, a);
+		itab_maybe_free_locked(t, a);
 	if (b)
-		maybe_free_locked(t, b);
+		itab_maybe_free_locked(t, b);
 	free(ca);
 	free(cb);
 	pthread_mutex_unlock(&t->lock);
 }
 
+/* The node of path and, in *dir and *name, its directory's node and its
+ * last component (a pointer into path); NULL when the kernel holds none. */
+static struct inode *find_path_locked(struct mbfs_itab *t, const char *path,
+				      struct inode **dir, const char **name)
+{
+	char part[256];
+	struct inode *n = &t->root, *up = NULL;
+	const char *last = "";
+	for (const char *p = path; n && *p;) {
+		while (*p == '/')
+			p++;
+		size_t len = strcspn(p, "/");
+		if (!len)
+			break;
+		if (len >= sizeof(part))
+			return NULL;
+		memcpy(part, p, len);
+		part[len] = '\0';
+		up = n;
+		last = p;
+		n = itab_find_locked(t, n->ino, part);
+		p += len;
+		if (!n && p[strspn(p, "/")])
+			up = NULL;   /* a directory on the way is not known */
+	}
+	if (dir)
+		*dir = up;
+	if (name)
+		*name = last;
+	return n;
+}
+
+/* The directory of path, with a node made for each directory on the
+ * way the kernel does not hold (forgotten since, or never looked up): its
+ * first lookup then gets that node's number. *name: path's last
+ * component. NULL without memory. */
+static struct inode *dirs_locked(struct mbfs_itab *t, const char *path,
+				 const char **name)
+{
+	char part[256];
+	struct inode *n = &t->root;
+	const char *p = path;
+	for (;;) {
+		while (*p == '/')
+			p++;
+		size_t len = strcspn(p, "/");
+		if (!len || !p[len + strspn(p + len, "/")]) {
+			*name = p;
+			return len ? n : NULL;
+		}
+		if (len >= sizeof(part))
+			return NULL;
+		memcpy(part, p, len);
+		part[len] = '\0';
+		struct inode *c = itab_find_locked(t, n->ino, part);
+		if (!c) {
+			char *copy = strdup(part);
+			c = copy ? calloc(1, sizeof(*c)) : NULL;
+			if (!c) {
+				free(copy);
+				return NULL;
+			}
+			c->ino = t->next_ino++;
+			c->st.st_mode = S_IFDIR | 0755;
+			size_t s = id_slot(t, c->ino);
+			c->id_next = t->by_id[s];
+			t->by_id[s] = c;
+			t->count++;
+			name_locked(t, c, n, copy);
+			grow_locked(t);
+		}
+		n = c;
+		p += len;
+	}
+}
+
+void mbfs_itab_moved(struct mbfs_itab *t, const char *const *from,
+		     const char *const *to, size_t k)
+{
+	struct inode **v = calloc(k ? k : 1, sizeof(*v));
+	if (!v)
+		return;
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < k; i++) {
+		v[i] = find_path_locked(t, from[i], NULL, NULL);
+		if (v[i] == &t->root)
+			v[i] = NULL;
+		for (size_t j = 0; j < i && v[i]; j++)
+			if (v[j] == v[i])
+				v[i] = NULL;
+		if (v[i]) {   /* kept while nameless (nlookup may be 0) */
+			v[i]->children++;
+			itab_unname_locked(t, v[i]);
+		}
+	}
+	for (size_t i = 0; i < k; i++) {
+		struct inode *dir = NULL;
+		const char *name = NULL;
+		if (!to[i] || !v[i])
+			continue;
+		struct inode *old = find_path_locked(t, to[i], &dir, &name);
+		if (!dir)
+			dir = dirs_locked(t, to[i], &name);
+		if (!dir)   /* without memory: it stays nameless */
+			continue;
+		if (old && old != v[i]) {
+			itab_unname_locked(t, old);
+			itab_maybe_free_locked(t, old);
+		}
+		char *copy = strdup(name);
+		if (copy)
+			name_locked(t, v[i], dir, copy);
+		else   /* a directory made for it goes */
+			itab_maybe_free_locked(t, dir);
+	}
+	for (size_t i = 0; i < k; i++)
+		if (v[i]) {
+			v[i]->children--;
+			itab_maybe_free_locked(t, v[i]);
+		}
+	pthread_mutex_unlock(&t->lock);
+	free(v);
+}
+
 void mbfs_itab_remove(struct mbfs_itab *t, uint64_t parent, const char *name)
 {
 	pthread_mutex_lock(&t->lock);
-	struct inode *n = find_locked(t, parent, name);
+	struct inode *n = itab_find_locked(t, parent, name);
 	if (n) {
-		unname_locked(t, n);
-		maybe_free_locked(t, n);
+		itab_unname_locked(t, n);
+		itab_maybe_free_locked(t, n);
 	}
 	pthread_mutex_unlock(&t->lock);
-}
-
-void mbfs_itab_set_stat(struct mbfs_itab *t, uint64_t ino, const struct stat *st)
-{
-	pthread_mutex_lock(&t->lock);
-	struct inode *n = get_locked(t, ino);
-	if (n)
-		note_stat_locked(n, st);
-	pthread_mutex_unlock(&t->lock);
-}
-
-/* What a node without a path shows: its last attributes, no links. */
-static void gone_copy_locked(const struct inode *n, struct stat *st)
-{
-	*st = n->st;
-	st->st_nlink = 0;
-	if (S_ISDIR(st->st_mode))
-		st->st_size = 0;   /* as rmdir leaves it */
-}
-
-/* n has a path: every node up to the root has a name. */
-static bool named_locked(struct mbfs_itab *t, const struct inode *n)
-{
-	for (; n != &t->root; n = n->parent)
-		if (!n->parent)
-			return false;
-	return true;
-}
-
-int mbfs_itab_gone_stat(struct mbfs_itab *t, uint64_t ino, struct stat *st)
-{
-	int rc = 0;
-	pthread_mutex_lock(&t->lock);
-	struct inode *n = get_locked(t, ino);
-	if (!n) {
-		rc = -ESTALE;
-	} else if (!named_locked(t, n)) {
-		gone_copy_locked(n, st);
-		rc = 1;
-	}
-	pthread_mutex_unlock(&t->lock);
-	return rc;
-}
-
-void mbfs_itab_gone_setattr(struct mbfs_itab *t, uint64_t ino,
-			    const struct stat *attr, int mask, struct stat *st)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_REALTIME, &now);
-	pthread_mutex_lock(&t->lock);
-	struct inode *n = get_locked(t, ino);
-	if (n) {
-		if (mask & FUSE_SET_ATTR_MODE) {
-			n->st.st_mode = (n->st.st_mode & S_IFMT) |
-					(attr->st_mode & 07777);
-			n->own_mode = true;
-		}
-		if (mask & FUSE_SET_ATTR_ATIME) {
-			n->st.st_atim = (mask & FUSE_SET_ATTR_ATIME_NOW) ? now
-					: attr->st_atim;
-			n->own_atime = true;
-		}
-		if (mask & FUSE_SET_ATTR_MTIME) {
-			n->st.st_mtim = (mask & FUSE_SET_ATTR_MTIME_NOW) ? now
-					: attr->st_mtim;
-			n->own_mtime = true;
-		}
-		n->st.st_ctim = now;
-		gone_copy_locked(n, st);
-	}
-	pthread_mutex_unlock(&t->lock);
-}
-
-void mbfs_itab_gone_overlay(struct mbfs_itab *t, uint64_t ino, struct stat *st)
-{
-	pthread_mutex_lock(&t->lock);
-	struct inode *n = get_locked(t, ino);
-	/* a change of size sets the times anew, as on a local disk */
-	if (n && (n->own_atime || n->own_mtime) && st->st_size != n->st.st_size)
-		n->own_atime = n->own_mtime = false;
-	if (n && n->own_mode)
-		st->st_mode = (st->st_mode & S_IFMT) | (n->st.st_mode & 07777);
-	if (n && n->own_atime)
-		st->st_atim = n->st.st_atim;
-	if (n && n->own_mtime)
-		st->st_mtim = n->st.st_mtim;
-	pthread_mutex_unlock(&t->lock);
-}
-
-void mbfs_itab_unname(struct mbfs_itab *t, uint64_t ino)
-{
-	pthread_mutex_lock(&t->lock);
-	struct inode *n = get_locked(t, ino);
-	if (n && n != &t->root) {
-		unname_locked(t, n);
-		maybe_free_locked(t, n);
-	}
-	pthread_mutex_unlock(&t->lock);
-}
-
-bool mbfs_itab_hidden(struct mbfs_itab *t, uint64_t ino)
-{
-	pthread_mutex_lock(&t->lock);
-	struct inode *n = get_locked(t, ino);
-	bool h = n && n->hidden;
-	pthread_mutex_unlock(&t->lock);
-	return h;
-}
-
-int mbfs_itab_cache_age(struct mbfs_itab *t, uint64_t ino, uint64_t max_ms)
-{
-	pthread_mutex_lock(&t->lock);
-	struct inode *n = get_locked(t, ino);
-	int rc = n && n->cache_valid && mb_now_ms() - n->st_ms > max_ms ? 2 : 0;
-	pthread_mutex_unlock(&t->lock);
-	return rc;
-}
-
-bool mbfs_itab_opened(struct mbfs_itab *t, uint64_t ino, uint64_t fh,
-		      bool cache)
-{
-	pthread_mutex_lock(&t->lock);
-	struct inode *n = get_locked(t, ino);
-	bool keep = false;
-	if (n) {
-		n->open++;
-		uint64_t *v = realloc(n->fhs, (n->nfhs + 1) * sizeof(*v));
-		if (v) {   /* without memory, it is just not lent */
-			n->fhs = v;
-			v[n->nfhs++] = fh;
-		}
-		if (cache) {
-			keep = n->cache_valid;
-			n->cache_valid = true;
-		}
-	}
-	pthread_mutex_unlock(&t->lock);
-	return keep;
-}
-
-void mbfs_itab_cache_drop(struct mbfs_itab *t, uint64_t ino)
-{
-	pthread_mutex_lock(&t->lock);
-	struct inode *n = get_locked(t, ino);
-	if (n)
-		n->cache_valid = false;
-	pthread_mutex_unlock(&t->lock);
-}
-
-bool mbfs_itab_closing(struct mbfs_itab *t, uint64_t ino, uint64_t fh)
-{
-	pthread_mutex_lock(&t->lock);
-	struct inode *n = get_locked(t, ino);
-	for (unsigned i = 0; n && i < n->nfhs; i++)
-		if (n->fhs[i] == fh) {
-			n->fhs[i] = n->fhs[--n->nfhs];
-			break;
-		}
-	pthread_mutex_unlock(&t->lock);
-	return n != NULL;
-}
-
-bool mbfs_itab_lend_fh(struct mbfs_itab *t, uint64_t ino,
-		       bool (*hold)(uint64_t fh), uint64_t *fh)
-{
-	bool lent = false;
-	pthread_mutex_lock(&t->lock);
-	struct inode *n = get_locked(t, ino);
-	for (unsigned i = 0; n && !lent && i < n->nfhs; i++)
-		if (hold(n->fhs[i])) {
-			*fh = n->fhs[i];
-			lent = true;
-		}
-	pthread_mutex_unlock(&t->lock);
-	return lent;
-}
-
-bool mbfs_itab_closed(struct mbfs_itab *t, uint64_t ino)
-{
-	pthread_mutex_lock(&t->lock);
-	struct inode *n = get_locked(t, ino);
-	bool last_hidden = false;
-	if (n && n->open) {
-		n->open--;
-		if (!n->open && n->hidden) {
-			n->hidden = false;
-			last_hidden = true;
-		}
-		/* a hidden node keeps its name until the caller removed it */
-		if (!last_hidden)
-			maybe_free_locked(t, n);
-	}
-	pthread_mutex_unlock(&t->lock);
-	return last_hidden;
-}
-
-/* The tree locks (itab.h). A request's set is taken whole or not at all,
- * so two requests never wait for each other. */
-
-/* Can the read chain from n (n and every node above it) be taken? A
- * request that changes no name also waits for one that waits to. */
-static bool chain_free_locked(struct mbfs_itab *t, struct inode *n,
-			      bool writer)
-{
-	for (; n; n = n == &t->root ? NULL : n->parent)
-		if (n->treelock < 0 || (!writer && n->wwait))
-			return false;
-	return true;
-}
-
-static bool on_chain_locked(struct mbfs_itab *t, struct inode *n,
-			    const struct inode *w)
-{
-	for (; n; n = n == &t->root ? NULL : n->parent)
-		if (n == w)
-			return true;
-	return false;
-}
-
-/* Take the read chain from n: each node counted once more and noted in
- * l's chain (room made by the caller). */
-static void chain_take_locked(struct mbfs_itab *t, struct inode *n,
-			      struct mbfs_itab_locks *l)
-{
-	for (; n; n = n == &t->root ? NULL : n->parent) {
-		n->treelock++;
-		l->chain[l->nchain++] = n->ino;
-	}
-}
-
-static size_t chain_len_locked(struct mbfs_itab *t, struct inode *n)
-{
-	size_t k = 0;
-	for (; n; n = n == &t->root ? NULL : n->parent)
-		k++;
-	return k;
-}
-
-int mbfs_itab_lock(struct mbfs_itab *t, struct mbfs_itab_locks *l)
-{
-	struct inode *waiting[2] = { NULL, NULL };
-	int rc = 0;
-	pthread_mutex_lock(&t->lock);
-	for (;;) {
-		struct inode *r[2], *w[2];
-		bool writer = false, ok = true;
-		for (int i = 0; i < 2; i++) {
-			r[i] = l->read[i] ? get_locked(t, l->read[i]) : NULL;
-			if (l->read[i] && !r[i])
-				rc = -ESTALE;
-			w[i] = l->wname[i] ? find_locked(t, l->wdir[i], l->wname[i])
-					   : NULL;
-		}
-		if (rc)
-			break;
-		if (w[1] == w[0])
-			w[1] = NULL;
-		for (int i = 0; i < 2; i++) {
-			/* a name above one of its own paths: the operation
-			 * fails on its own (the kernel checks that too) */
-			if (w[i] && (on_chain_locked(t, r[0], w[i]) ||
-				     on_chain_locked(t, r[1], w[i])))
-				w[i] = NULL;
-			writer |= w[i] != NULL;
-		}
-		for (int i = 0; i < 2; i++) {
-			ok &= chain_free_locked(t, r[i], writer);
-			ok &= !w[i] || w[i]->treelock == 0;
-		}
-		for (int i = 0; i < 2; i++) {   /* marks of the last round */
-			if (waiting[i])
-				waiting[i]->wwait--;
-			waiting[i] = NULL;
-		}
-		size_t need = ok ? chain_len_locked(t, r[0]) +
-				   chain_len_locked(t, r[1]) : 0;
-		l->chain = l->inl;
-		l->nchain = 0;
-		if (need > sizeof(l->inl) / sizeof(l->inl[0]) &&
-		    !(l->chain = malloc(need * sizeof(*l->chain)))) {
-			rc = -ENOMEM;
-			ok = false;
-		}
-		if (ok) {
-			for (int i = 0; i < 2; i++) {
-				chain_take_locked(t, r[i], l);
-				if (w[i])
-					w[i]->treelock = -1;
-				l->wino[i] = w[i] ? w[i]->ino : 0;
-			}
-			break;
-		}
-		if (rc)
-			break;
-		for (int i = 0; i < 2; i++)
-			if (w[i] && w[i]->treelock != 0) {
-				w[i]->wwait++;
-				waiting[i] = w[i];
-			}
-		pthread_cond_wait(&t->tree, &t->lock);
-	}
-	pthread_mutex_unlock(&t->lock);
-	return rc;
-}
-
-void mbfs_itab_unlock(struct mbfs_itab *t, struct mbfs_itab_locks *l)
-{
-	pthread_mutex_lock(&t->lock);
-	for (int i = 0; i < 2; i++) {
-		struct inode *w = l->wino[i] ? get_locked(t, l->wino[i]) : NULL;
-		if (w) {
-			w->treelock = 0;
-			maybe_free_locked(t, w);
-		}
-	}
-	for (size_t i = 0; i < l->nchain; i++) {
-		struct inode *n = get_locked(t, l->chain[i]);
-		if (n) {
-			n->treelock--;
-			maybe_free_locked(t, n);
-		}
-	}
-	pthread_cond_broadcast(&t->tree);
-	pthread_mutex_unlock(&t->lock);
-	if (l->chain && l->chain != l->inl)
-		free(l->chain);
 }

@@ -82,6 +82,11 @@ void mbfs_itab_rename(struct mbfs_itab *t, uint64_t parent, const char *name,
 /* The two names swap nodes (RENAME_EXCHANGE). */
 void mbfs_itab_exchange(struct mbfs_itab *t, uint64_t p1, const char *n1,
 			uint64_t p2, const char *n2);
+/* A command moved the files from[i] to to[i] (mount paths; to[i] NULL: it
+ * is gone), all at once: the nodes the kernel holds under from[] take the
+ * names to[] (or none), and what a to[] named loses its name. */
+void mbfs_itab_moved(struct mbfs_itab *t, const char *const *from,
+		     const char *const *to, size_t k);
 /* parent/name is gone: its node loses its name (and what is below it,
  * its path). */
 void mbfs_itab_remove(struct mbfs_itab *t, uint64_t parent, const char *name);

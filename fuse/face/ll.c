@@ -24,9 +24,6 @@
 #include "fuse/face/ll.h"
 #include "fuse/face/ll_int.h"
 
-#ifndef RENAME_EXCHANGE
-#define RENAME_EXCHANGE (1 << 1)
-#endif
 
 struct mbfs_ll mbfs_ll;
 static __thread uid_t caller_uid;
@@ -47,7 +44,7 @@ void mbfs_ll_reply_err(fuse_req_t req, int rc)
 }
 
 /* -o umask: the permissions every file shows. */
-static void set_mode(struct stat *st)
+void mbfs_ll_set_mode(struct stat *st)
 {
 	if (L.o->set_mode)
 		st->st_mode = (st->st_mode & S_IFMT) | (0777 & ~L.o->umask);
@@ -55,14 +52,14 @@ static void set_mode(struct stat *st)
 
 /* The attributes of a new or found name, and its node counted once more
  * (the reply must then reach the kernel, or be forgotten). */
-static int lookup_path(uint64_t parent, const char *name, const char *path,
+int mbfs_ll_lookup_path(uint64_t parent, const char *name, const char *path,
 		       struct fuse_entry_param *e, struct fuse_file_info *fi)
 {
 	memset(e, 0, sizeof(*e));
 	int rc = L.op->getattr(path, &e->attr, fi);
 	if (rc)
 		return rc;
-	set_mode(&e->attr);
+	mbfs_ll_set_mode(&e->attr);
 	e->ino = mbfs_itab_looked_up(T, parent, name, &e->attr);
 	if (!e->ino)
 		return -ENOMEM;
@@ -71,7 +68,7 @@ static int lookup_path(uint64_t parent, const char *name, const char *path,
 	return 0;
 }
 
-static void reply_entry(fuse_req_t req, const struct fuse_entry_param *e,
+void mbfs_ll_reply_entry(fuse_req_t req, const struct fuse_entry_param *e,
 			int rc)
 {
 	if (rc)
@@ -121,14 +118,14 @@ static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (rc == -ESTALE)
 		rc = -ENOENT;
 	if (!rc)
-		rc = lookup_path(dir, name, path, &e, NULL);
+		rc = mbfs_ll_lookup_path(dir, name, path, &e, NULL);
 	mbfs_itab_unlock(T, &l);
 	if (rc == -ENOENT && L.negative_timeout != 0.0) {
 		memset(&e, 0, sizeof(e));
 		e.entry_timeout = L.negative_timeout;
 		rc = 0;
 	}
-	reply_entry(req, &e, rc);
+	mbfs_ll_reply_entry(req, &e, rc);
 }
 
 static void ll_forget(fuse_req_t req, fuse_ino_t ino, uint64_t n)
@@ -172,7 +169,7 @@ static void reply_attr(fuse_req_t req, fuse_ino_t ino, struct stat *st)
 	if (st->st_nlink > 0 && mbfs_itab_hidden(T, ino))
 		st->st_nlink--;
 	mbfs_itab_gone_overlay(T, ino, st);
-	set_mode(st);
+	mbfs_ll_set_mode(st);
 	mbfs_itab_set_stat(T, ino, st);
 	fuse_reply_attr(req, st, L.attr_timeout);
 }
@@ -192,7 +189,7 @@ static int gone_open_stat(fuse_ino_t ino, struct stat *st)
 		return 0;
 	st->st_nlink = 0;
 	mbfs_itab_gone_overlay(T, ino, st);
-	set_mode(st);
+	mbfs_ll_set_mode(st);
 	mbfs_itab_set_stat(T, ino, st);
 	return 1;
 }
@@ -310,172 +307,6 @@ static void ll_readlink(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_readlink(req, target);
 }
 
-/* A file removed or replaced while open: renamed to a hidden name in its
- * directory instead (hidden.h), removed at its last close. */
-static int hide(uint64_t dir, const char *name, const char *path)
-{
-	uint64_t ino = mbfs_itab_find(T, dir, name);
-	char hname[64], hpath[MB_PATH_MAX];
-	for (int tries = 0; tries < 10; tries++) {
-		unsigned ctr = atomic_fetch_add(&L.hidectr, 1) + 1;
-		snprintf(hname, sizeof(hname), ".fuse_hidden%08x%08x",
-			 (unsigned)ino, ctr);
-		if (mbfs_itab_find(T, dir, hname))
-			continue;
-		int rc = mbfs_itab_path(T, dir, hname, hpath);
-		if (rc)
-			return rc;
-		struct stat st;
-		rc = L.op->getattr(hpath, &st, NULL);
-		if (rc == 0)
-			continue;
-		if (rc != -ENOENT)
-			break;
-		rc = L.op->rename(path, hpath, 0);
-		if (!rc)
-			mbfs_itab_rename(T, dir, name, dir, hname, true);
-		return rc;
-	}
-	return -EBUSY;
-}
-
-static void ll_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
-		     mode_t mode, dev_t rdev)
-{
-	mbfs_ll_begin(req);
-	struct fuse_entry_param e;
-	char path[MB_PATH_MAX];
-	struct mbfs_itab_locks l = { 0 };
-	int rc = mbfs_ll_path(&l, parent, name, path);
-	if (!rc && S_ISREG(mode)) {
-		struct fuse_file_info fi;
-		memset(&fi, 0, sizeof(fi));
-		fi.flags = O_CREAT | O_EXCL | O_WRONLY;
-		rc = L.op->create(path, mode, &fi);
-		if (!rc) {
-			rc = lookup_path(parent, name, path, &e, &fi);
-			L.op->release(NULL, &fi);
-		}
-	} else if (!rc) {
-		rc = L.op->mknod(path, mode, rdev);
-		if (!rc)
-			rc = lookup_path(parent, name, path, &e, NULL);
-	}
-	mbfs_itab_unlock(T, &l);
-	reply_entry(req, &e, rc);
-}
-
-static void ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
-		     mode_t mode)
-{
-	mbfs_ll_begin(req);
-	struct fuse_entry_param e;
-	char path[MB_PATH_MAX];
-	struct mbfs_itab_locks l = { 0 };
-	int rc = mbfs_ll_path(&l, parent, name, path);
-	if (!rc)
-		rc = L.op->mkdir(path, mode);
-	if (!rc)
-		rc = lookup_path(parent, name, path, &e, NULL);
-	mbfs_itab_unlock(T, &l);
-	reply_entry(req, &e, rc);
-}
-
-static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
-{
-	mbfs_ll_begin(req);
-	char path[MB_PATH_MAX];
-	struct mbfs_itab_locks l = { .wdir = { parent }, .wname = { name } };
-	int rc = mbfs_ll_path(&l, parent, name, path);
-	if (!rc && mbfs_itab_is_open(T, parent, name)) {
-		rc = hide(parent, name, path);
-	} else if (!rc) {
-		rc = L.op->unlink(path);
-		if (!rc)
-			mbfs_itab_remove(T, parent, name);
-	}
-	mbfs_itab_unlock(T, &l);
-	mbfs_ll_reply_err(req, rc);
-}
-
-static void ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
-{
-	mbfs_ll_begin(req);
-	char path[MB_PATH_MAX];
-	struct mbfs_itab_locks l = { .wdir = { parent }, .wname = { name } };
-	int rc = mbfs_ll_path(&l, parent, name, path);
-	if (!rc)
-		rc = L.op->rmdir(path);
-	if (!rc)
-		mbfs_itab_remove(T, parent, name);
-	mbfs_itab_unlock(T, &l);
-	mbfs_ll_reply_err(req, rc);
-}
-
-static void ll_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
-		       const char *name)
-{
-	mbfs_ll_begin(req);
-	struct fuse_entry_param e;
-	char path[MB_PATH_MAX];
-	struct mbfs_itab_locks l = { 0 };
-	int rc = mbfs_ll_path(&l, parent, name, path);
-	if (!rc)
-		rc = L.op->symlink(link, path);
-	if (!rc)
-		rc = lookup_path(parent, name, path, &e, NULL);
-	mbfs_itab_unlock(T, &l);
-	reply_entry(req, &e, rc);
-}
-
-static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
-		      fuse_ino_t newparent, const char *newname,
-		      unsigned int flags)
-{
-	mbfs_ll_begin(req);
-	char from[MB_PATH_MAX], to[MB_PATH_MAX];
-	struct mbfs_itab_locks l = {
-		.read = { 0, newparent },
-		.wdir = { parent, newparent }, .wname = { name, newname },
-	};
-	int rc = mbfs_ll_path(&l, parent, name, from);
-	if (!rc)
-		rc = mbfs_itab_path(T, newparent, newname, to);
-	if (!rc && !(flags & RENAME_EXCHANGE) &&
-	    mbfs_itab_is_open(T, newparent, newname) &&
-	    mbfs_itab_find(T, newparent, newname) != mbfs_itab_find(T, parent, name)) {
-		rc = L.o->rename_check(from, to, flags);
-		if (!rc)
-			rc = hide(newparent, newname, to);
-	}
-	if (!rc)
-		rc = L.op->rename(from, to, flags);
-	if (!rc && (flags & RENAME_EXCHANGE))
-		mbfs_itab_exchange(T, parent, name, newparent, newname);
-	else if (!rc)
-		mbfs_itab_rename(T, parent, name, newparent, newname, false);
-	mbfs_itab_unlock(T, &l);
-	mbfs_ll_reply_err(req, rc);
-}
-
-static void ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
-		    const char *newname)
-{
-	mbfs_ll_begin(req);
-	struct fuse_entry_param e;
-	char from[MB_PATH_MAX], to[MB_PATH_MAX];
-	struct mbfs_itab_locks l = { .read = { 0, newparent } };
-	int rc = mbfs_ll_path(&l, ino, NULL, from);
-	if (!rc)
-		rc = mbfs_itab_path(T, newparent, newname, to);
-	if (!rc)
-		rc = L.op->link(from, to);
-	if (!rc)
-		rc = lookup_path(newparent, newname, to, &e, NULL);
-	mbfs_itab_unlock(T, &l);
-	reply_entry(req, &e, rc);
-}
-
 /* The last handle of ino let go; a hidden file goes with it. */
 static void release(fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -532,7 +363,7 @@ static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		mbfs_itab_unlock(T, &l);
 		return mbfs_ll_reply_err(req, rc);
 	}
-	rc = lookup_path(parent, name, path, &e, fi);
+	rc = mbfs_ll_lookup_path(parent, name, path, &e, fi);
 	mbfs_itab_unlock(T, &l);
 	if (!rc && !S_ISREG(e.attr.st_mode)) {
 		mbfs_itab_forget(T, e.ino, 1);
@@ -639,13 +470,13 @@ static const struct fuse_lowlevel_ops ll_ops = {
 	.getattr      = ll_getattr,
 	.setattr      = ll_setattr,
 	.readlink     = ll_readlink,
-	.mknod        = ll_mknod,
-	.mkdir        = ll_mkdir,
-	.unlink       = ll_unlink,
-	.rmdir        = ll_rmdir,
-	.symlink      = ll_symlink,
-	.rename       = ll_rename,
-	.link         = ll_link,
+	.mknod        = mbfs_ll_mknod,
+	.mkdir        = mbfs_ll_mkdir,
+	.unlink       = mbfs_ll_unlink,
+	.rmdir        = mbfs_ll_rmdir,
+	.symlink      = mbfs_ll_symlink,
+	.rename       = mbfs_ll_rename,
+	.link         = mbfs_ll_link,
 	.open         = ll_open,
 	.read         = ll_read,
 	.write        = ll_write,
@@ -696,6 +527,26 @@ int mbfs_ll_invalidate_path(const char *path)
 	if (!ino)
 		return -ENOENT;
 	return fuse_lowlevel_notify_inval_inode(L.se, ino, 0, 0);
+}
+
+int mbfs_ll_invalidate_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	if (!L.se || !L.itab || !slash || !slash[1])
+		return -ENOENT;
+	char dir[MB_PATH_MAX];
+	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	uint64_t parent = dir[0] ? mbfs_itab_find_path(T, dir) : FUSE_ROOT_ID;
+	if (!parent)
+		return -ENOENT;
+	return fuse_lowlevel_notify_inval_entry(L.se, parent, slash + 1,
+						strlen(slash + 1));
+}
+
+void mbfs_ll_moved(const char *const *from, const char *const *to, size_t k)
+{
+	if (L.itab)
+		mbfs_itab_moved(T, from, to, k);
 }
 
 int mbfs_ll_notify_raw(const void *msg, size_t len)

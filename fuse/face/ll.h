@@ -62,6 +62,14 @@ uid_t mbfs_ll_uid(void);
  * 0, -ENOENT when the kernel holds no inode under that path, or libfuse's
  * -errno. For any thread but a request's (it may wait on one). */
 int mbfs_ll_invalidate_path(const char *path);
+/* Drop the kernel's name path (its directory's entry): 0, -ENOENT when
+ * the kernel holds no such directory, or libfuse's -errno. For any thread
+ * but a request's. */
+int mbfs_ll_invalidate_name(const char *path);
+/* A command moved the files from[i] to to[i] (NULL: gone), and the mount
+ * followed (itab.h mbfs_itab_moved): the kernel's inodes follow too.
+ * Their names are then to be dropped (mbfs_ll_invalidate_name). */
+void mbfs_ll_moved(const char *const *from, const char *const *to, size_t k);
 /* Write a raw notification to the session's device (kcache's epoch).
  * 0 or -errno. */
 int mbfs_ll_notify_raw(const void *msg, size_t len);

@@ -113,7 +113,8 @@ static void *mbfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 		mb_log(MB_LOG_WARN, "cannot start the keep-alive thread (%s): "
 		       "an idle mount may lose its container", strerror(-rc));
 	static const struct mbfs_kernel kernel = {
-		mbfs_ll_invalidate_path, mbfs_ll_notify_raw
+		mbfs_ll_invalidate_path, mbfs_ll_notify_raw,
+		mbfs_ll_invalidate_name
 	};
 	rc = mbfs_kcache_start(FS->kcache, &kernel);
 	if (rc)

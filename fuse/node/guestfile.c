@@ -101,6 +101,8 @@ size_t mbfs_node_open_clean(struct mbfs *fs, struct mbfs_node_base *v,
 		v[k].loaded = n->loaded;
 		v[k].size = n->base_size;
 		v[k].mtime = n->base_mtime;
+		memcpy(v[k].id, n->guest_id, sizeof(v[k].id));
+		v[k].held = n->handles > 0;
 		k++;
 	}
 	pthread_mutex_unlock(&fs->nodes_lock);

@@ -105,6 +105,7 @@ static void mark_changed(struct mbfs *fs, struct mbfs_node *n, uint64_t size)
 	pthread_mutex_lock(&fs->nodes_lock);
 	n->size = size;
 	n->dirty = true;
+	n->guest_id[0] = '\0';   /* its upload makes a new file there */
 	n->version++;
 	clock_gettime(CLOCK_REALTIME, &n->mtime);
 	pthread_mutex_unlock(&fs->nodes_lock);

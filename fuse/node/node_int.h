@@ -11,6 +11,8 @@
 #include <time.h>
 
 #include "fuse/mbfs.h"
+#include "fuse/node/guestfile.h"
+#include "fuse/node/node.h"
 #include "fuse/transport/xfer.h"
 
 struct mbfs_node {
@@ -63,6 +65,10 @@ struct mbfs_node {
 	                          them first */
 	uint64_t times_version; /* mtime was set by utimens (wbnode.c) at
 	                          this version; 0: never */
+	char guest_id[MBFS_GUEST_ID_MAX]; /* DEVICE:INODE:BIRTH of the file
+	                          a clean copy is of, "" when not known
+	                          (guestid.c); any local change forgets it,
+	                          since its upload makes a new file there */
 	bool recorded;         /* the journal holds a record of the copy */
 	bool rec_stale;        /* ... for an old path, or no longer wanted
 	                          (unlinked): rewrite or drop it */
@@ -120,6 +126,10 @@ bool mbfs_node_behind(const struct mbfs_node *n, const struct stat *st);
  * the guest's file differs from its base (or a command ran: refetch), so
  * that the caller's load fetches it again. n->lock held. */
 void mbfs_node_follow_guest(struct mbfs *fs, struct mbfs_node *n);
+
+/* nodeset.c: an upload of path landed, which made a new file there: the
+ * identity of every copy of it is unknown again. nodes_lock held. */
+void mbfs_node_forget_ids(struct mbfs *fs, const char *path);
 
 /* copyfd.c: the copy's fd and its reads. */
 

@@ -129,3 +129,11 @@ bool mbfs_nodeset_busy(struct mbfs *fs, const char *path)
 	pthread_mutex_unlock(&fs->nodes_lock);
 	return busy;
 }
+
+/* An upload of path made a new file there (node_int.h). */
+void mbfs_node_forget_ids(struct mbfs *fs, const char *path)
+{
+	for (struct mbfs_node *n = mbfs_nodeset_find(fs->nodes, path, NULL);
+	     n; n = mbfs_nodeset_find(fs->nodes, path, n))
+		n->guest_id[0] = '\0';
+}

@@ -156,6 +156,7 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 			       mode, strerror(-mrc));
 	}
 	pthread_mutex_lock(&fs->nodes_lock);
+	mbfs_node_forget_ids(fs, path);
 	n->dirty = false;
 	n->fresh = false;
 	n->base_known = true;

@@ -308,6 +308,7 @@ void mbfs_node_wb_done(struct mbfs *fs, struct mbfs_node *n,
 		/* the cache shows the file before the node stops showing it
 		 * as fresh: a readdir between the two would miss it */
 		mbfs_cache_put(fs->cache, f->path, &st);
+		mbfs_node_forget_ids(fs, f->path);
 		/* the guest has this version now, whatever came after it */
 		n->fresh = false;
 		n->base_known = true;
