@@ -91,17 +91,22 @@ def test_the_control_file_name_is_taken_only_at_the_root(service, container, mou
 
 
 def test_a_rename_to_libfuses_hidden_name_is_refused_and_loses_nothing(service, container, mount):
-    """libfuse renames a file unlinked while open to ".fuse_hidden" and 16
-    hex digits, a name the mount keeps to itself. A program's own rename
-    to such a name (nothing holds the file open) would hide the file on
-    both sides: it fails with EPERM, and the file stays where it was."""
+    """The mount renames a file unlinked while open to ".fuse_hidden" and
+    16 hex digits, a name it keeps to itself. A program's own rename to
+    such a name would hide the file on both sides: it fails with EPERM,
+    and the file stays where it was, also while it is held open (it was
+    then taken for the mount's own hiding, and removed at its close)."""
     d = unique("tohidden")
     sh(service, container, "mkdir -p /workspace/%s/dir && echo precious > /workspace/%s/a" % (d, d))
     invalidate(mount)
-    for name in ("a", "dir"):
-        with pytest.raises(OSError) as e:
-            os.rename(mount.path(d, name), mount.path(d, ".fuse_hidden0000000a00000001"))
-        assert e.value.errno == errno.EPERM
+    held = open(mount.path(d, "a"), "rb")
+    try:
+        for name in ("a", "dir"):
+            with pytest.raises(OSError) as e:
+                os.rename(mount.path(d, name), mount.path(d, ".fuse_hidden0000000a00000001"))
+            assert e.value.errno == errno.EPERM
+    finally:
+        held.close()
     assert sorted(os.listdir(mount.path(d))) == ["a", "dir"]
     sync(mount)
     assert sh(service, container, "cat /workspace/%s/a; ls -A /workspace/%s" % (d, d)) == \

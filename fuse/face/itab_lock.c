@@ -64,6 +64,13 @@ int mbfs_itab_lock(struct mbfs_itab *t, struct mbfs_itab_locks *l)
 	for (;;) {
 		struct inode *r[2], *w[2];
 		bool writer = false, ok = true;
+		for (int i = 0; i < 2; i++) {   /* marks of the last round */
+			if (waiting[i]) {
+				waiting[i]->wwait--;
+				itab_maybe_free_locked(t, waiting[i]);
+			}
+			waiting[i] = NULL;
+		}
 		for (int i = 0; i < 2; i++) {
 			r[i] = l->read[i] ? itab_get_locked(t, l->read[i]) : NULL;
 			if (l->read[i] && !r[i])
@@ -86,11 +93,6 @@ int mbfs_itab_lock(struct mbfs_itab *t, struct mbfs_itab_locks *l)
 		for (int i = 0; i < 2; i++) {
 			ok &= chain_free_locked(t, r[i], writer);
 			ok &= !w[i] || w[i]->treelock == 0;
-		}
-		for (int i = 0; i < 2; i++) {   /* marks of the last round */
-			if (waiting[i])
-				waiting[i]->wwait--;
-			waiting[i] = NULL;
 		}
 		size_t need = ok ? chain_len_locked(t, r[0]) +
 				   chain_len_locked(t, r[1]) : 0;

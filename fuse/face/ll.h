@@ -35,9 +35,10 @@ struct mbfs_ll_opts {
 	 * file */
 	bool (*hold)(uint64_t fh);
 	void (*drop)(uint64_t fh);
-	/* what the rename op would refuse before it changes anything: a
-	 * target held open is hidden first, then the rename is made, so a
-	 * refusal must come before (0 or -errno) */
+	/* what a program's rename is refused before it changes anything:
+	 * a target held open is hidden first, then the rename is made, so a
+	 * refusal must come before (0 or -errno); the rename op itself also
+	 * takes ll.c's own renames to hidden names */
 	int (*rename_check)(const char *from, const char *to, unsigned flags);
 	/* -o umask=M: every file shows the permissions 0777 & ~M, as
 	 * libfuse's high-level API had it */

@@ -151,13 +151,12 @@ void mbfs_ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	int rc = mbfs_ll_path(&l, parent, name, from);
 	if (!rc)
 		rc = mbfs_itab_path(T, newparent, newname, to);
+	if (!rc)
+		rc = L.o->rename_check(from, to, flags);
 	if (!rc && !(flags & RENAME_EXCHANGE) &&
 	    mbfs_itab_is_open(T, newparent, newname) &&
-	    mbfs_itab_find(T, newparent, newname) != mbfs_itab_find(T, parent, name)) {
-		rc = L.o->rename_check(from, to, flags);
-		if (!rc)
-			rc = hide(newparent, newname, to);
-	}
+	    mbfs_itab_find(T, newparent, newname) != mbfs_itab_find(T, parent, name))
+		rc = hide(newparent, newname, to);
 	if (!rc)
 		rc = L.op->rename(from, to, flags);
 	if (!rc && (flags & RENAME_EXCHANGE))

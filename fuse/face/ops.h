@@ -12,9 +12,10 @@ extern const struct fuse_operations mbfs_ops;
  * bounded by one deadline, its start + op_timeout (bound.c). */
 void mbfs_bound_ops(struct fuse_operations *ops);
 
-/* The checks a rename makes before it changes anything (names, the
- * control file, flags): 0 or the -errno mbfs_ops.rename would return.
- * ll.h's rename_check: a target held open is hidden only after them. */
+/* The checks a program's rename passes before it changes anything (names,
+ * the control file, flags; the hidden pattern is ours alone): 0 or
+ * -errno. ll.h's rename_check: a target held open is hidden only after
+ * them. */
 int mbfs_rename_check(const char *from, const char *to, unsigned int flags);
 
 /* A reference to the file an open's handle (fi->fh) holds, for a request

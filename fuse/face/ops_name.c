@@ -84,7 +84,8 @@ int mbfs_symlink(const char *target, const char *path)
 	return mbfs_ns_symlink(FS, target, path);
 }
 
-int mbfs_rename_check(const char *from, const char *to, unsigned int flags)
+/* The checks of a rename, ours (a hiding, ll.c) or a program's. */
+static int checks(const char *from, const char *to, unsigned int flags)
 {
 	if (flags & ~(unsigned)RENAME_NOREPLACE)
 		return -EINVAL;   /* RENAME_EXCHANGE has no atomic equivalent */
@@ -99,20 +100,27 @@ int mbfs_rename_check(const char *from, const char *to, unsigned int flags)
 	return rc;
 }
 
+int mbfs_rename_check(const char *from, const char *to, unsigned int flags)
+{
+	/* a program's rename to the hidden pattern would hide the file from
+	 * both sides (it was taken for our own hiding when the file was
+	 * open, and removed at its close) */
+	if (mbfs_hidden_is_name(to)) {
+		mb_log(MB_LOG_WARN, "cannot rename a file to a name beginning '"
+		       MBFS_HIDDEN_PREFIX "': reserved for mbfs (EPERM)");
+		return -EPERM;
+	}
+	return checks(from, to, flags);
+}
+
 int mbfs_rename(const char *from, const char *to, unsigned int flags)
 {
-	int rc = mbfs_rename_check(from, to, flags);
+	int rc = checks(from, to, flags);
 	if (rc)
 		return rc;
 	if (mbfs_hidden_is_name(to)) {   /* ll.c hides a file open here */
-		/* nothing open at from: a program's rename to such a name,
-		 * which would hide the file from both sides */
-		if (!mbfs_node_open_at(FS, from)) {
-			mb_log(MB_LOG_WARN, "cannot rename a file to a name "
-			       "beginning '" MBFS_HIDDEN_PREFIX "': reserved for "
-			       "mbfs (EPERM)");
-			return -EPERM;
-		}
+		if (!mbfs_node_open_at(FS, from))
+			return -EPERM;   /* nothing to hide */
 		rc = mbfs_hidden_hide(FS, from, to);
 		if (!rc)
 			mbfs_kcache_gone(FS->kcache, from);
