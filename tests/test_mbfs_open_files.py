@@ -514,6 +514,30 @@ def test_a_real_conflict_is_kept_and_the_next_command_starts(service, container,
     assert (r.returncode, r.stderr) == (0, b""), r
 
 
+@pytest.mark.parametrize("size", [600 * 1024, 3 * 1024 * 1024], ids=["600k", "3m"])
+def test_a_large_file_changed_on_both_sides_is_kept_not_overwritten(service, container, mount, d, size):
+    """A file too large for a batch goes up on its own at its close: when
+    the sandbox changed it since the mount's copy was made, the close
+    says EIO, the sandbox keeps its version and the mount's is kept (it
+    was uploaded over the sandbox's change, without a word)."""
+    f = os.path.join(d, "f")
+    write_file(f, b"v" * size)
+    sync(mount)
+    rel = os.path.relpath(f, mount.mountpoint)
+    sh(service, container, "printf 'the sandbox\\n' > /workspace/%s" % rel)
+    with pytest.raises(OSError) as e:
+        with open(f, "r+b") as w:
+            w.write(b"L")
+    assert e.value.errno == errno.EIO
+    assert sh(service, container, "cat /workspace/%s" % rel) == "the sandbox\n"
+    kept = [line for line in mount.log().splitlines() if "conflict" in line and "data kept in " in line]
+    assert len(kept) == 1, mount.log()
+    with open(kept[0].split("data kept in ")[1].strip(), "rb") as k:
+        assert k.read() == b"L" + b"v" * (size - 1)
+    r = mbtest.run_mbexec(service, ["cat", "f"], cwd=d)
+    assert (r.returncode, r.stdout) == (0, b"the sandbox\n"), r
+
+
 def removed_while_open(base):
     """What programs in and on a directory see once it is removed here:
     an fd on the directory, a shell standing in it, and a file in it that

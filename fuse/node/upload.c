@@ -30,6 +30,7 @@
 #include "fuse/node/node_int.h"
 #include "fuse/view/view.h"
 #include "fuse/transport/remote.h"
+#include "fuse/transport/route.h"
 #include "fuse/outbox/wbq.h"
 #include "fuse/outbox/wbsend.h"
 #include "fuse/durable/fdio.h"
@@ -57,11 +58,14 @@ static void apply_written(struct stat *st, const void *arg)
  * it replaces. sha: our bytes' hash. 0 or -errno (logged). */
 static int send_small(struct mbfs *fs, struct mbfs_node *n, const char *path,
 		      uint64_t size, unsigned mode, struct timespec mtime,
-		      char sha[65],
-		      struct mb_err *err)
+		      const struct mbfs_wbfile *base, char sha[65],
+		      bool *conflict, struct mb_err *err)
 {
 	struct mbfs_wbfile f;
 	memset(&f, 0, sizeof(f));
+	f.base = base->base;   /* apply.sh checks it, as for a batch */
+	f.base_size = base->base_size;
+	f.base_mtime = base->base_mtime;
 	if (!mode) {
 		struct stat st;
 		mode = mbfs_view_lookup(fs, path, &st) == 0 &&
@@ -82,14 +86,84 @@ static int send_small(struct mbfs *fs, struct mbfs_node *n, const char *path,
 		rc = mbfs_wbsend(fs, &f, 1, NULL, 0, err);
 		if (!rc && f.rc) {
 			rc = f.rc;
-			mb_err_set(err, -rc, "cannot save '%s' on the guest: %s",
-				   path, f.why[0] ? f.why : strerror(-rc));
+			*conflict = strncmp(f.why, "conflict:", 9) == 0;
+			if (*conflict)
+				mb_err_set(err, -rc, "%s", f.why);
+			else
+				mb_err_set(err, -rc, "cannot save '%s' on the "
+					   "guest: %s", path,
+					   f.why[0] ? f.why : strerror(-rc));
 			mb_log(MB_LOG_WARN, "%s", err->msg);
 		}
 	}
 	free(f.path);
 	free(f.data);
 	return rc;
+}
+
+/* What an upload of n replaces: nothing (a new file), or the guest's file
+ * as n's copy was made from it (a batch's base check, wbnode.c), or any.
+ * *ours: that base is our own last upload, whose mtime was our clock's
+ * guess (a PUT's). nodes_lock held. */
+static void base_of(const struct mbfs_node *n, struct mbfs_wbfile *b,
+		    bool *ours)
+{
+	memset(b, 0, sizeof(*b));
+	*ours = n->sha_due || n->base_sha[0];
+	if (n->fresh && !n->replaces) {
+		b->base = MBFS_BASE_ABSENT;
+	} else if (!n->fresh && n->base_known) {
+		b->base = MBFS_BASE_STAT;
+		b->base_size = n->base_size;
+		b->base_mtime = n->base_mtime;
+	}
+}
+
+/* Is rpath's directory a symlink now (the sandbox swapped it)? The
+ * upload itself refuses that, and says why. */
+static bool swapped_dir(struct mbfs *fs, const char *rpath)
+{
+	char dir[MB_PATH_MAX];
+	const char *slash = strrchr(rpath, '/');
+	if (!slash || slash == rpath)
+		return false;
+	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - rpath), rpath);
+	struct mb_entry e;
+	struct mb_err lerr;
+	mb_err_clear(&lerr);
+	if (mbfs_route_lstat(fs, dir, &e, &lerr))
+		return false;
+	bool link = e.type == MB_FT_SYMLINK;
+	mb_entry_release(&e);
+	return link;
+}
+
+/* A large upload checks the guest's file before it starts (its parts go
+ * straight in): changed since the copy was made, the upload is a
+ * conflict. 0, or -EIO with err said. */
+static int check_base(struct mbfs *fs, const char *path,
+		      const struct mbfs_wbfile *b, bool ours, struct mb_err *err)
+{
+	char rpath[MB_PATH_MAX];
+	struct mb_entry e;
+	struct mb_err lerr;
+	if (b->base != MBFS_BASE_STAT || mbfs_remote_path(fs, path, rpath))
+		return 0;
+	mb_err_clear(&lerr);
+	int rc = mbfs_route_lstat(fs, rpath, &e, &lerr);
+	if (rc)
+		return 0;   /* gone or unknown: the upload says */
+	/* after our own upload in parts, its mtime is the guest's clock's:
+	 * the size tells */
+	bool same = e.type == MB_FT_FILE && e.size == b->base_size &&
+		    (ours || e.mtime == b->base_mtime);
+	mb_entry_release(&e);
+	if (same || swapped_dir(fs, rpath))
+		return 0;
+	mb_err_set(err, EIO, "conflict: the file changed on the sandbox since "
+		   "the mount's copy was made");
+	mb_log(MB_LOG_WARN, "'%s': %s", rpath, err->msg);
+	return -EIO;
 }
 
 int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
@@ -102,6 +176,9 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 	bool kept = n->kept_any && n->kept_version == version;
 	struct timespec mine = n->mtime;
 	snprintf(path, sizeof(path), "%s", n->path);
+	struct mbfs_wbfile base;
+	bool ours;
+	base_of(n, &base, &ours);
 	pthread_mutex_unlock(&fs->nodes_lock);
 	if (!dirty)
 		return 0;
@@ -127,19 +204,24 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 	struct written w = { size, { time(NULL), 0 } };
 	/* pending until it ends, as a queued file is (wbq.h) */
 	mbfs_wbq_upload_begin(fs, size);
+	bool conflict = false;
 	if (!rc && !due && mbfs_wbsend_fits(path)) {
 		w.mtime = mine;
-		rc = send_small(fs, n, path, size, fresh ? mode : 0, mine, sha,
-				&err);
+		rc = send_small(fs, n, path, size, fresh ? mode : 0, mine, &base,
+				sha, &conflict, &err);
 		give = 0;   /* the batch gave it */
 	} else if (!rc) {
-		rc = mbfs_xfer_upload(fs, path, n->fd, size, &give,
-				      due ? NULL : sha, &err);
+		rc = check_base(fs, path, &base, ours, &err);
+		conflict = rc != 0;
+		if (!rc)
+			rc = mbfs_xfer_upload(fs, path, n->fd, size, &give,
+					      due ? NULL : sha, &err);
 	}
 	if (rc) {
 		mbfs_cache_invalidate(fs->cache, path);
 		mbfs_node_keep(fs, n, path, version, rc, &err);
-		mbfs_wbq_upload_end(fs, size, rc);   /* kept: shown so */
+		/* kept: shown so */
+		mbfs_wbq_upload_end(fs, size, rc, conflict);
 		return rc;
 	}
 	/* times set while it was waiting for write-back (wbnode.c) follow
@@ -184,6 +266,6 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 	} else {
 		mbfs_cache_modify(fs->cache, path, apply_written, &w);
 	}
-	mbfs_wbq_upload_end(fs, size, 0);
+	mbfs_wbq_upload_end(fs, size, 0, false);
 	return mrc;
 }

@@ -240,12 +240,16 @@ int mbfs_wbq_sync(struct mbfs *fs);
 
 /* An upload on its own (a file too large for a batch: upload.c) of bytes
  * starts; it is pending (mbfs_wbq_json) until the matching _end, whose rc
- * is the upload's (0 or -errno). May be called with node->lock held. */
+ * is the upload's (0 or -errno; conflict: refused because the guest's
+ * file changed since the copy was made, and kept). May be called with
+ * node->lock held. */
 void mbfs_wbq_upload_begin(struct mbfs *fs, uint64_t bytes);
-void mbfs_wbq_upload_end(struct mbfs *fs, uint64_t bytes, int rc);
+void mbfs_wbq_upload_end(struct mbfs *fs, uint64_t bytes, int rc,
+			 bool conflict);
 /* Wait until no upload on its own runs (or the generation is gone): for
  * the control file's "sync". -EIO when one of those ended meanwhile
- * failed, else 0. Never with a node lock held. */
+ * failed, -EEXIST when each was a conflict, else 0. Never with a node
+ * lock held. */
 int mbfs_wbq_upload_wait(struct mbfs *fs);
 
 /* count files (the last one path) could not be sent (why): the next

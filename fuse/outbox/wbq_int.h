@@ -90,6 +90,7 @@ struct mbfs_wbq {
 	size_t up_files;
 	uint64_t up_bytes;
 	uint64_t up_failed;      /* since mount */
+	uint64_t up_conflicts;   /* ... refused as conflicts, each kept */
 };
 
 /* Form, send and settle one batch of the oldest queued entries

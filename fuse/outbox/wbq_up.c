@@ -24,7 +24,8 @@ void mbfs_wbq_upload_begin(struct mbfs *fs, uint64_t bytes)
 	pthread_mutex_unlock(&q->lock);
 }
 
-void mbfs_wbq_upload_end(struct mbfs *fs, uint64_t bytes, int rc)
+void mbfs_wbq_upload_end(struct mbfs *fs, uint64_t bytes, int rc,
+			 bool conflict)
 {
 	struct mbfs_wbq *q = fs->wbq;
 	if (!q)
@@ -32,7 +33,8 @@ void mbfs_wbq_upload_end(struct mbfs *fs, uint64_t bytes, int rc)
 	pthread_mutex_lock(&q->lock);
 	q->up_files--;
 	q->up_bytes -= bytes;
-	q->up_failed += rc != 0;
+	q->up_failed += rc != 0 && !conflict;
+	q->up_conflicts += rc != 0 && conflict;
 	pthread_cond_broadcast(&q->cond);
 	pthread_mutex_unlock(&q->lock);
 }
@@ -43,11 +45,12 @@ int mbfs_wbq_upload_wait(struct mbfs *fs)
 	if (!q)
 		return 0;
 	pthread_mutex_lock(&q->lock);
-	uint64_t failed = q->up_failed;
+	uint64_t failed = q->up_failed, conflicts = q->up_conflicts;
 	/* a stopped generation fails every upload soon: no need to wait */
 	while (q->up_files && !atomic_load(&fs->stopped))
 		pthread_cond_wait(&q->cond, &q->lock);
-	int rc = q->up_failed != failed ? -EIO : 0;
+	int rc = q->up_failed != failed ? -EIO
+		 : q->up_conflicts != conflicts ? -EEXIST : 0;
 	pthread_mutex_unlock(&q->lock);
 	return rc;
 }
