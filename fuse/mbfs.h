@@ -5,8 +5,10 @@
  *   main.c      options, one validation block, the session; wires the
  *               modules together (fs->sink, the queue's node table)
  *   face/       the kernel's and mbexec's way in: ll.c (the FUSE
- *               session: node numbers to paths through itab.c, the
- *               kernel's inodes), ops.c (the path operations;
+ *               session; ll_name.c its namespace requests, ll_dir.c open
+ *               directories: node numbers to paths through itab.c, the
+ *               kernel's inodes, with itab_lock.c's tree locks and
+ *               itab_open.c's opens), ops.c (the path operations;
  *               ops_name.c its namespace ops; bound.c bounds each op by
  *               op_timeout), control.c (the control
  *               file), agent.c (mbexec's socket; polls of running commands
@@ -57,7 +59,10 @@
  * thread while a command runs, agent.c one accepting, one polling and one
  * per mbexec connection, watch.c one watcher.
  * Lock order (a thread holding one lock only takes locks further right):
- *   itab->lock  ->  fs->nodes_lock (mbfs_itab_lend_fh's hold only)
+ *   itab->lock  ->  fs->nodes_lock (mbfs_itab_lend_fh's hold only; a
+ *   tree lock (itab_lock.c) is waited for on itab->lock, and held by a
+ *   request across its path operation, like node->lock, never across
+ *   another request)
  *   node->lock  ->  node->fd_rw
  *   node->lock  ->  fs->nodes_lock  ->  cache->lock
  *   hidden->lock  ->  fs->nodes_lock
@@ -73,7 +78,8 @@
  *   seen_lock (name.c). follow.c holds none while it asks the guest or
  *   calls the nodes; the outbox calls fs->sink with none of its own.
  * node->lock may be held across network calls (and across waiting for a
- * batch send); no other lock ever is.
+ * batch send), and so may a request's tree locks (not a mutex: a count
+ * on the nodes of its path); no other lock ever is.
  * Inode numbers: use_ino, st_ino = mbfs_ino() of the path, so they stay
  * the same across lookups and mounts (git's index compares them), and
  * across renames made through the mount (inode.c).

@@ -24,7 +24,6 @@
 #include "fuse/face/ll.h"
 #include "fuse/face/ll_int.h"
 
-
 struct mbfs_ll mbfs_ll;
 static __thread uid_t caller_uid;
 

@@ -7,10 +7,13 @@
  * file removed or replaced while open is renamed to a hidden name (hidden.h)
  * and removed at its last close; pages are kept across opens while size
  * and mtime stay (auto_cache); a listing is read whole at offset 0 and
- * served in pieces. What it does beyond: a node the kernel still holds
+ * served in pieces; a request holds its path until it is done (tree
+ * locks, itab.h). What it does beyond: a node the kernel still holds
  * after its name went (a directory removed while an fd or a shell's cwd
  * is in it) answers from its last attributes, with no links, and lists
- * empty, as on a local disk, where the high-level API said ESTALE.
+ * empty, as on a local disk, where the high-level API said ESTALE; and a
+ * file a command renamed takes the kernel's inode along (mbfs_ll_moved),
+ * so the fds held on it and its new name are one file.
  *
  * One session per process. Thread-safe: requests come from libfuse's
  * worker threads.
