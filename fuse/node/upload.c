@@ -58,14 +58,13 @@ static void apply_written(struct stat *st, const void *arg)
  * it replaces. sha: our bytes' hash. 0 or -errno (logged). */
 static int send_small(struct mbfs *fs, struct mbfs_node *n, const char *path,
 		      uint64_t size, unsigned mode, struct timespec mtime,
-		      const struct mbfs_wbfile *base, char sha[65],
-		      bool *conflict, struct mb_err *err)
+		      char sha[65], bool *conflict, struct mb_err *err)
 {
+	/* no base check (unlike a queued batch's, wbnode.c): an O_APPEND
+	 * writer's bytes over a copy the guest moved on from are merged
+	 * there only, and such a copy truncated by path would be refused */
 	struct mbfs_wbfile f;
 	memset(&f, 0, sizeof(f));
-	f.base = base->base;   /* apply.sh checks it, as for a batch */
-	f.base_size = base->base_size;
-	f.base_mtime = base->base_mtime;
 	if (!mode) {
 		struct stat st;
 		mode = mbfs_view_lookup(fs, path, &st) == 0 &&
@@ -207,8 +206,8 @@ int mbfs_node_upload(struct mbfs *fs, struct mbfs_node *n)
 	bool conflict = false;
 	if (!rc && !due && mbfs_wbsend_fits(path)) {
 		w.mtime = mine;
-		rc = send_small(fs, n, path, size, fresh ? mode : 0, mine, &base,
-				sha, &conflict, &err);
+		rc = send_small(fs, n, path, size, fresh ? mode : 0, mine, sha,
+				&conflict, &err);
 		give = 0;   /* the batch gave it */
 	} else if (!rc) {
 		rc = check_base(fs, path, &base, ours, &err);
