@@ -198,6 +198,27 @@ void itab_maybe_free_locked(struct mbfs_itab *t, struct inode *n)
 	free(n);
 }
 
+/* A new node named parent/name, with a number never given before; NULL
+ * without memory. */
+static struct inode *new_child_locked(struct mbfs_itab *t, struct inode *parent,
+				      const char *name)
+{
+	char *copy = strdup(name);
+	struct inode *n = copy ? calloc(1, sizeof(*n)) : NULL;
+	if (!n) {
+		free(copy);
+		return NULL;
+	}
+	n->ino = t->next_ino++;
+	size_t s = id_slot(t, n->ino);
+	n->id_next = t->by_id[s];
+	t->by_id[s] = n;
+	t->count++;
+	name_locked(t, n, parent, copy);
+	grow_locked(t);
+	return n;
+}
+
 int mbfs_itab_path(struct mbfs_itab *t, uint64_t ino, const char *name,
 		   char *buf)
 {
@@ -267,19 +288,7 @@ uint64_t mbfs_itab_looked_up(struct mbfs_itab *t, uint64_t parent,
 	struct inode *n = name ? itab_find_locked(t, parent, name) : itab_get_locked(t, parent);
 	if (!n && name) {
 		struct inode *p = itab_get_locked(t, parent);
-		char *copy = p ? strdup(name) : NULL;
-		n = copy ? calloc(1, sizeof(*n)) : NULL;
-		if (n) {
-			n->ino = t->next_ino++;
-			size_t s = id_slot(t, n->ino);
-			n->id_next = t->by_id[s];
-			t->by_id[s] = n;
-			t->count++;
-			name_locked(t, n, p, copy);
-			grow_locked(t);
-		} else {
-			free(copy);
-		}
+		n = p ? new_child_locked(t, p, name) : NULL;
 	}
 	if (n) {
 		n->nlookup++;
@@ -476,22 +485,10 @@ static struct inode *dirs_locked(struct mbfs_itab *t, const char *path,
 		memcpy(part, p, len);
 		part[len] = '\0';
 		struct inode *c = itab_find_locked(t, n->ino, part);
-		if (!c) {
-			char *copy = strdup(part);
-			c = copy ? calloc(1, sizeof(*c)) : NULL;
-			if (!c) {
-				free(copy);
-				return NULL;
-			}
-			c->ino = t->next_ino++;
+		if (!c && !(c = new_child_locked(t, n, part)))
+			return NULL;
+		if (!c->nlookup && !c->st.st_mode)   /* not the kernel's yet */
 			c->st.st_mode = S_IFDIR | 0755;
-			size_t s = id_slot(t, c->ino);
-			c->id_next = t->by_id[s];
-			t->by_id[s] = c;
-			t->count++;
-			name_locked(t, c, n, copy);
-			grow_locked(t);
-		}
 		n = c;
 		p += len;
 	}
